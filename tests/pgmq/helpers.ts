@@ -1,0 +1,91 @@
+/**
+ * Shared helpers of the PGMQ conformance suite (`../shared/reference/pgmq-api.md` §4). The suite
+ * runs unchanged against the real extension and the project's PGMQ-compatible SQL; these helpers
+ * tell the two apart where the specification gives per-target answers.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import { pgmqSource } from "../support/db.ts";
+
+/** What provides `pgmq.*` in the test database. */
+export interface PgmqTarget {
+  /** True for the real extension, false for the compatible SQL. */
+  extension: boolean;
+  /** Extension version (`extversion`), or `undefined` on the compatible SQL. */
+  version?: string;
+  /** Whether the 1.5 surface (headers, overloads, conditional) is present. */
+  has15: boolean;
+  /** Whether pop and set_vt use clock_timestamp() (1.5.1 and the compatible SQL). */
+  has151: boolean;
+}
+
+/** Whether this run is known, before any test starts, to use the compatible SQL. */
+export const COMPATIBLE_RUN = pgmqSource() === "compatible";
+
+/** Whether this run is known, before any test starts, to use the real extension. */
+export const EXTENSION_RUN = pgmqSource() === "extension";
+
+function atLeast(version: string, min: number[]): boolean {
+  const parts = version.split(".").map((p) => Number.parseInt(p, 10) || 0);
+  for (let i = 0; i < min.length; i++) {
+    if ((parts[i] ?? 0) !== min[i]) return (parts[i] ?? 0) > min[i];
+  }
+  return true;
+}
+
+/**
+ * Finds out what provides PGMQ. `pgmqSource()` decides for fresh installs; an `existing` schema is
+ * identified through `pg_extension`.
+ */
+export async function pgmqTarget(sql: postgres.Sql): Promise<PgmqTarget> {
+  const source = pgmqSource();
+  let version: string | undefined;
+  if (source !== "compatible") {
+    const rows = await sql<{ v: string }[]>`
+      select extversion as v from pg_extension where extname = 'pgmq'`;
+    version = rows[0]?.v;
+  }
+  if (version === undefined) return { extension: false, has15: true, has151: true };
+  return {
+    extension: true,
+    version,
+    has15: atLeast(version, [1, 5, 0]),
+    has151: atLeast(version, [1, 5, 1]),
+  };
+}
+
+let counter = 0;
+
+/** A queue name no other test uses: `prefix_<random>` (lowercase, well under 47 characters). */
+export function freshQueue(prefix = "t"): string {
+  counter++;
+  return `${prefix}_${counter}_${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** Message ids of result rows (or bare ids), as sorted numbers: never rely on row order. */
+export function sortedIds(rows: readonly unknown[], column = "msg_id"): number[] {
+  return rows
+    .map((r) =>
+      Number(typeof r === "object" && r !== null ? (r as Record<string, unknown>)[column] : r)
+    )
+    .sort((a, b) => a - b);
+}
+
+/** Whether a relation exists (`pgmq.q_x` style, already quoted as needed). */
+export async function relationExists(sql: postgres.Sql, name: string): Promise<boolean> {
+  const [{ ok }] = await sql<{ ok: boolean }[]>`select to_regclass(${name}) is not null as ok`;
+  return ok;
+}
+
+/** The P0001 error PGMQ raises for `$`, `;`, `--` or `'` in a queue name. */
+export function isInvalidCharsError(e: unknown): boolean {
+  const err = e as { code?: string; message?: string };
+  return err.code === "P0001" &&
+    err.message === "queue name contains invalid characters: $, ;, --, or \\'";
+}
+
+/** An error carrying the given SQLSTATE. */
+export function hasCode(code: string): (e: unknown) => boolean {
+  return (e: unknown) => (e as { code?: string }).code === code;
+}
