@@ -85,7 +85,20 @@ export function isInvalidCharsError(e: unknown): boolean {
     err.message === "queue name contains invalid characters: $, ;, --, or \\'";
 }
 
-/** An error carrying the given SQLSTATE. */
-export function hasCode(code: string): (e: unknown) => boolean {
-  return (e: unknown) => (e as { code?: string }).code === code;
+/** The SQLSTATE of a database error, if it is one. */
+export function errorCode(e: unknown): string | undefined {
+  return (e as { code?: string }).code;
+}
+
+/**
+ * A predicate for `assert.rejects`: a database error with this SQLSTATE and, when given, a message
+ * equal to the string or matching the pattern.
+ */
+export function pgError(code: string, message?: string | RegExp): (e: unknown) => boolean {
+  return (e: unknown) => {
+    const err = e as { code?: string; message?: string };
+    if (err.code !== code) return false;
+    if (message === undefined) return true;
+    return typeof message === "string" ? err.message === message : message.test(err.message ?? "");
+  };
 }

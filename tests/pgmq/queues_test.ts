@@ -1,7 +1,7 @@
 // Queue management: create, list, drop (reference §4 cases 1–4, 9–15).
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
-import { freshQueue, hasCode, pgmqTarget, relationExists } from "./helpers.ts";
+import { errorCode, freshQueue, pgError, pgmqTarget, relationExists } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });
 
@@ -97,7 +97,7 @@ db.test("11 [all] create_partitioned without pg_partman fails and registers noth
   const q = freshQueue("t_part");
   await assert.rejects(
     () => sql`select pgmq.create_partitioned(${q}::text)`,
-    (e: any) => e.code === "P0001" && e.message === "pg_partman is required for partitioned queues",
+    pgError("P0001", "pg_partman is required for partitioned queues"),
   );
   const rows = await sql`select 1 from pgmq.meta where queue_name = ${q}`;
   assert.equal(rows.length, 0);
@@ -123,8 +123,8 @@ db.test("13 [ver] drop_queue of a queue never created changes nothing", async ({
     try {
       const [{ dropped }] = await sql`select pgmq.drop_queue(${q}::text) as dropped`;
       assert.equal(typeof dropped, "boolean");
-    } catch (e: any) {
-      assert.equal(e.code, "42P01");
+    } catch (e) {
+      assert.equal(errorCode(e), "42P01");
     }
   } else {
     const [{ dropped }] = await sql`select pgmq.drop_queue(${q}::text) as dropped`;
