@@ -1,0 +1,71 @@
+-- Flow definitions: flows, their steps and the dependencies between steps. The shape (steps, order,
+-- dependencies, types, conditions) is kept apart from the route (steps.queue_name) and from the
+-- runtime-tunable options (opt_*).
+
+create table if not exists pgflow.flows (
+  flow_slug text not null,
+  opt_max_attempts integer not null default 3,
+  opt_base_delay integer not null default 1,
+  opt_timeout integer not null default 60,
+  queue_mode text not null default 'flow',
+  created_at timestamptz not null default now(),
+  constraint flows_pkey primary key (flow_slug),
+  constraint flows_slug_is_valid check (pgflow.is_valid_slug(flow_slug)),
+  constraint flows_max_attempts_range check (opt_max_attempts >= 1),
+  constraint flows_base_delay_range check (opt_base_delay >= 1),
+  constraint flows_timeout_range check (opt_timeout >= 3),
+  constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed'))
+);
+
+-- Flow slugs are unique case-insensitively: 'Triage' and 'triage' would share a default queue.
+create unique index if not exists flows_slug_lower_key on pgflow.flows (lower(flow_slug));
+
+create table if not exists pgflow.steps (
+  flow_slug text not null,
+  step_slug text not null,
+  step_index integer not null,
+  step_type text not null default 'single',
+  deps_count integer not null default 0,
+  opt_max_attempts integer,
+  opt_base_delay integer,
+  opt_timeout integer,
+  opt_start_delay integer not null default 0,
+  required_input_pattern jsonb,
+  forbidden_input_pattern jsonb,
+  when_unmet text not null default 'skip',
+  when_exhausted text not null default 'fail',
+  -- The route: the queue this step's tasks are sent to. Tasks snapshot it when they are created.
+  queue_name text not null,
+  created_at timestamptz not null default now(),
+  constraint steps_pkey primary key (flow_slug, step_slug),
+  constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
+  constraint steps_index_key unique (flow_slug, step_index),
+  constraint steps_slug_is_valid check (pgflow.is_valid_slug(step_slug)),
+  constraint steps_index_range check (step_index >= 0),
+  constraint steps_type_known check (step_type in ('single', 'map')),
+  constraint steps_deps_count_range check (deps_count >= 0),
+  constraint steps_max_attempts_range check (opt_max_attempts is null or opt_max_attempts >= 1),
+  constraint steps_base_delay_range check (opt_base_delay is null or opt_base_delay >= 1),
+  constraint steps_timeout_range check (opt_timeout is null or opt_timeout >= 3),
+  constraint steps_start_delay_range check (opt_start_delay >= 0),
+  constraint steps_when_unmet_known check (when_unmet in ('fail', 'skip', 'skip-cascade')),
+  constraint steps_when_exhausted_known check (when_exhausted in ('fail', 'skip', 'skip-cascade')),
+  constraint steps_map_single_dep check (step_type <> 'map' or deps_count <= 1),
+  constraint steps_queue_name_length check (length(queue_name) between 1 and 47)
+);
+
+create unique index if not exists steps_slug_lower_key on pgflow.steps (flow_slug, lower(step_slug));
+create index if not exists steps_queue_name_idx on pgflow.steps (queue_name);
+
+create table if not exists pgflow.deps (
+  flow_slug text not null,
+  dep_slug text not null,
+  step_slug text not null,
+  created_at timestamptz not null default now(),
+  constraint deps_pkey primary key (flow_slug, dep_slug, step_slug),
+  constraint deps_dep_fkey foreign key (flow_slug, dep_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint deps_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint deps_not_self check (dep_slug <> step_slug)
+);
+
+create index if not exists deps_step_idx on pgflow.deps (flow_slug, step_slug);

@@ -1,0 +1,27 @@
+-- Workers and the functions that host them. A worker polls exactly one queue. worker_functions
+-- carries the enable flag the deploy fence and the keep-alive respect.
+
+create table if not exists pgflow.workers (
+  worker_id uuid not null,
+  queue_name text not null,
+  function_name text not null,
+  started_at timestamptz not null default now(),
+  last_heartbeat_at timestamptz not null default now(),
+  deprecated_at timestamptz,
+  stopped_at timestamptz,
+  constraint workers_pkey primary key (worker_id)
+);
+
+create index if not exists workers_queue_heartbeat_idx on pgflow.workers (queue_name, last_heartbeat_at);
+create index if not exists workers_function_idx on pgflow.workers (function_name);
+
+create table if not exists pgflow.worker_functions (
+  function_name text not null,
+  enabled boolean not null default true,
+  debounce interval not null default '6 seconds',
+  last_invoked_at timestamptz,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  constraint worker_functions_pkey primary key (function_name),
+  constraint worker_functions_debounce_range check (debounce >= '1 second')
+);

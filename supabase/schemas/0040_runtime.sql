@@ -1,0 +1,81 @@
+-- Runtime state: runs, the state of each step in a run, and tasks. Every task stores a snapshot of
+-- the queue its message was sent to; with the message id it is the task's message identity.
+
+create table if not exists pgflow.runs (
+  run_id uuid not null default gen_random_uuid(),
+  flow_slug text not null,
+  status text not null default 'started',
+  input jsonb not null,
+  output jsonb,
+  remaining_steps integer not null default 0,
+  error_message text,
+  started_at timestamptz not null default now(),
+  completed_at timestamptz,
+  failed_at timestamptz,
+  constraint runs_pkey primary key (run_id),
+  constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
+  constraint runs_status_known check (status in ('started', 'completed', 'failed')),
+  constraint runs_remaining_steps_range check (remaining_steps >= 0)
+);
+
+create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
+
+create table if not exists pgflow.step_states (
+  run_id uuid not null,
+  flow_slug text not null,
+  step_slug text not null,
+  status text not null default 'created',
+  remaining_deps integer not null default 0,
+  remaining_tasks integer,
+  initial_tasks integer,
+  -- The step's output once completed: a single step's task output, a map step's outputs in index
+  -- order. Stored exactly: 0, false, "" and null stay distinct.
+  output jsonb,
+  skip_reason text,
+  error_message text,
+  created_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  skipped_at timestamptz,
+  constraint step_states_pkey primary key (run_id, step_slug),
+  constraint step_states_run_fkey foreign key (run_id) references pgflow.runs (run_id),
+  constraint step_states_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint step_states_status_known check (status in ('created', 'started', 'completed', 'failed', 'skipped')),
+  constraint step_states_remaining_deps_range check (remaining_deps >= 0),
+  constraint step_states_remaining_tasks_range check (remaining_tasks is null or remaining_tasks >= 0)
+);
+
+create table if not exists pgflow.step_tasks (
+  run_id uuid not null,
+  flow_slug text not null,
+  step_slug text not null,
+  task_index integer not null default 0,
+  status text not null default 'queued',
+  -- Snapshot of the step's route when the task was created; never changes afterwards.
+  queue_name text not null,
+  message_id bigint,
+  attempts_count integer not null default 0,
+  output jsonb,
+  error_message text,
+  last_worker_id uuid,
+  queued_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
+  constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
+  constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint step_tasks_worker_fkey foreign key (last_worker_id) references pgflow.workers (worker_id) on delete set null,
+  constraint step_tasks_status_known check (status in ('queued', 'started', 'completed', 'failed', 'cancelled')),
+  constraint step_tasks_task_index_range check (task_index >= 0),
+  constraint step_tasks_attempts_range check (attempts_count >= 0)
+);
+
+-- A message id means nothing without its queue: (queue_name, message_id) identifies one task.
+create unique index if not exists step_tasks_message_key on pgflow.step_tasks (queue_name, message_id)
+  where message_id is not null;
+-- Stalled recovery scans started tasks.
+create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
+  where status = 'started';
+create index if not exists step_tasks_run_status_idx on pgflow.step_tasks (run_id, status);

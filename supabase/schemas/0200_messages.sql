@@ -1,0 +1,78 @@
+-- Sending and archiving task messages. Only PGMQ's public functions are used, and every call names
+-- the queue from the task's snapshot: a flow slug never stands in for a queue.
+
+-- Sends one message per queued task of the run that has none yet, batched per (queue, delay), and
+-- records each message id on its task in the same transaction.
+create or replace function pgflow._send_task_messages(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+  ids bigint[];
+begin
+  for grp in
+    select t.queue_name, s.opt_start_delay as delay,
+           array_agg(t.step_slug order by t.step_slug, t.task_index) as steps,
+           array_agg(t.task_index order by t.step_slug, t.task_index) as idxs,
+           -- The body is informational only: the claim reads ids, never bodies.
+           array_agg(jsonb_build_object('flow_slug', t.flow_slug, 'run_id', t.run_id,
+                                        'step_slug', t.step_slug, 'task_index', t.task_index)
+                     order by t.step_slug, t.task_index) as msgs
+    from pgflow.step_tasks t
+    join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+    where t.run_id = p_run_id and t.status = 'queued' and t.message_id is null
+    group by t.queue_name, s.opt_start_delay
+  loop
+    -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+    select array_agg(id order by id) into ids
+    from pgmq.send_batch(grp.queue_name, grp.msgs, grp.delay) as id;
+    update pgflow.step_tasks t
+    set message_id = u.id
+    from unnest(grp.steps, grp.idxs, ids) as u(step_slug, task_index, id)
+    where t.run_id = p_run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
+  end loop;
+end;
+$$;
+
+-- Archives the messages of the run's tasks that match the given statuses, one archive call per queue.
+create or replace function pgflow._archive_task_messages(p_run_id uuid, p_statuses text[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+begin
+  for grp in
+    select t.queue_name, array_agg(t.message_id order by t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.run_id = p_run_id and t.status = any (p_statuses) and t.message_id is not null
+    group by t.queue_name
+  loop
+    perform pgmq.archive(grp.queue_name, grp.ids);
+  end loop;
+end;
+$$;
+
+-- Batched visibility change through pgmq.set_vt; returns the messages it changed.
+create or replace function pgflow.set_vt_batch(queue_name text, msg_ids bigint[], offsets integer[])
+returns table (msg_id bigint, vt timestamptz)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if cardinality(msg_ids) is distinct from cardinality(offsets) then
+    raise exception 'set_vt_batch: % message ids but % offsets', cardinality(msg_ids), cardinality(offsets)
+      using errcode = '22023', hint = 'pass one offset per message id';
+  end if;
+  return query
+  select m.msg_id, m.vt
+  from unnest(msg_ids, offsets) as u(id, off)
+  cross join lateral pgmq.set_vt(set_vt_batch.queue_name, u.id, u.off) as m;
+end;
+$$;

@@ -1,0 +1,182 @@
+-- Starting runs and steps.
+
+-- Completes a step with its output, releases its dependents and counts it off the run; completes the
+-- run when it was the last step. The caller holds the run's lock.
+create or replace function pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  remaining integer;
+  flow text;
+begin
+  update pgflow.step_states ss
+  set status = 'completed', output = p_output, completed_at = now(), remaining_tasks = 0
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug
+  returning ss.flow_slug into flow;
+
+  update pgflow.step_states ss
+  set remaining_deps = ss.remaining_deps - 1
+  from pgflow.deps d
+  where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
+    and ss.step_slug = d.step_slug;
+
+  update pgflow.runs r set remaining_steps = r.remaining_steps - 1
+  where r.run_id = p_run_id
+  returning r.remaining_steps into remaining;
+
+  if remaining = 0 then
+    -- The run's output: the outputs of its leaf steps (steps nothing depends on).
+    update pgflow.runs r
+    set status = 'completed', completed_at = now(),
+        output = coalesce((
+          select jsonb_object_agg(ss.step_slug, ss.output)
+          from pgflow.step_states ss
+          where ss.run_id = p_run_id and ss.status = 'completed'
+            and not exists (select 1 from pgflow.deps d
+                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+        ), '{}'::jsonb)
+    where r.run_id = p_run_id;
+  end if;
+end;
+$$;
+
+-- Fails the run: the step (if given) and the run become failed, every outstanding task is cancelled,
+-- and the messages of all of them are archived in every queue they touched.
+create or replace function pgflow._fail_run(p_run_id uuid, p_step_slug text, p_error text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  update pgflow.step_states ss
+  set status = 'failed', failed_at = now(), error_message = p_error
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
+
+  update pgflow.runs r
+  set status = 'failed', failed_at = now(), error_message = p_error
+  where r.run_id = p_run_id;
+
+  update pgflow.step_tasks t
+  set status = 'cancelled'
+  where t.run_id = p_run_id and t.status in ('queued', 'started');
+
+  perform pgflow._archive_task_messages(p_run_id, array['cancelled', 'failed']);
+end;
+$$;
+
+-- Starts every step whose dependencies are done, creates its tasks and sends their messages.
+-- Steps with no tasks (an empty map) complete at once, which can make further steps ready, so this
+-- repeats until nothing changes. The caller holds the run's lock.
+create or replace function pgflow._start_ready_steps(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  run pgflow.runs;
+  ready record;
+  source jsonb;
+  task_count integer;
+  progressed boolean := true;
+begin
+  while progressed loop
+    progressed := false;
+    select * into run from pgflow.runs r where r.run_id = p_run_id;
+    exit when run.status <> 'started';
+    for ready in
+      select ss.step_slug, s.step_type, s.deps_count,
+             (select d.dep_slug from pgflow.deps d
+              where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
+      from pgflow.step_states ss
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = p_run_id and ss.status = 'created' and ss.remaining_deps = 0
+      order by s.step_index
+    loop
+      if ready.step_type = 'single' then
+        task_count := 1;
+      else
+        -- A map step fans out over the run input (root map) or its one dependency's output.
+        if ready.deps_count = 0 then
+          source := run.input;
+        else
+          select ss.output into source from pgflow.step_states ss
+          where ss.run_id = p_run_id and ss.step_slug = ready.map_dep;
+        end if;
+        if jsonb_typeof(source) is distinct from 'array' then
+          perform pgflow._fail_run(p_run_id, ready.step_slug, format(
+            '[TYPE_VIOLATION] map step %s needs an array to map over, got %s',
+            ready.step_slug, coalesce(jsonb_typeof(source), 'nothing')));
+          return;
+        end if;
+        task_count := jsonb_array_length(source);
+      end if;
+
+      update pgflow.step_states ss
+      set status = 'started', started_at = now(), initial_tasks = task_count, remaining_tasks = task_count
+      where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
+
+      if task_count = 0 then
+        perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
+        progressed := true;
+      else
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
+        select p_run_id, run.flow_slug, ready.step_slug, i, s.queue_name
+        from pgflow.steps s, generate_series(0, task_count - 1) as i
+        where s.flow_slug = run.flow_slug and s.step_slug = ready.step_slug;
+      end if;
+    end loop;
+  end loop;
+  perform pgflow._send_task_messages(p_run_id);
+end;
+$$;
+
+-- Creates a run of a flow and starts its root steps. Every task's message is sent to its step's
+-- routed queue in the same transaction that records the task's queue snapshot and message id.
+create or replace function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid default null)
+returns pgflow.runs
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  flow pgflow.flows;
+  new_run_id uuid := coalesce(start_flow.run_id, gen_random_uuid());
+  result pgflow.runs;
+begin
+  select * into flow from pgflow.flows f where f.flow_slug = start_flow.flow_slug;
+  if not found then
+    raise exception 'flow % does not exist', coalesce(quote_literal(start_flow.flow_slug), 'NULL')
+      using errcode = '22023', hint = 'check the slug, or start a worker for the flow so it is compiled';
+  end if;
+  if start_flow.input is null then
+    raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
+      using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
+  end if;
+  if exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
+    raise exception 'run % already exists', new_run_id using errcode = '23505';
+  end if;
+
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+  values (new_run_id, flow.flow_slug, start_flow.input,
+          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug));
+
+  insert into pgflow.step_states (run_id, flow_slug, step_slug, remaining_deps)
+  select new_run_id, s.flow_slug, s.step_slug, s.deps_count
+  from pgflow.steps s where s.flow_slug = flow.flow_slug;
+
+  perform pgflow._start_ready_steps(new_run_id);
+
+  -- A flow without steps has nothing to wait for.
+  update pgflow.runs r set status = 'completed', completed_at = now(), output = '{}'::jsonb
+  where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+
+  select * into result from pgflow.runs r where r.run_id = new_run_id;
+  return result;
+end;
+$$;

@@ -1,0 +1,135 @@
+-- The claim. A worker that read messages from one queue claims the tasks behind them by exact
+-- (queue, message id) identity, restricted to the (flow, step) pairs it has handlers for. Only an
+-- eligible queued task in the support set is claimed; every other message is reported and left
+-- exactly as it was.
+
+create or replace function pgflow.start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  q text := start_tasks.queue_name;
+  sup_flows text[];
+  sup_steps text[];
+  c_msg bigint[];
+  c_run uuid[];
+  c_step text[];
+  c_idx integer[];
+  c_att integer[];
+  c_off integer[];
+  changed integer;
+begin
+  if q is null then
+    raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if jsonb_typeof(supported) is distinct from 'array' or exists (
+       select 1 from jsonb_array_elements(supported) e
+       where jsonb_typeof(e) <> 'array' or jsonb_array_length(e) <> 2
+          or jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string') then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+  select array_agg(e ->> 0), array_agg(e ->> 1) into sup_flows, sup_steps
+  from jsonb_array_elements(supported) e;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+        last_worker_id = start_tasks.worker_id
+    from pgflow.runs r, pgflow.step_states ss
+    where t.queue_name = q
+      and t.message_id = any (msg_ids)
+      and t.status = 'queued'
+      and (t.flow_slug, t.step_slug) in (select * from unnest(sup_flows, sup_steps))
+      and r.run_id = t.run_id and r.status = 'started'
+      and ss.run_id = t.run_id and ss.step_slug = t.step_slug and ss.status = 'started'
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  )
+  select array_agg(c.message_id), array_agg(c.run_id), array_agg(c.step_slug),
+         array_agg(c.task_index), array_agg(c.attempts_count),
+         array_agg(coalesce(s.opt_timeout, f.opt_timeout) + 2)
+  into c_msg, c_run, c_step, c_idx, c_att, c_off
+  from claimed c
+  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+  join pgflow.flows f on f.flow_slug = c.flow_slug;
+
+  if c_msg is not null then
+    -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+    -- whose message is gone would otherwise run with nothing guarding it.
+    select count(*) into changed from pgflow.set_vt_batch(q, c_msg, c_off);
+    if changed <> cardinality(c_msg) then
+      raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
+        cardinality(c_msg), c_msg using errcode = '55000';
+    end if;
+  end if;
+
+  return query
+  with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
+  claimed as (
+    select * from unnest(c_msg, c_run, c_step, c_idx, c_att) as c(mid, run_id, step_slug, task_index, attempt)
+  )
+  select i.mid,
+         case
+           when c.mid is not null then 'claimed'
+           when t.run_id is null then 'unknown'
+           when not ((t.flow_slug, t.step_slug) in (select * from unnest(sup_flows, sup_steps))) then 'unsupported'
+           when t.status = 'started' then 'started'
+           else 'ineligible'
+         end,
+         case when c.mid is not null then t.flow_slug end,
+         case when c.mid is not null then t.run_id end,
+         case when c.mid is not null then t.step_slug end,
+         case when c.mid is not null then t.task_index end,
+         case when c.mid is not null then pgflow._task_input(t.run_id, t.flow_slug, t.step_slug, t.task_index) end,
+         c.attempt
+  from ids i
+  left join claimed c on c.mid = i.mid
+  left join pgflow.step_tasks t on t.queue_name = q and t.message_id = i.mid
+  order by i.mid;
+end;
+$$;
+
+-- The handler input of one task: the run input for a root step; one element for a map task; an
+-- object of completed dependency outputs for a dependent step (skipped dependencies are absent).
+create or replace function pgflow._task_input(p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select case
+    when s.step_type = 'map' and s.deps_count = 0 then
+      (select r.input -> p_task_index from pgflow.runs r where r.run_id = p_run_id)
+    when s.step_type = 'map' then
+      (select ss.output -> p_task_index
+       from pgflow.deps d
+       join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+       where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug)
+    when s.deps_count = 0 then
+      (select r.input from pgflow.runs r where r.run_id = p_run_id)
+    else
+      (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+       from pgflow.deps d
+       join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+       where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed')
+  end
+  from pgflow.steps s
+  where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
+$$;

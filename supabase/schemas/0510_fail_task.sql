@@ -1,0 +1,66 @@
+-- Failing a task: retry with exponential backoff on the task's own queue snapshot while attempts
+-- remain, else fail the step and the run. The caller holds the run's lock.
+create or replace function pgflow._task_failed(
+  p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer
+)
+returns pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  task pgflow.step_tasks;
+  max_attempts integer;
+  base_delay integer;
+begin
+  select t.* into task from pgflow.step_tasks t
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index;
+  select coalesce(s.opt_max_attempts, f.opt_max_attempts), coalesce(s.opt_base_delay, f.opt_base_delay)
+  into max_attempts, base_delay
+  from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
+  where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
+
+  if task.attempts_count < max_attempts then
+    update pgflow.step_tasks t
+    set status = 'queued', error_message = p_error, queued_at = now()
+    where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+    returning * into task;
+    -- base_delay * 2^(attempt - 1): the first retry waits base_delay, each later one twice as long.
+    perform pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
+      least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
+  else
+    update pgflow.step_tasks t
+    set status = 'failed', error_message = p_error, failed_at = now()
+    where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+    returning * into task;
+    perform pgflow._fail_run(p_run_id, p_step_slug, p_error);
+  end if;
+  return task;
+end;
+$$;
+
+create or replace function pgflow.fail_task(run_id uuid, step_slug text, task_index integer, error_message text)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  run pgflow.runs;
+  task pgflow.step_tasks;
+begin
+  select * into run from pgflow.runs r where r.run_id = fail_task.run_id for update;
+  if not found or run.status <> 'started' then
+    return;
+  end if;
+  select * into task from pgflow.step_tasks t
+  where t.run_id = fail_task.run_id and t.step_slug = fail_task.step_slug and t.task_index = fail_task.task_index
+  for update;
+  if not found or task.status <> 'started' then
+    return;
+  end if;
+  return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
+                                  coalesce(fail_task.error_message, 'unknown error'), null);
+end;
+$$;
