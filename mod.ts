@@ -21,3 +21,76 @@
  *
  * @module
  */
+
+export { Flow } from "./src/dsl/flow.ts";
+export type { DepsTable, FlowOptions, FlowTypes, MapOptions, StepOptions } from "./src/dsl/flow.ts";
+export { FlowDefinitionError } from "./src/dsl/errors.ts";
+export { MAX_SLUG_LENGTH, validateSlug } from "./src/dsl/slug.ts";
+export type { ContainmentPattern, Json, JsonOutput, JsonPrimitive } from "./src/dsl/json.ts";
+export type {
+  Env,
+  HandlerContext,
+  PgmqMessageRecord,
+  StepContext,
+  StepTaskRecord,
+} from "./src/dsl/context.ts";
+export type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "./src/dsl/options.ts";
+export type {
+  AnyStepHandler,
+  AnySteps,
+  DepsInput,
+  HandlerInput,
+  PatternSlot,
+  Simplify,
+  StepDefinition,
+  StepKind,
+  StepMeta,
+} from "./src/dsl/types.ts";
+export type {
+  AnyFlow,
+  ExtractFlowContext,
+  ExtractFlowDeps,
+  ExtractFlowEnv,
+  ExtractFlowInput,
+  ExtractFlowSteps,
+  ExtractFlowStepsMeta,
+  ExtractHandlerContext,
+  FlowCarrier,
+  StepInput,
+  StepOutput,
+  StepSlug,
+  UnwrapFlow,
+} from "./src/dsl/extract.ts";
+export { RoutingError } from "./src/routing/errors.ts";
+export {
+  MAX_QUEUE_NAME_LENGTH,
+  suggestQueueName,
+  validateQueueName,
+} from "./src/routing/queue_name.ts";
+export { privateQueueName } from "./src/routing/private_queue.ts";
+export { routeFlow } from "./src/routing/route_flow.ts";
+export type { RouteMap } from "./src/routing/route_flow.ts";
+export { withStepQueues } from "./src/routing/with_step_queues.ts";
+export type { RoutedFlow, StepQueuedFlow } from "./src/routing/routed.ts";
+export type {
+  QueueNameOf,
+  StepSlugOf,
+  WorkerConfigFor,
+  WorkerSelection,
+  WorkerStart,
+  WorkerStartArgs,
+  WorkerTarget,
+} from "./src/routing/selection.ts";
+export {
+  extractFlowOptions,
+  extractFlowShape,
+  extractRoutePlan,
+  flowQueueName,
+} from "./src/compile/shape.ts";
+export type {
+  CompilableFlow,
+  FlowOptionsPlan,
+  FlowShape,
+  RoutePlan,
+  StepShape,
+} from "./src/compile/shape.ts";

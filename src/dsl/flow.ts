@@ -1,0 +1,600 @@
+import type { Env, HandlerContext } from "./context.ts";
+import { FlowDefinitionError } from "./errors.ts";
+import { canonicalJson, type ContainmentPattern, findNonJson, type Json } from "./json.ts";
+import type { JsonOutput } from "./json.ts";
+import {
+  pickStepRuntimeOptions,
+  type RuntimeOptions,
+  type StepRuntimeOptions,
+  validateRuntimeOptions,
+  validateStepRuntimeOptions,
+  validateWhenMode,
+  type WhenMode,
+} from "./options.ts";
+import { validateSlug } from "./slug.ts";
+import type {
+  AnyStepHandler,
+  AnySteps,
+  ArrayStepSlug,
+  ElementOf,
+  HandlerInput,
+  IsOptionalStep,
+  PatternSlot,
+  StepDefinition,
+  StepKind,
+  StepMeta,
+} from "./types.ts";
+
+/**
+ * Options of `new Flow(...)`: the concrete slug plus flow-wide runtime options.
+ *
+ * @example
+ * ```ts
+ * import type { FlowOptions } from "@pgflow/shared";
+ *
+ * const options: FlowOptions = { slug: "thread_triage_v1", maxAttempts: 3 };
+ * ```
+ */
+export interface FlowOptions extends RuntimeOptions {
+  /** The concrete flow slug; a new version is a new slug (`thread_triage_v2`). */
+  readonly slug: string;
+}
+
+/** Rejects a slug already in the step table (exact match; case is checked at run time). */
+type NewSlug<TSteps extends AnySteps, Slug extends string> = Slug extends keyof TSteps ? never
+  : Slug;
+
+/** `whenUnmet` is only meaningful with a condition, so without one it must be absent. */
+type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, undefined] ? never
+  : Unmet;
+
+/** Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. */
+interface ConditionOptions<If, IfNot, Unmet, Exhausted> extends StepRuntimeOptions {
+  /** Run the step only when its input contains this pattern (jsonb `@>`). */
+  readonly if?: If;
+  /** Run the step only when its input does NOT contain this pattern. */
+  readonly ifNot?: IfNot;
+  /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
+  readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
+  /** What to do when every attempt failed (default `'fail'`). */
+  readonly whenExhausted?: Exhausted;
+}
+
+/**
+ * Options of `.step()` and `.array()`.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * new Flow<{ text: string }>({ slug: "moderate" })
+ *   .step({ slug: "score", maxAttempts: 2, timeout: 10 }, (input) => input.text.length)
+ *   .step({ slug: "flag", dependsOn: ["score"], if: { score: 0 } }, () => true);
+ * ```
+ */
+export interface StepOptions<
+  TSteps extends AnySteps,
+  Slug extends string,
+  Deps extends readonly string[],
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> extends ConditionOptions<If, IfNot, Unmet, Exhausted> {
+  /** The step slug, unique within the flow. */
+  readonly slug: NewSlug<TSteps, Slug>;
+  /** Steps (already defined) whose outputs this step receives. */
+  readonly dependsOn?: Deps;
+}
+
+/**
+ * Options of `.map()`: `array` names the one step whose output is mapped; without it the flow
+ * input (which must then be an array) is mapped.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * new Flow<{ urls: string[] }>({ slug: "crawl" })
+ *   .array({ slug: "urls" }, (input) => input.urls)
+ *   .map({ slug: "fetch", array: "urls" }, (url) => url.length);
+ * ```
+ */
+export type MapOptions<
+  TInput,
+  TSteps extends AnySteps,
+  Slug extends string,
+  ArrayDep extends string,
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> =
+  & ConditionOptions<If, IfNot, Unmet, Exhausted>
+  & { readonly slug: NewSlug<TSteps, Slug> }
+  & ([TInput] extends [readonly unknown[]] ? { readonly array?: ArrayDep }
+    : { readonly array: ArrayDep });
+
+/**
+ * A handler's declared return: `TOut` is inferred from the handler (the `NoInfer` half takes no
+ * part in inference), then the returned value must also match its JSON-checked form. A
+ * non-JSON part of the output becomes `never` there, so the handler fails to compile.
+ */
+type Checked<TOut> = TOut & JsonOutput<NoInfer<TOut>>;
+
+/** Like {@link Checked}, and the output must be an array (`.array()` feeds a map). */
+type CheckedArray<TOut> = TOut & JsonArrayOutput<NoInfer<TOut>>;
+
+/** `.array()` handlers must return a JSON array. */
+type JsonArrayOutput<T> = [T] extends [readonly unknown[]] ? JsonOutput<T> : readonly Json[];
+
+/** The item a map handler receives. */
+type MapItem<TInput, TSteps extends AnySteps, ArrayDep extends keyof TSteps> = [ArrayDep] extends
+  [never] ? ElementOf<TInput>
+  : ElementOf<TSteps[ArrayDep]["output"]>;
+
+/** The flow type after one more step. */
+type WithStep<
+  TInput,
+  TContext,
+  TEnv extends Env,
+  TSteps extends AnySteps,
+  TDeps extends DepsTable,
+  Slug extends string,
+  Dep extends string,
+  Output,
+  Optional extends boolean,
+> = Flow<
+  TInput,
+  TContext,
+  TEnv,
+  TSteps & { readonly [K in Slug]: StepMeta<Output, Optional> },
+  TDeps & { readonly [K in Slug]: Dep }
+>;
+
+/**
+ * Dependencies a `Flow` type carries: step slug → union of the slugs it depends on.
+ *
+ * @example
+ * ```ts
+ * import type { DepsTable } from "@pgflow/shared";
+ *
+ * const deps: DepsTable = {};
+ * ```
+ */
+export type DepsTable = { readonly [slug: string]: string };
+
+/**
+ * The types a `Flow` carries only for the compiler. The property is declared, never set.
+ *
+ * @example
+ * ```ts
+ * import type { FlowTypes } from "@pgflow/shared";
+ *
+ * type T = FlowTypes<{ id: string }, Record<never, never>, Record<string, string>, {}, {}>;
+ * ```
+ */
+export interface FlowTypes<TInput, TContext, TEnv, TSteps, TDeps> {
+  /** The run input. */
+  readonly input: TInput;
+  /** The custom handler context. */
+  readonly context: TContext;
+  /** The environment. */
+  readonly env: TEnv;
+  /** slug → {@link StepMeta}. */
+  readonly steps: TSteps;
+  /** slug → dependency slugs. */
+  readonly deps: TDeps;
+}
+
+/** Keys `.step()`, `.array()` and `.map()` accept, so typos fail at run time too. */
+const STEP_KEYS: ReadonlySet<string> = new Set([
+  "slug",
+  "dependsOn",
+  "maxAttempts",
+  "baseDelay",
+  "timeout",
+  "startDelay",
+  "if",
+  "ifNot",
+  "whenUnmet",
+  "whenExhausted",
+]);
+const MAP_KEYS: ReadonlySet<string> = new Set(
+  [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
+);
+const FLOW_KEYS: ReadonlySet<string> = new Set(["slug", "maxAttempts", "baseDelay", "timeout"]);
+
+function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
+  for (const key of Object.keys(options)) {
+    if (!allowed.has(key)) {
+      const hint = key === "dependsOn"
+        ? `a map step takes its one dependency as array: "<step>"`
+        : `use one of ${[...allowed].join(", ")}`;
+      throw new FlowDefinitionError(`${where}: unknown option "${key}"; ${hint}`);
+    }
+  }
+}
+
+function patternSlot(name: string, value: unknown, where: string): PatternSlot {
+  if (value === undefined) return Object.freeze({ defined: false });
+  const bad = findNonJson(value);
+  if (bad !== undefined) {
+    throw new FlowDefinitionError(
+      `${where}: the ${name} pattern is not plain JSON at ${bad}; use only objects, arrays, ` +
+        `strings, finite numbers, booleans and null`,
+    );
+  }
+  return Object.freeze({ defined: true, value: deepFreeze(canonicalJson(value as Json)) });
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object") {
+    for (const item of Object.values(value)) deepFreeze(item);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** The raw option bag the run-time builder reads (the public overloads type it precisely). */
+interface RawStepOptions extends StepRuntimeOptions {
+  readonly slug: string;
+  readonly dependsOn?: readonly string[];
+  readonly array?: string;
+  readonly if?: unknown;
+  readonly ifNot?: unknown;
+  readonly whenUnmet?: WhenMode;
+  readonly whenExhausted?: WhenMode;
+}
+
+/**
+ * A workflow definition: a DAG of steps under one concrete slug. The builder is immutable: each
+ * `.step()`, `.array()` and `.map()` returns a new `Flow` whose type also knows the new step, so
+ * handlers get exact input types, duplicate slugs and unknown dependencies fail to compile, and
+ * non-JSON outputs are rejected. The same rules are checked at run time (mirroring SQL), so a
+ * definition that builds is one the database accepts.
+ *
+ * Type parameters: `TInput` is the run input, `TContext` extra context your worker provides
+ * to every handler, `TEnv` the environment's type. The last two are filled in by the builder.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * const triage = new Flow<{ threadId: string }>({ slug: "thread_triage_v1", maxAttempts: 3 })
+ *   .step({ slug: "classify" }, (input) => ({ label: `thread ${input.threadId}`, urgent: true }))
+ *   .step(
+ *     { slug: "enrich", dependsOn: ["classify"], if: { classify: { urgent: true } } },
+ *     (deps) => ({ summary: deps.classify.label }),
+ *   )
+ *   .step({ slug: "deliver", dependsOn: ["classify", "enrich"] }, async (deps, ctx) => {
+ *     const run = await ctx.flowInput;
+ *     return { threadId: run.threadId, summary: deps.enrich?.summary ?? null };
+ *   });
+ * ```
+ */
+export class Flow<
+  TInput = Json,
+  TContext = Record<never, never>,
+  TEnv extends Env = Env,
+  TSteps extends AnySteps = Record<never, never>,
+  TDeps extends DepsTable = Record<never, never>,
+> {
+  /** The concrete flow slug. */
+  readonly slug: string;
+  /** Flow-wide runtime options, only those that were set. */
+  readonly options: RuntimeOptions;
+  /** Step slugs in definition order (frozen): the order of the shape and of step indexes. */
+  readonly stepOrder: readonly (keyof TSteps & string)[];
+  /** Compile-time only: the flow's type parameters, read by the helper types. */
+  declare readonly "~types"?: FlowTypes<TInput, TContext, TEnv, TSteps, TDeps>;
+
+  #steps: ReadonlyMap<string, StepDefinition>;
+
+  /**
+   * Starts an empty flow. Throws a {@link FlowDefinitionError} for an invalid slug or option.
+   *
+   * @param options the concrete slug and flow-wide runtime options
+   */
+  constructor(options: FlowOptions) {
+    const where = `flow "${String(options?.slug)}"`;
+    if (options === null || typeof options !== "object") {
+      throw new FlowDefinitionError(
+        `new Flow() needs an options object such as { slug: "my_flow" }`,
+      );
+    }
+    rejectUnknownKeys(options, FLOW_KEYS, where);
+    validateSlug(options.slug, "flow slug");
+    validateRuntimeOptions(options, where);
+    this.slug = options.slug;
+    const { slug: _slug, ...runtime } = options;
+    this.options = pickStepRuntimeOptions(runtime);
+    this.stepOrder = Object.freeze([]);
+    this.#steps = new Map();
+  }
+
+  /**
+   * Adds a step. Without `dependsOn` it is a root step and its handler receives the run input;
+   * with it, the handler receives `{ [dependency]: output }` (optional keys for dependencies
+   * that may be skipped with `'skip'`). Returns a new flow; this one is unchanged.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const flow = new Flow<{ n: number }>({ slug: "math" })
+   *   .step({ slug: "double" }, (input) => input.n * 2)
+   *   .step({ slug: "report", dependsOn: ["double"] }, (deps) => `n*2 = ${deps.double}`);
+   * ```
+   */
+  step<
+    const Slug extends string,
+    const Deps extends readonly (keyof TSteps & string)[] = [],
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+    TOut = never,
+  >(
+    options: StepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
+    handler: (
+      input: HandlerInput<TInput, TSteps, Deps[number]>,
+      context: HandlerContext<TInput, TContext, TEnv>,
+    ) => Checked<TOut> | Promise<Checked<TOut>>,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    Deps[number],
+    TOut,
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+  > {
+    return this.#add("single", options as RawStepOptions, handler as unknown as AnyStepHandler);
+  }
+
+  /**
+   * Adds a step whose handler must return a JSON array, typically to feed a `.map()`. At run
+   * time it behaves like `.step()`.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const flow = new Flow<{ text: string }>({ slug: "split" })
+   *   .array({ slug: "words" }, (input) => input.text.split(" "));
+   * ```
+   */
+  array<
+    const Slug extends string,
+    const Deps extends readonly (keyof TSteps & string)[] = [],
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+    TOut = never,
+  >(
+    options: StepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
+    handler: (
+      input: HandlerInput<TInput, TSteps, Deps[number]>,
+      context: HandlerContext<TInput, TContext, TEnv>,
+    ) => CheckedArray<TOut> | Promise<CheckedArray<TOut>>,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    Deps[number],
+    TOut,
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+  > {
+    return this.#add("array", options as RawStepOptions, handler as unknown as AnyStepHandler);
+  }
+
+  /**
+   * Adds a map step: one task per element of an array, the handler receiving one element. With
+   * `array: "<step>"` it maps that step's output (its only dependency); without it, the run
+   * input, which must then be an array. The output is the array of handler results.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const flow = new Flow<string[]>({ slug: "lengths" })
+   *   .map({ slug: "length" }, (item) => item.length)
+   *   .step({ slug: "total", dependsOn: ["length"] }, (deps) => deps.length.reduce((a, b) => a + b, 0));
+   * ```
+   */
+  map<
+    const Slug extends string,
+    const ArrayDep extends ArrayStepSlug<TSteps> = never,
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, ArrayDep>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, ArrayDep>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+    TOut = never,
+  >(
+    options: MapOptions<TInput, TSteps, Slug, ArrayDep, If, IfNot, Unmet, Exhausted>,
+    handler: (
+      item: MapItem<TInput, TSteps, ArrayDep>,
+      context: HandlerContext<TInput, TContext, TEnv>,
+    ) => Checked<TOut> | Promise<Checked<TOut>>,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    ArrayDep,
+    TOut[],
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+  > {
+    return this.#add("map", options as RawStepOptions, handler as unknown as AnyStepHandler);
+  }
+
+  /**
+   * The run-time definition of a step. Throws a {@link FlowDefinitionError} for an unknown slug.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+   * console.log(flow.getStepDefinition("a").dependencies); // []
+   * ```
+   */
+  getStepDefinition(slug: keyof TSteps & string): StepDefinition {
+    const step = this.#steps.get(slug);
+    if (step === undefined) {
+      throw new FlowDefinitionError(
+        `flow "${this.slug}" has no step "${slug}"; known steps: ${
+          this.stepOrder.join(", ") || "(none)"
+        }`,
+      );
+    }
+    return step;
+  }
+
+  /**
+   * All step definitions in definition order.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+   * console.log(flow.steps().map((step) => step.slug)); // ["a"]
+   * ```
+   */
+  steps(): readonly StepDefinition[] {
+    return this.stepOrder.map((slug) => this.getStepDefinition(slug));
+  }
+
+  // deno-lint-ignore no-explicit-any
+  #add(kind: StepKind, options: RawStepOptions, handler: AnyStepHandler): any {
+    if (options === null || typeof options !== "object") {
+      throw new FlowDefinitionError(
+        `flow "${this.slug}": .${
+          methodName(kind)
+        }() needs an options object such as { slug: "my_step" }`,
+      );
+    }
+    const slug = options.slug;
+    const where = `flow "${this.slug}", step "${String(slug)}"`;
+    rejectUnknownKeys(options, kind === "map" ? MAP_KEYS : STEP_KEYS, where);
+    validateSlug(slug, `step slug in flow "${this.slug}"`);
+    this.#checkUnique(slug);
+    const dependencies = kind === "map"
+      ? this.#mapDependencies(options.array, where)
+      : this.#dependencies(options.dependsOn, where);
+    validateStepRuntimeOptions(options, where);
+    validateWhenMode("whenUnmet", options.whenUnmet, where);
+    validateWhenMode("whenExhausted", options.whenExhausted, where);
+    const requiredInputPattern = patternSlot("if", options.if, where);
+    const forbiddenInputPattern = patternSlot("ifNot", options.ifNot, where);
+    if (
+      options.whenUnmet !== undefined && !requiredInputPattern.defined &&
+      !forbiddenInputPattern.defined
+    ) {
+      throw new FlowDefinitionError(
+        `${where}: whenUnmet: "${options.whenUnmet}" only applies to a condition; add if or ifNot, or remove whenUnmet`,
+      );
+    }
+    if (typeof handler !== "function") {
+      throw new FlowDefinitionError(
+        `${where}: the handler must be a function, got ${typeof handler}`,
+      );
+    }
+    const definition: StepDefinition = Object.freeze({
+      slug,
+      index: this.stepOrder.length,
+      kind,
+      dependencies: Object.freeze(dependencies),
+      options: pickStepRuntimeOptions(options),
+      requiredInputPattern,
+      forbiddenInputPattern,
+      ...(options.whenUnmet === undefined ? {} : { whenUnmet: options.whenUnmet }),
+      ...(options.whenExhausted === undefined ? {} : { whenExhausted: options.whenExhausted }),
+      handler,
+    });
+    const next = new Flow<TInput, TContext, TEnv, TSteps, TDeps>({
+      slug: this.slug,
+      ...this.options,
+    });
+    const steps = new Map(this.#steps);
+    steps.set(slug, definition);
+    // The copy is private to this method, so assigning its read-only fields here is safe.
+    (next as { stepOrder: readonly string[] }).stepOrder = Object.freeze([...this.stepOrder, slug]);
+    next.#steps = steps;
+    return next;
+  }
+
+  #checkUnique(slug: string): void {
+    if (this.#steps.has(slug)) {
+      throw new FlowDefinitionError(
+        `flow "${this.slug}" already has a step "${slug}"; give the new step another slug`,
+      );
+    }
+    const lower = slug.toLowerCase();
+    const clash = this.stepOrder.find((existing) => existing.toLowerCase() === lower);
+    if (clash !== undefined) {
+      throw new FlowDefinitionError(
+        `flow "${this.slug}": step "${slug}" differs from existing step "${clash}" only in case; ` +
+          `step slugs are unique ignoring case, so pick another slug`,
+      );
+    }
+  }
+
+  #dependencies(dependsOn: unknown, where: string): string[] {
+    if (dependsOn === undefined) return [];
+    if (!Array.isArray(dependsOn)) {
+      throw new FlowDefinitionError(
+        `${where}: dependsOn must be an array of step slugs, e.g. dependsOn: ["fetch"]`,
+      );
+    }
+    const seen = new Set<string>();
+    for (const dep of dependsOn) {
+      this.#checkKnown(dep, where);
+      if (seen.has(dep)) {
+        throw new FlowDefinitionError(`${where}: dependsOn lists "${dep}" twice; list it once`);
+      }
+      seen.add(dep);
+    }
+    return [...dependsOn];
+  }
+
+  #mapDependencies(array: unknown, where: string): string[] {
+    if (array === undefined) return [];
+    if (typeof array !== "string") {
+      throw new FlowDefinitionError(
+        `${where}: array must name one step, e.g. array: "fetch_items"; a map step has at most one dependency`,
+      );
+    }
+    this.#checkKnown(array, where);
+    return [array];
+  }
+
+  #checkKnown(dep: unknown, where: string): void {
+    if (typeof dep !== "string" || !this.#steps.has(dep)) {
+      throw new FlowDefinitionError(
+        `${where} depends on ${JSON.stringify(dep) ?? String(dep)}, which is not a step of this ` +
+          `flow yet; define it first (known steps: ${this.stepOrder.join(", ") || "none"})`,
+      );
+    }
+  }
+}
+
+function methodName(kind: StepKind): string {
+  return kind === "single" ? "step" : kind;
+}
