@@ -16,7 +16,7 @@ db.test("16 [all] sends return 1, 2, 3 in a column named send", async ({ sql }) 
   const q = await queue(sql, "t_send");
   const ids = [];
   for (let i = 0; i < 3; i++) {
-    const rows = await sql`select * from pgmq.send(${q}::text, ${JSON.stringify({ i })}::jsonb)`;
+    const rows = await sql`select * from pgmq.send(${q}::text, ${sql.json({ i })}::jsonb)`;
     assert.equal(rows.length, 1);
     assert.deepEqual(rows.columns.map((c) => c.name), ["send"]);
     assert.equal(rows.columns[0].type, 20); // bigint

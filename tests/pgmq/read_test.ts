@@ -1,0 +1,163 @@
+// Reading: read, conditional reads, read_with_poll (reference §2.8–2.9, §4 cases 25–32).
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { testDatabase } from "../support/db.ts";
+import { freshQueue, pgError, pgmqTarget, sortedIds } from "./helpers.ts";
+
+const db = testDatabase(import.meta.url, { template: "pgmq" });
+
+async function queueWith(sql: postgres.Sql, prefix: string, count: number): Promise<string> {
+  const q = freshQueue(prefix);
+  await sql`select pgmq.create(${q}::text)`;
+  for (let i = 1; i <= count; i++) {
+    await sql`select pgmq.send(${q}::text, ${sql.json({ i })}::jsonb)`;
+  }
+  return q;
+}
+
+db.test("25 [all] read takes up to qty visible messages and hides them for vt", async ({ sql }) => {
+  const q = await queueWith(sql, "t_read", 3);
+  const first = await sql`
+    select *, vt between clock_timestamp() + interval '28 seconds'
+                     and clock_timestamp() + interval '31 seconds' as vt_ok
+    from pgmq.read(${q}::text, 30, 2)`;
+  assert.deepEqual(sortedIds(first), [1, 2]);
+  for (const row of first) {
+    assert.equal(row.read_ct, 1);
+    assert.equal(row.vt_ok, true);
+    assert.deepEqual(row.message, { i: Number(row.msg_id) });
+  }
+  const second = await sql`select * from pgmq.read(${q}::text, 30, 10)`;
+  assert.deepEqual(sortedIds(second), [3]);
+  const third = await sql`select * from pgmq.read(${q}::text, 30, 10)`;
+  assert.equal(third.length, 0);
+});
+
+db.test("26 [all] read with vt 0 returns the same message again, counting reads", async ({ sql }) => {
+  const q = await queueWith(sql, "t_reread", 1);
+  const [a] = await sql`select * from pgmq.read(${q}::text, 0, 1)`;
+  const [b] = await sql`select * from pgmq.read(${q}::text, 0, 1)`;
+  assert.equal(a.msg_id, b.msg_id);
+  assert.deepEqual([a.read_ct, b.read_ct], [1, 2]);
+});
+
+db.test("27 [all] qty 0 reads nothing, NULL reads all, negative fails", async ({ sql }) => {
+  const q = await queueWith(sql, "t_qty", 3);
+  assert.equal((await sql`select * from pgmq.read(${q}::text, 0, 0)`).length, 0);
+  const all = await sql`select * from pgmq.read(${q}::text, 0, null::integer)`;
+  assert.deepEqual(sortedIds(all), [1, 2, 3]);
+  await assert.rejects(
+    () => sql`select * from pgmq.read(${q}::text, 0, -1)`,
+    pgError("2201W", /LIMIT must not be negative/),
+  );
+});
+
+db.test("[all] read picks the lowest visible ids first", async ({ sql }) => {
+  const q = await queueWith(sql, "t_fifo", 5);
+  assert.deepEqual(sortedIds(await sql`select * from pgmq.read(${q}::text, 30, 2)`), [1, 2]);
+  assert.deepEqual(sortedIds(await sql`select * from pgmq.read(${q}::text, 30, 2)`), [3, 4]);
+});
+
+db.test("[all] a message sent earlier in the same transaction is readable", async ({ connect }) => {
+  const a = connect();
+  const q = freshQueue("t_sametx");
+  await a`select pgmq.create(${q}::text)`;
+  await a`begin`;
+  await a`select pgmq.send(${q}::text, '{}'::jsonb)`;
+  const rows = await a`select * from pgmq.read(${q}::text, 30, 1)`;
+  await a`commit`;
+  assert.deepEqual(sortedIds(rows), [1]);
+});
+
+db.test("28 [1.5] a conditional read filters with jsonb containment", async ({ sql }) => {
+  if (!(await pgmqTarget(sql)).has15) return;
+  const q = freshQueue("t_cond");
+  await sql`select pgmq.create(${q}::text)`;
+  await sql`select pgmq.send(${q}::text, '{"type":"x"}'::jsonb)`;
+  const [{ y }] = await sql`select pgmq.send(${q}::text, '{"type":"y"}'::jsonb) as y`;
+  await sql`select pgmq.send(${q}::text, null::jsonb)`;
+  const only = await sql`select * from pgmq.read(${q}::text, 0, 10, '{"type":"y"}'::jsonb)`;
+  assert.deepEqual(only.map((r) => r.msg_id), [y]);
+  const named = await sql`
+    select * from pgmq.read(${q}::text, 0, 10, conditional => '{"type":"y"}'::jsonb)`;
+  assert.deepEqual(named.map((r) => r.msg_id), [y]);
+  const empty = await sql`select * from pgmq.read(${q}::text, 0, 10, '{}'::jsonb)`;
+  assert.deepEqual(sortedIds(empty), [1, 2, 3]);
+  const nul = await sql`select * from pgmq.read(${q}::text, 0, 10, null::jsonb)`;
+  assert.deepEqual(sortedIds(nul), [1, 2, 3]);
+  const none = await sql`select * from pgmq.read(${q}::text, 0, 10, '{"type":"z"}'::jsonb)`;
+  assert.equal(none.length, 0);
+  const polled = await sql`
+    select * from pgmq.read_with_poll(${q}::text, 0, 10, 1, 100, '{"type":"x"}'::jsonb)`;
+  assert.deepEqual(sortedIds(polled), [1]);
+});
+
+db.test("29 [all] read_with_poll on an empty queue waits about max_poll_seconds", async ({ sql }) => {
+  const q = await queueWith(sql, "t_poll_empty", 0);
+  const started = performance.now();
+  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 1, 1, 100)`;
+  const elapsed = performance.now() - started;
+  assert.equal(rows.length, 0);
+  assert.ok(elapsed >= 900 && elapsed <= 2000, `took ${elapsed} ms`);
+});
+
+db.test("30 [all] read_with_poll returns a delayed message once it becomes visible", async ({ sql }) => {
+  const q = await queueWith(sql, "t_poll_delay", 0);
+  const [{ id }] = await sql`select pgmq.send(${q}::text, '{}'::jsonb, 2) as id`;
+  const started = performance.now();
+  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 1, 6, 100)`;
+  const elapsed = performance.now() - started;
+  assert.deepEqual(rows.map((r) => r.msg_id), [id]);
+  assert.ok(elapsed >= 1500 && elapsed < 4500, `took ${elapsed} ms`);
+});
+
+db.test("[all] read_with_poll sees a message committed by another session while it waits", async ({ sql, connect }) => {
+  const q = await queueWith(sql, "t_poll_commit", 0);
+  const writer = connect();
+  const polling = sql`
+    select *, clock_timestamp() as got_at from pgmq.read_with_poll(${q}::text, 30, 1, 5, 50)`;
+  await new Promise((r) => setTimeout(r, 300));
+  await writer`select pgmq.send(${q}::text, '{"late":true}'::jsonb)`;
+  const rows = await polling;
+  assert.equal(rows.length, 1);
+  assert.deepEqual(rows[0].message, { late: true });
+});
+
+db.test("[all] read_with_poll sleeps the poll interval between attempts", async ({ sql }) => {
+  // The message becomes visible ~1 s after sending. Attempts come at 0 s and 1.5 s, so a poller
+  // that really sleeps returns after >= 1.5 s; a busy loop (PGMQ 1.4.4's bug) would return at ~1 s.
+  const q = await queueWith(sql, "t_poll_sleep", 0);
+  const started = performance.now();
+  await sql`select pgmq.send(${q}::text, '{}'::jsonb, 1)`;
+  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 1, 5, 1500)`;
+  const elapsed = performance.now() - started;
+  assert.equal(rows.length, 1);
+  assert.ok(elapsed >= 1400 && elapsed < 3500, `took ${elapsed} ms`);
+});
+
+db.test("31 [all] read_with_poll with max_poll_seconds 0 returns nothing at once", async ({ sql }) => {
+  const q = await queueWith(sql, "t_poll_zero", 1);
+  const started = performance.now();
+  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 10, 0, 100)`;
+  assert.equal(rows.length, 0);
+  assert.ok(performance.now() - started < 1000);
+  // The message was not touched.
+  assert.deepEqual(sortedIds(await sql`select * from pgmq.read(${q}::text, 30, 10)`), [1]);
+});
+
+db.test("32 [all] a rolled-back read restores the message", async ({ connect }) => {
+  const a = connect();
+  const q = await queueWith(a, "t_rollback_read", 1);
+  await a`begin`;
+  const inTx = await a`select * from pgmq.read(${q}::text, 30, 1)`;
+  assert.deepEqual(sortedIds(inTx), [1]);
+  await a`rollback`;
+  const [again] = await a`select * from pgmq.read(${q}::text, 30, 1)`;
+  assert.equal(Number(again.msg_id), 1);
+  assert.equal(again.read_ct, 1);
+});
+
+db.test("[all] reading a queue that was never created fails with 42P01", async ({ sql }) => {
+  const q = freshQueue("t_nope");
+  await assert.rejects(() => sql`select * from pgmq.read(${q}::text, 30, 1)`, pgError("42P01"));
+});
