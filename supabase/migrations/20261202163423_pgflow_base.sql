@@ -628,7 +628,8 @@ begin
     exit when run.status <> 'started';
     for ready in
       select ss.step_slug, s.step_type, s.deps_count,
-             (select d.dep_slug from pgflow.deps d
+             -- A map step has at most one dependency: the one it maps over.
+             (select min(d.dep_slug) from pgflow.deps d
               where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
       from pgflow.step_states ss
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug

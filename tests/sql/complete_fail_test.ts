@@ -1,0 +1,168 @@
+/** pgflow.complete_task and pgflow.fail_task: exact outputs, release, retries and run failure. */
+import assert from "node:assert/strict";
+import { testDatabase } from "../support/db.ts";
+import {
+  archivedMessages,
+  defineFlow,
+  makeVisible,
+  queueMessages,
+  readAndStart,
+  registerWorker,
+} from "../support/engine.ts";
+
+const db = testDatabase(import.meta.url);
+
+db.test("outputs are stored exactly: 0, false, \"\" and null stay distinct", async ({ sql }) => {
+  const values = [0, false, "", null, [], {}];
+  await defineFlow(sql, "falsy", values.map((_, i) => ({ slug: `s${i}`, queue: "falsy_q" })), { mode: "routed" });
+  const [run] = await sql`select * from pgflow.start_flow('falsy', '{}')`;
+  const worker = await registerWorker(sql, "falsy_q");
+  const rows = await readAndStart(sql, "falsy_q", worker, values.map((_, i) => ["falsy", `s${i}`]));
+  assert.equal(rows.length, values.length);
+  for (const r of rows) {
+    const value = values[Number(r.step_slug!.slice(1))];
+    await sql`select pgflow.complete_task(${r.run_id}, ${r.step_slug}, 0, ${sql.json(value as never)})`;
+  }
+  const states = await sql`select step_slug, output from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
+  assert.deepEqual(states.map((s) => s.output), values);
+  const [done] = await sql`select status, output from pgflow.runs where run_id = ${run.run_id}`;
+  assert.equal(done.status, "completed");
+  assert.deepEqual(done.output, Object.fromEntries(values.map((v, i) => [`s${i}`, v])));
+});
+
+db.test("completion releases dependents onto their own queues with an object of dependency outputs", async ({ sql }) => {
+  await defineFlow(sql, "fanin", [
+    { slug: "left", queue: "fanin_a" },
+    { slug: "right", queue: "fanin_b" },
+    { slug: "join", deps: ["left", "right"], queue: "fanin_c" },
+  ], { mode: "routed" });
+  const [run] = await sql`select * from pgflow.start_flow('fanin', '{"n": 2}')`;
+  const wa = await registerWorker(sql, "fanin_a");
+  const wb = await registerWorker(sql, "fanin_b");
+  const wc = await registerWorker(sql, "fanin_c");
+  const [l] = await readAndStart(sql, "fanin_a", wa, [["fanin", "left"]]);
+  await sql`select pgflow.complete_task(${run.run_id}, 'left', 0, ${sql.json(l.input as never)})`;
+  assert.equal((await queueMessages(sql, "fanin_c")).length, 0, "join waits for right");
+  const [r] = await readAndStart(sql, "fanin_b", wb, [["fanin", "right"]]);
+  await sql`select pgflow.complete_task(${run.run_id}, 'right', 0, '"r"')`;
+  const msgs = await queueMessages(sql, "fanin_c");
+  assert.equal(msgs.length, 1);
+  const [task] = await sql`select queue_name, message_id::text from pgflow.step_tasks
+                           where run_id = ${run.run_id} and step_slug = 'join'`;
+  assert.deepEqual([task.queue_name, task.message_id], ["fanin_c", msgs[0].msg_id]);
+  const [j] = await readAndStart(sql, "fanin_c", wc, [["fanin", "join"]]);
+  assert.deepEqual(j.input, { left: { n: 2 }, right: "r" });
+  assert.equal(r.disposition, "claimed");
+});
+
+db.test("late and duplicate completions are ignored without error", async ({ sql }) => {
+  await defineFlow(sql, "dup", [{ slug: "a", queue: "dup_q" }, { slug: "b", deps: ["a"], queue: "dup_q" }], {
+    mode: "routed",
+  });
+  const [run] = await sql`select * from pgflow.start_flow('dup', '{}')`;
+  const worker = await registerWorker(sql, "dup_q");
+  await readAndStart(sql, "dup_q", worker, [["dup", "a"]]);
+  const first = await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '1')`;
+  assert.equal(first.length, 1);
+  const second = await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '2')`;
+  assert.equal(second.length, 0);
+  const unknown = await sql`select * from pgflow.complete_task(gen_random_uuid(), 'a', 0, '2')`;
+  assert.equal(unknown.length, 0);
+  const queuedB = await sql`select * from pgflow.complete_task(${run.run_id}, 'b', 0, '3')`;
+  assert.equal(queuedB.length, 0, "a queued (unclaimed) task cannot be completed");
+  const [a] = await sql`select output from pgflow.step_states where run_id = ${run.run_id} and step_slug = 'a'`;
+  assert.equal(a.output, 1);
+  const [b] = await sql`select status from pgflow.step_tasks where run_id = ${run.run_id} and step_slug = 'b'`;
+  assert.equal(b.status, "queued");
+});
+
+db.test("a failure retries on the task's own queue with exponential backoff", async ({ sql }) => {
+  await defineFlow(sql, "retry", [{ slug: "a", queue: "retry_q", maxAttempts: 3, baseDelay: 4 }], { mode: "routed" });
+  const [run] = await sql`select * from pgflow.start_flow('retry', '{}')`;
+  const worker = await registerWorker(sql, "retry_q");
+  for (const [attempt, delay] of [[1, 4], [2, 8]]) {
+    const [row] = await readAndStart(sql, "retry_q", worker, [["retry", "a"]]);
+    assert.equal(row.attempt, attempt);
+    await sql`select pgflow.fail_task(${run.run_id}, 'a', 0, ${`boom ${attempt}`})`;
+    const [task] = await sql`select status, error_message, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
+    assert.deepEqual([task.status, task.error_message, task.attempts_count], ["queued", `boom ${attempt}`, attempt]);
+    const [msg] = await queueMessages(sql, "retry_q");
+    assert.ok(Math.abs(msg.vt_in_seconds - delay) < 1.5, `retry ${attempt} waits ${delay}s, got ${msg.vt_in_seconds}`);
+    await makeVisible(sql, "retry_q");
+  }
+  const [row] = await readAndStart(sql, "retry_q", worker, [["retry", "a"]]);
+  assert.equal(row.attempt, 3);
+  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '"third time"')`;
+  const [done] = await sql`select status, output from pgflow.runs where run_id = ${run.run_id}`;
+  assert.deepEqual([done.status, done.output], ["completed", { a: "third time" }]);
+});
+
+db.test("exhaustion fails step and run and leaves no message of the run in any queue", async ({ sql }) => {
+  await defineFlow(sql, "doomed", [
+    { slug: "root", queue: "doomed_a" },
+    { slug: "sib1", deps: ["root"], queue: "doomed_b", maxAttempts: 1 },
+    { slug: "sib2", deps: ["root"], queue: "doomed_c" },
+    { slug: "sib3", deps: ["root"], queue: "doomed_c" },
+  ], { mode: "routed", maxAttempts: 2 });
+  const [run] = await sql`select * from pgflow.start_flow('doomed', '{}')`;
+  const [other] = await sql`select * from pgflow.start_flow('doomed', '{}')`;
+  const wa = await registerWorker(sql, "doomed_a");
+  const wb = await registerWorker(sql, "doomed_b");
+  const wc = await registerWorker(sql, "doomed_c");
+  for (const r of await readAndStart(sql, "doomed_a", wa, [["doomed", "root"]])) {
+    await sql`select pgflow.complete_task(${r.run_id}, 'root', 0, '{}')`;
+  }
+  // sib2 of our run is started, sib3 queued, when sib1 fails for good.
+  const claimedC = await sql`select * from pgflow.start_tasks('doomed_c',
+    (select array_agg(message_id) from pgflow.step_tasks where run_id = ${run.run_id} and step_slug = 'sib2'),
+    ${wc}, '[["doomed", "sib2"]]')`;
+  assert.equal(claimedC[0].disposition, "claimed");
+  const [b] = (await readAndStart(sql, "doomed_b", wb, [["doomed", "sib1"]])).filter((r) => r.run_id === run.run_id);
+  await sql`select pgflow.fail_task(${run.run_id}, 'sib1', 0, 'fatal')`;
+  assert.equal(b.attempt, 1);
+
+  const [failed] = await sql`select status, error_message from pgflow.runs where run_id = ${run.run_id}`;
+  assert.deepEqual([failed.status, failed.error_message], ["failed", "fatal"]);
+  const states = await sql`select step_slug, status from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
+  assert.deepEqual(states.map((s) => `${s.step_slug}:${s.status}`), [
+    "root:completed",
+    "sib1:failed",
+    "sib2:started",
+    "sib3:started",
+  ]);
+  const tasks = await sql`select step_slug, status, queue_name, message_id::text from pgflow.step_tasks
+                          where run_id = ${run.run_id} order by step_slug`;
+  assert.deepEqual(tasks.map((t) => `${t.step_slug}:${t.status}`), [
+    "root:completed",
+    "sib1:failed",
+    "sib2:cancelled",
+    "sib3:cancelled",
+  ]);
+  for (const q of ["doomed_a", "doomed_b", "doomed_c"]) {
+    const live = (await queueMessages(sql, q)).map((m) => m.msg_id);
+    const archived = (await archivedMessages(sql, q)).map((m) => m.msg_id);
+    for (const t of tasks.filter((t) => t.queue_name === q)) {
+      assert.ok(!live.includes(t.message_id), `${t.step_slug}'s message left ${q}`);
+      assert.ok(archived.includes(t.message_id), `${t.step_slug}'s message archived in ${q}`);
+    }
+  }
+  // The other run is untouched.
+  const otherTasks = await sql`select step_slug, status from pgflow.step_tasks where run_id = ${other.run_id} order by step_slug`;
+  assert.deepEqual(otherTasks.map((t) => `${t.step_slug}:${t.status}`), [
+    "root:completed",
+    "sib1:started", // claimed in the same batch as ours
+    "sib2:queued",
+    "sib3:queued",
+  ]);
+  // A late completion of the cancelled task changes nothing.
+  assert.equal((await sql`select * from pgflow.complete_task(${run.run_id}, 'sib2', 0, '1')`).length, 0);
+  assert.equal((await sql`select * from pgflow.fail_task(${run.run_id}, 'sib2', 0, 'x')`).length, 0);
+});
+
+db.test("start_delay holds a step's message back", async ({ sql }) => {
+  await defineFlow(sql, "delayed", [{ slug: "a", queue: "delayed_q", startDelay: 30 }], { mode: "routed" });
+  await sql`select pgflow.start_flow('delayed', '{}')`;
+  const [msg] = await queueMessages(sql, "delayed_q");
+  assert.ok(msg.vt_in_seconds > 28 && msg.vt_in_seconds <= 30.5, `vt in ${msg.vt_in_seconds}s`);
+  assert.equal((await sql`select * from pgmq.read('delayed_q', 5, 10)`).length, 0);
+});
