@@ -102,8 +102,10 @@ db.test("47 [all] metrics_all has one row per queue; a missing queue is 42P01", 
   const listed = await sql`select queue_name from pgmq.list_queues()`;
   const all = await sql`select * from pgmq.metrics_all()`;
   assert.equal(all.length, listed.length);
-  const sorted = (rows: readonly { queue_name: string }[]) => rows.map((r) => r.queue_name).sort();
-  assert.deepEqual(sorted(all as never), sorted(listed as never));
+  assert.deepEqual(
+    all.map((r) => r.queue_name).sort(),
+    listed.map((r) => r.queue_name).sort(),
+  );
   for (const name of names) assert.ok(all.some((r) => r.queue_name === name));
   const b = all.find((r) => r.queue_name === names[1])!;
   assert.equal(Number(b.queue_length), 2);
