@@ -174,3 +174,39 @@ db.test("[all] create and send accept PGMQ's named arguments", async ({ sql }) =
 function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
+
+db.test(
+  "[all] names differing only in case share one table pair but not the meta row",
+  async ({ sql }) => {
+    const lower = freshQueue("t_fold");
+    const upper = lower.toUpperCase();
+    await sql`select pgmq.create(${upper}::text)`;
+    await sql`select pgmq.create(${lower}::text)`;
+    const meta = await sql`
+    select queue_name from pgmq.meta where lower(queue_name) = ${lower} order by 1`;
+    assert.deepEqual(meta.map((r) => r.queue_name), [upper, lower].sort());
+    await sql`select pgmq.send(${upper}::text, '{}'::jsonb)`;
+    const [m] = await sql`select * from pgmq.metrics(${lower}::text)`;
+    assert.equal(Number(m.queue_length), 1);
+    // Dropping one spelling drops the shared tables and only its own meta row.
+    const [{ dropped }] = await sql`select pgmq.drop_queue(${lower}::text) as dropped`;
+    assert.equal(dropped, true);
+    assert.equal(await relationExists(sql, `pgmq.q_${lower}`), false);
+    const left = await sql`select queue_name from pgmq.meta where lower(queue_name) = ${lower}`;
+    assert.deepEqual(left.map((r) => r.queue_name), [upper]);
+    // The orphaned row makes metrics_all fail, as upstream does.
+    await assert.rejects(() => sql`select * from pgmq.metrics_all()`, pgError("42P01"));
+  },
+  { fresh: true },
+);
+
+db.test("[all] the empty queue name is accepted", async ({ sql }) => {
+  await sql`select pgmq.create(''::text)`;
+  assert.ok(await relationExists(sql, "pgmq.q_"));
+  assert.ok(await relationExists(sql, "pgmq.a_"));
+  const [{ id }] = await sql`select pgmq.send(''::text, '{"e":1}'::jsonb) as id`;
+  const rows = await sql`select * from pgmq.read(''::text, 30, 1)`;
+  assert.deepEqual(rows.map((r) => r.msg_id), [id]);
+  const [{ dropped }] = await sql`select pgmq.drop_queue(''::text) as dropped`;
+  assert.equal(dropped, true);
+}, { fresh: true });
