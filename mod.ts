@@ -14,7 +14,7 @@
  *   .step({ slug: "classify" }, (input) => ({ label: `thread ${input.threadId}` }))
  *   .step({ slug: "deliver", dependsOn: ["classify"] }, (deps) => deps.classify.label);
  *
- * export const routed = routeFlow(triage, {
+ * const routed = routeFlow(triage, {
  *   queues: { classify: "thread_processing", deliver: "slack_delivery" },
  * });
  * ```
@@ -23,10 +23,30 @@
  */
 
 export { Flow } from "./src/dsl/flow.ts";
-export type { DepsTable, FlowOptions, FlowTypes, MapOptions, StepOptions } from "./src/dsl/flow.ts";
+export type {
+  Checked,
+  CheckedArray,
+  ConditionOptions,
+  DepsTable,
+  FlowOptions,
+  FlowTypes,
+  JsonArrayOutput,
+  MapItem,
+  MapOptions,
+  NewSlug,
+  StepOptions,
+  WhenUnmetOption,
+  WithStep,
+} from "./src/dsl/flow.ts";
 export { FlowDefinitionError } from "./src/dsl/errors.ts";
 export { MAX_SLUG_LENGTH, validateSlug } from "./src/dsl/slug.ts";
-export type { ContainmentPattern, Json, JsonOutput, JsonPrimitive } from "./src/dsl/json.ts";
+export type {
+  ContainmentPattern,
+  Json,
+  JsonOutput,
+  JsonPrimitive,
+  JsonValueCheck,
+} from "./src/dsl/json.ts";
 export type {
   Env,
   HandlerContext,
@@ -38,8 +58,11 @@ export type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "./src/dsl/opt
 export type {
   AnyStepHandler,
   AnySteps,
+  ArrayStepSlug,
   DepsInput,
+  ElementOf,
   HandlerInput,
+  IsOptionalStep,
   PatternSlot,
   Simplify,
   StepDefinition,
@@ -59,6 +82,7 @@ export type {
   StepInput,
   StepOutput,
   StepSlug,
+  TypesOf,
   UnwrapFlow,
 } from "./src/dsl/extract.ts";
 export { RoutingError } from "./src/routing/errors.ts";
@@ -69,7 +93,7 @@ export {
 } from "./src/routing/queue_name.ts";
 export { privateQueueName } from "./src/routing/private_queue.ts";
 export { routeFlow } from "./src/routing/route_flow.ts";
-export type { RouteMap } from "./src/routing/route_flow.ts";
+export type { NoUnknownSteps, RouteMap } from "./src/routing/route_flow.ts";
 export { withStepQueues } from "./src/routing/with_step_queues.ts";
 export type { RoutedFlow, StepQueuedFlow } from "./src/routing/routed.ts";
 export type {

@@ -47,7 +47,7 @@ export type UnwrapFlow<T> = T extends AnyFlow ? T
   : never;
 
 /** The {@link FlowTypes} of a carrier. */
-type TypesOf<T> = NonNullable<UnwrapFlow<T>["~types"]>;
+export type TypesOf<T> = NonNullable<UnwrapFlow<T>["~types"]>;
 
 /**
  * The run input type of a flow (or routed flow).

@@ -41,15 +41,16 @@ export interface FlowOptions extends RuntimeOptions {
 }
 
 /** Rejects a slug already in the step table (exact match; case is checked at run time). */
-type NewSlug<TSteps extends AnySteps, Slug extends string> = Slug extends keyof TSteps ? never
+export type NewSlug<TSteps extends AnySteps, Slug extends string> = Slug extends keyof TSteps
+  ? never
   : Slug;
 
 /** `whenUnmet` is only meaningful with a condition, so without one it must be absent. */
-type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, undefined] ? never
+export type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, undefined] ? never
   : Unmet;
 
 /** Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. */
-interface ConditionOptions<If, IfNot, Unmet, Exhausted> extends StepRuntimeOptions {
+export interface ConditionOptions<If, IfNot, Unmet, Exhausted> extends StepRuntimeOptions {
   /** Run the step only when its input contains this pattern (jsonb `@>`). */
   readonly if?: If;
   /** Run the step only when its input does NOT contain this pattern. */
@@ -120,21 +121,21 @@ export type MapOptions<
  * part in inference), then the returned value must also match its JSON-checked form. A
  * non-JSON part of the output becomes `never` there, so the handler fails to compile.
  */
-type Checked<TOut> = TOut & JsonOutput<NoInfer<TOut>>;
+export type Checked<TOut> = TOut & JsonOutput<NoInfer<TOut>>;
 
 /** Like {@link Checked}, and the output must be an array (`.array()` feeds a map). */
-type CheckedArray<TOut> = TOut & JsonArrayOutput<NoInfer<TOut>>;
+export type CheckedArray<TOut> = TOut & JsonArrayOutput<NoInfer<TOut>>;
 
 /** `.array()` handlers must return a JSON array. */
-type JsonArrayOutput<T> = [T] extends [readonly unknown[]] ? JsonOutput<T> : readonly Json[];
+export type JsonArrayOutput<T> = [T] extends [readonly unknown[]] ? JsonOutput<T> : readonly Json[];
 
 /** The item a map handler receives. */
-type MapItem<TInput, TSteps extends AnySteps, ArrayDep extends keyof TSteps> = [ArrayDep] extends
-  [never] ? ElementOf<TInput>
-  : ElementOf<TSteps[ArrayDep]["output"]>;
+export type MapItem<TInput, TSteps extends AnySteps, ArrayDep extends keyof TSteps> =
+  [ArrayDep] extends [never] ? ElementOf<TInput>
+    : ElementOf<TSteps[ArrayDep]["output"]>;
 
 /** The flow type after one more step. */
-type WithStep<
+export type WithStep<
   TInput,
   TContext,
   TEnv extends Env,

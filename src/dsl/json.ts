@@ -33,7 +33,7 @@ export type Json = JsonPrimitive | readonly Json[] | { readonly [key: string]: J
 export type JsonOutput<T> = [T] extends [undefined | void] ? never : JsonValueCheck<T>;
 
 /** The recursive part of {@link JsonOutput}; distributes over unions. */
-type JsonValueCheck<T> = 0 extends (1 & T) ? T // `any` opts out of checking, as everywhere in TS
+export type JsonValueCheck<T> = 0 extends (1 & T) ? T // `any` opts out of checking, as everywhere in TS
   : T extends JsonPrimitive | undefined ? T
   : T extends ((...args: never[]) => unknown) | symbol | bigint ? never
   : T extends readonly unknown[] ? { [K in keyof T]: JsonValueCheck<T[K]> }

@@ -4,7 +4,9 @@ import { validateQueueName } from "./queue_name.ts";
 import type { RoutedFlow } from "./routed.ts";
 
 /** Keys of `Q` that are not steps must have type `never`, so each one is reported by name. */
-type NoUnknownSteps<Q, K extends PropertyKey> = { readonly [P in Exclude<keyof Q, K>]: never };
+export type NoUnknownSteps<Q, K extends PropertyKey> = {
+  readonly [P in Exclude<keyof Q, K>]: never;
+};
 
 /**
  * The route map argument of {@link routeFlow}: one queue per step, nothing else.
@@ -45,7 +47,7 @@ export interface RouteMap<F extends AnyFlow> {
  *   .step({ slug: "enrich", dependsOn: ["classify"] }, (deps) => ({ text: deps.classify.label }))
  *   .step({ slug: "deliverSlack", dependsOn: ["enrich"] }, (deps) => ({ sent: deps.enrich.text }));
  *
- * export const routed = routeFlow(triage, {
+ * const routed = routeFlow(triage, {
  *   queues: {
  *     classify: "thread_processing",
  *     enrich: "thread_processing",
@@ -68,7 +70,7 @@ export interface RouteMap<F extends AnyFlow> {
  *
  * // One worker polling "thread_processing" runs v1.classify, v2.classify and digest.collect
  * // (old runs of v1 drain while v2 takes new ones); v2.notify has its own pool.
- * export const routes = [
+ * const routes = [
  *   routeFlow(v1, { queues: { classify: "thread_processing" } }),
  *   routeFlow(v2, { queues: { classify: "thread_processing", notify: "slack_delivery" } }),
  *   routeFlow(digest, { queues: { collect: "thread_processing" } }),

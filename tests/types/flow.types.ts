@@ -118,7 +118,7 @@ flow.step(
   () => ({ a: [1, "x", null], b: { c: true }, d: undefined as string | undefined }),
 );
 flow.step({ slug: "ok2" }, () => null);
-flow.step({ slug: "ok3" }, async () => ["a", "b"] as const);
+flow.step({ slug: "ok3" }, () => Promise.resolve(["a", "b"] as const));
 flow.step({ slug: "ok4" }, () => JSON.parse("{}"));
 
 // ---- negative checks -------------------------------------------------------------------------
@@ -145,7 +145,7 @@ flow.step({ slug: "x" }, () => Symbol("s"));
 // @ts-expect-error a bigint is not JSON
 flow.step({ slug: "x" }, () => ({ big: 1n }));
 // @ts-expect-error a Map is not JSON
-flow.step({ slug: "x" }, async () => new Map<string, number>());
+flow.step({ slug: "x" }, () => Promise.resolve(new Map<string, number>()));
 // @ts-expect-error a handler that returns nothing has no JSON output
 flow.step({ slug: "x" }, () => {});
 // @ts-expect-error an async handler that resolves to nothing has no JSON output
