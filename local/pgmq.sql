@@ -649,9 +649,10 @@ begin
     qtable
   ) into result.queue_length, result.newest_msg_age_sec, result.oldest_msg_age_sec,
     result.queue_visible_length;
+  -- The identity sequence's implicit name; create refuses names that would make it overflow.
   execute format(
-    'select case when is_called then last_value else 0 end from %s',
-    pg_get_serial_sequence(format('pgmq.%I', qtable), 'msg_id')
+    'select case when is_called then last_value else 0 end from pgmq.%I',
+    qtable || '_msg_id_seq'
   ) into result.total_messages;
   result.queue_name := queue_name;
   result.scrape_time := now();
