@@ -55,9 +55,16 @@ begin
   values (flow_slug, max_attempts, base_delay, timeout, queue_mode)
   returning * into created;
 
-  -- A plain flow's steps all share the flow's default queue.
+  -- A plain flow's steps all share the flow's default queue, which must not be a declared shared
+  -- queue: its messages would mix with other flows' under a name pgflow gave away.
   if queue_mode = 'flow' then
-    perform pgmq.create(lower(flow_slug));
+    perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || lower(flow_slug)));
+    if exists (select 1 from pgflow.shared_queues s where s.queue_name = lower(create_flow.flow_slug)) then
+      raise exception 'flow %: its default queue % is a declared shared queue', flow_slug, lower(flow_slug)
+        using errcode = '55000', hint = 'use another flow slug, or route this flow with routeFlow()';
+    end if;
+    perform pgmq.create(lower(flow_slug))
+    where not exists (select 1 from pgmq.list_queues() q where q.queue_name = lower(create_flow.flow_slug));
   end if;
   return created;
 end;

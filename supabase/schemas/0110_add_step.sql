@@ -112,8 +112,12 @@ begin
       using errcode = '22023', hint = 'add dependencies before the steps that use them';
   end if;
 
-  perform pgmq.create(resolved_queue)
-  where not exists (select 1 from pgmq.list_queues() q where q.queue_name = resolved_queue);
+  if flow.queue_mode = 'routed' then
+    perform pgflow._provision_shared_queue(resolved_queue, flow.flow_slug);
+  else
+    perform pgmq.create(resolved_queue)
+    where not exists (select 1 from pgmq.list_queues() q where q.queue_name = resolved_queue);
+  end if;
 
   insert into pgflow.steps (
     flow_slug, step_slug, step_index, step_type, deps_count, opt_max_attempts, opt_base_delay,

@@ -1,0 +1,218 @@
+-- The startup compiler. A worker sends each flow it serves: the shape, the route plan and the
+-- runtime options. SQL validates all of it itself, then, under a per-slug transaction lock:
+--   missing            → create definitions, routes and queues   → 'compiled'
+--   same shape, routes → nothing                                 → 'verified'
+--   different, production → nothing at all, with the differences → 'mismatch'
+--   different, local development (pgflow.is_local_development()) → delete the flow's data and
+--                        create it again                          → 'recompiled'
+
+-- Every problem with a definition, one line each; empty when it is valid.
+create or replace function pgflow._definition_problems(p_flow_slug text, p_shape jsonb, p_routes jsonb)
+returns text[]
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  step jsonb;
+  i integer := 0;
+  slugs text[] := '{}';
+  dep jsonb;
+  mode text := p_routes ->> 'mode';
+  expected text;
+  queue text;
+  missing text[];
+  unknown text[];
+begin
+  if not pgflow.is_valid_slug(p_flow_slug) then
+    return array[format('invalid flow slug %s', coalesce(quote_literal(p_flow_slug), 'NULL'))];
+  end if;
+  if jsonb_typeof(p_shape -> 'steps') is distinct from 'array' then
+    return array['shape must be an object with a "steps" array'];
+  end if;
+  for step in select value from jsonb_array_elements(p_shape -> 'steps') loop
+    if jsonb_typeof(step -> 'slug') is distinct from 'string' or not pgflow.is_valid_slug(step ->> 'slug') then
+      problems := problems || format('step %s: invalid slug %s', i, coalesce(step -> 'slug', 'null'));
+    elsif lower(step ->> 'slug') = any (select lower(x) from unnest(slugs) x) then
+      problems := problems || format('step %s: slug %s is used twice (case-insensitively)', i, step ->> 'slug');
+    end if;
+    if (step -> 'index') is distinct from to_jsonb(i) then
+      problems := problems || format('step %s: index %s does not match its position', i, coalesce(step -> 'index', 'null'));
+    end if;
+    if (step ->> 'stepType') is null or (step ->> 'stepType') not in ('single', 'map') then
+      problems := problems || format('step %s: stepType must be single or map', i);
+    end if;
+    if (step ->> 'whenUnmet') is null or (step ->> 'whenUnmet') not in ('fail', 'skip', 'skip-cascade')
+       or (step ->> 'whenExhausted') is null or (step ->> 'whenExhausted') not in ('fail', 'skip', 'skip-cascade') then
+      problems := problems || format('step %s: whenUnmet and whenExhausted must be fail, skip or skip-cascade', i);
+    end if;
+    if jsonb_typeof(step -> 'dependencies') is distinct from 'array' then
+      problems := problems || format('step %s: dependencies must be an array', i);
+    else
+      for dep in select value from jsonb_array_elements(step -> 'dependencies') loop
+        if jsonb_typeof(dep) <> 'string' or not ((dep #>> '{}') = any (slugs)) then
+          problems := problems || format('step %s: dependency %s is not an earlier step', i, dep);
+        end if;
+      end loop;
+      if step ->> 'stepType' = 'map' and jsonb_array_length(step -> 'dependencies') > 1 then
+        problems := problems || format('step %s: a map step has at most one dependency', i);
+      end if;
+    end if;
+    if jsonb_typeof(step -> 'requiredInputPattern' -> 'defined') is distinct from 'boolean'
+       or jsonb_typeof(step -> 'forbiddenInputPattern' -> 'defined') is distinct from 'boolean' then
+      problems := problems || format('step %s: patterns must be {"defined": false} or {"defined": true, "value": ...}', i);
+    end if;
+    slugs := slugs || (step ->> 'slug');
+    i := i + 1;
+  end loop;
+
+  if mode is null or mode not in ('flow', 'step', 'routed') then
+    return problems || format('route plan mode must be flow, step or routed, got %s', coalesce(p_routes -> 'mode', 'null'));
+  end if;
+  if jsonb_typeof(p_routes -> 'queues') is distinct from 'object' then
+    return problems || 'route plan must have a "queues" object';
+  end if;
+  select array_agg(s order by s) into missing from unnest(slugs) s where not (p_routes -> 'queues' ? s);
+  select array_agg(k order by k) into unknown from jsonb_object_keys(p_routes -> 'queues') k where not (k = any (slugs));
+  if missing is not null then
+    problems := problems || format('route plan has no queue for step(s) %s', array_to_string(missing, ', '));
+  end if;
+  if unknown is not null then
+    problems := problems || format('route plan names unknown step(s) %s', array_to_string(unknown, ', '));
+  end if;
+  for i in 0 .. coalesce(array_length(slugs, 1), 0) - 1 loop
+    queue := p_routes -> 'queues' ->> slugs[i + 1];
+    continue when queue is null;
+    begin
+      expected := case mode
+        when 'flow' then lower(p_flow_slug)
+        when 'step' then pgflow.private_queue_name(p_flow_slug, slugs[i + 1], i)
+        else queue end;
+    exception when others then
+      problems := problems || format('step %s: %s', slugs[i + 1], sqlerrm);
+      continue;
+    end;
+    if queue <> expected then
+      problems := problems || format('step %s: %s-mode queue must be %s, got %s', slugs[i + 1], mode, expected, queue);
+    elsif mode = 'routed' and not pgflow.is_valid_queue_name(queue) then
+      problems := problems || format('step %s: invalid shared queue name %s (lowercase letters, digits and single underscores, starting with a letter, at most 47 characters)', slugs[i + 1], quote_literal(queue));
+    elsif length(queue) > 47 then
+      problems := problems || format('step %s: queue %s is longer than 47 characters', slugs[i + 1], queue);
+    else
+      begin
+        perform pgmq.validate_queue_name(queue);
+        perform pgmq.format_table_name(queue, 'q');
+      exception when others then
+        problems := problems || format('step %s: PGMQ rejects queue %s: %s', slugs[i + 1], queue, sqlerrm);
+      end;
+    end if;
+  end loop;
+  return problems;
+end;
+$$;
+
+-- Creates a validated definition: shared queues are checked (and locked) first, so a conflict is
+-- found before anything changes; then the flow, its steps and their queues.
+create or replace function pgflow._create_flow_from_definition(
+  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb
+)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  step jsonb;
+  q text;
+  opts jsonb;
+  flow_opts jsonb := coalesce(p_options -> 'flow', '{}'::jsonb);
+begin
+  if p_routes ->> 'mode' = 'routed' then
+    for q in select distinct value #>> '{}' from jsonb_each(p_routes -> 'queues') order by 1 loop
+      perform pgflow._check_shared_queue(q, p_flow_slug);
+    end loop;
+  end if;
+  perform pgflow.create_flow(p_flow_slug,
+    coalesce((flow_opts ->> 'maxAttempts')::integer, 3),
+    coalesce((flow_opts ->> 'baseDelay')::integer, 1),
+    coalesce((flow_opts ->> 'timeout')::integer, 60),
+    p_routes ->> 'mode');
+  for step in select value from jsonb_array_elements(p_shape -> 'steps') order by (value ->> 'index')::integer loop
+    opts := coalesce(p_options -> 'steps' -> (step ->> 'slug'), '{}'::jsonb);
+    perform pgflow.add_step(
+      flow_slug => p_flow_slug,
+      step_slug => step ->> 'slug',
+      deps_slugs => array(select jsonb_array_elements_text(step -> 'dependencies')),
+      max_attempts => (opts ->> 'maxAttempts')::integer,
+      base_delay => (opts ->> 'baseDelay')::integer,
+      timeout => (opts ->> 'timeout')::integer,
+      start_delay => coalesce((opts ->> 'startDelay')::integer, 0),
+      step_type => step ->> 'stepType',
+      required_input_pattern => case when (step -> 'requiredInputPattern' ->> 'defined')::boolean
+                                     then step -> 'requiredInputPattern' -> 'value' end,
+      forbidden_input_pattern => case when (step -> 'forbiddenInputPattern' ->> 'defined')::boolean
+                                      then step -> 'forbiddenInputPattern' -> 'value' end,
+      when_unmet => step ->> 'whenUnmet',
+      when_exhausted => step ->> 'whenExhausted',
+      queue_name => p_routes -> 'queues' ->> (step ->> 'slug'));
+  end loop;
+end;
+$$;
+
+create or replace function pgflow.ensure_flow_compiled(
+  flow_slug text,
+  shape jsonb,
+  route_plan jsonb,
+  options jsonb default '{}'::jsonb
+)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  problems text[];
+  existing text;
+  differences text[];
+  q text;
+begin
+  problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan);
+  if cardinality(problems) > 0 then
+    raise exception 'flow %: invalid definition: %', coalesce(ensure_flow_compiled.flow_slug, 'NULL'),
+      array_to_string(problems, '; ') using errcode = '22023';
+  end if;
+  -- One compile per slug at a time: concurrent workers of the same flow wait here.
+  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(ensure_flow_compiled.flow_slug)));
+
+  select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
+  if existing is null then
+    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
+    return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb);
+  end if;
+  if existing <> ensure_flow_compiled.flow_slug then
+    raise exception 'flow % conflicts with existing flow % (flow slugs are unique case-insensitively)',
+      ensure_flow_compiled.flow_slug, existing using errcode = '23505', hint = 'use the existing spelling or a new slug';
+  end if;
+
+  differences := pgflow._definition_differences(
+    pgflow._flow_shape(existing), shape, pgflow._flow_route_plan(existing), route_plan);
+  if cardinality(differences) = 0 then
+    return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb);
+  end if;
+  if not pgflow.is_local_development() then
+    -- Production: change nothing. Existing tasks keep their queue snapshots.
+    return jsonb_build_object('status', 'mismatch', 'differences', to_jsonb(differences));
+  end if;
+  -- Local development: check the new shared queues before deleting anything.
+  if route_plan ->> 'mode' = 'routed' then
+    for q in select distinct value #>> '{}' from jsonb_each(route_plan -> 'queues') order by 1 loop
+      perform pgflow._check_shared_queue(q, existing);
+    end loop;
+  end if;
+  perform pgflow.delete_flow_and_data(existing);
+  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
+  return jsonb_build_object('status', 'recompiled', 'differences', to_jsonb(differences));
+end;
+$$;

@@ -1,0 +1,66 @@
+-- Retention. Pruning selects through task snapshots, so one flow's retention never reaches another
+-- flow's messages or unknown messages in a shared archive.
+
+-- Deletes terminal runs (completed or failed) that ended before now() - retention, with their tasks
+-- and their own queue and archive rows. Returns the number of runs deleted.
+create or replace function pgflow.prune_data_older_than(retention interval)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  old_runs uuid[];
+  grp record;
+begin
+  if retention is null or retention < interval '0' then
+    raise exception 'prune_data_older_than: retention must be a non-negative interval, got %', coalesce(retention::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  select array_agg(r.run_id) into old_runs
+  from pgflow.runs r
+  where r.status in ('completed', 'failed')
+    and coalesce(r.completed_at, r.failed_at) < now() - retention;
+  if old_runs is null then
+    return 0;
+  end if;
+  for grp in
+    select t.queue_name, array_agg(t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.run_id = any (old_runs) and t.message_id is not null
+    group by t.queue_name
+  loop
+    perform pgflow._purge_tracked_messages(grp.queue_name, grp.ids);
+  end loop;
+  delete from pgflow.step_tasks t where t.run_id = any (old_runs);
+  delete from pgflow.step_states ss where ss.run_id = any (old_runs);
+  delete from pgflow.runs r where r.run_id = any (old_runs);
+  return cardinality(old_runs);
+end;
+$$;
+
+-- Queue-wide maintenance for one declared shared queue: deletes its archive rows archived before
+-- now() - older_than, whoever sent them. Returns the number of rows deleted.
+create or replace function pgflow.prune_shared_queue_archive(queue_name text, older_than interval)
+returns bigint
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  deleted bigint;
+begin
+  if not exists (select 1 from pgflow.shared_queues s where s.queue_name = prune_shared_queue_archive.queue_name) then
+    raise exception 'queue % is not a declared shared queue', coalesce(quote_literal(prune_shared_queue_archive.queue_name), 'NULL')
+      using errcode = '22023', hint = 'use prune_data_older_than for flow data; this prunes one shared queue''s archive';
+  end if;
+  if older_than is null or older_than < interval '0' then
+    raise exception 'prune_shared_queue_archive: older_than must be a non-negative interval' using errcode = '22023';
+  end if;
+  execute format('with gone as (delete from pgmq.%I where archived_at < now() - $1 returning 1) select count(*) from gone',
+                 pgmq.format_table_name(prune_shared_queue_archive.queue_name, 'a'))
+  into deleted using older_than;
+  return deleted;
+end;
+$$;
