@@ -5,6 +5,12 @@
  * @module
  */
 import type postgres from "postgres";
+import {
+  type CompilableFlow,
+  extractFlowOptions,
+  extractFlowShape,
+  extractRoutePlan,
+} from "../../src/compile/shape.ts";
 
 type Sql = postgres.Sql | postgres.TransactionSql;
 
@@ -187,4 +193,26 @@ export async function makeVisible(sql: Sql, queue: string): Promise<void> {
  */
 export async function runTasks(sql: Sql, runId: string): Promise<Record<string, unknown>[]> {
   return await sql`select * from pgflow.step_tasks where run_id = ${runId} order by step_slug, task_index`;
+}
+
+/** The answer of pgflow.ensure_flow_compiled. */
+export interface CompileResult {
+  status: "compiled" | "verified" | "mismatch" | "recompiled";
+  differences: string[];
+}
+
+/**
+ * Sends a flow's shape, route plan and options to pgflow.ensure_flow_compiled, as a worker does.
+ *
+ * @example
+ * ```ts
+ * const { status } = await compileFlow(sql, routeFlow(flow, { queues: { a: "work" } }));
+ * ```
+ */
+export async function compileFlow(sql: Sql, target: CompilableFlow): Promise<CompileResult> {
+  const slug = "flow" in target && "mode" in target ? target.flow.slug : (target as { slug: string }).slug;
+  const [{ result }] = await sql`select pgflow.ensure_flow_compiled(${slug}, ${
+    sql.json(extractFlowShape(target) as never)
+  }, ${sql.json(extractRoutePlan(target) as never)}, ${sql.json(extractFlowOptions(target) as never)}) as result`;
+  return result as CompileResult;
 }
