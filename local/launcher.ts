@@ -26,7 +26,7 @@ export interface StartOptions {
   verbose?: boolean;
 }
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const { port } = listener.addr as Deno.NetAddr;
   listener.close();
@@ -50,7 +50,8 @@ async function serverUser(): Promise<string | undefined> {
 
 async function run(cmd: string, args: string[], user: string | undefined): Promise<void> {
   const [bin, argv] = user ? ["runuser", ["-u", user, "--", cmd, ...args]] : [cmd, args];
-  const out = await new Deno.Command(bin, { args: argv, stdout: "piped", stderr: "piped" }).output();
+  const out = await new Deno.Command(bin, { args: argv, stdout: "piped", stderr: "piped" })
+    .output();
   if (!out.success) {
     const text = new TextDecoder().decode(out.stderr) + new TextDecoder().decode(out.stdout);
     throw new Error(`${cmd} ${args.join(" ")} failed:\n${text}`);
@@ -88,7 +89,7 @@ export async function startLocalPostgres(options: StartOptions = {}): Promise<Lo
     "--locale=C",
     "--no-sync",
   ], user);
-  const port = await freePort();
+  const port = freePort();
   // Durability settings are off: this cluster is thrown away, and tests want speed.
   const serverOptions = [
     `-p ${port}`,
@@ -100,7 +101,8 @@ export async function startLocalPostgres(options: StartOptions = {}): Promise<Lo
     "-c max_connections=300",
     "-c shared_buffers=256MB",
   ].join(" ");
-  const pgCtl = (args: string[]) => run(`${binDir}/pg_ctl`, ["-D", `${dataDir}/data`, ...args], user);
+  const pgCtl = (args: string[]) =>
+    run(`${binDir}/pg_ctl`, ["-D", `${dataDir}/data`, ...args], user);
   const start = () => pgCtl(["-l", `${dataDir}/server.log`, "-o", serverOptions, "-w", "start"]);
   let running = false;
   const stop = async () => {

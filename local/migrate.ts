@@ -46,7 +46,11 @@ export async function listMigrations(dir: string): Promise<MigrationFile[]> {
         `migration file name ${entry.name} is not <digits>_<lowercase_name>.sql; rename it`,
       );
     }
-    files.push({ version: match[1], name: match[2], path: `${dir.replace(/\/$/, "")}/${entry.name}` });
+    files.push({
+      version: match[1],
+      name: match[2],
+      path: `${dir.replace(/\/$/, "")}/${entry.name}`,
+    });
   }
   files.sort((a, b) => a.version.localeCompare(b.version));
   for (let i = 1; i < files.length; i++) {

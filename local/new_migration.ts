@@ -14,8 +14,13 @@ if (!name || !/^[a-z0-9_]+$/.test(name)) {
 const schemasDir = new URL("../supabase/schemas/", import.meta.url);
 const files = [...Deno.readDirSync(schemasDir)].map((e) => e.name).filter((n) => n.endsWith(".sql"))
   .sort();
-const parts = files.map((f) => `-- ---- schemas/${f}\n${Deno.readTextFileSync(new URL(f, schemasDir))}`);
+const parts = files.map((f) =>
+  `-- ---- schemas/${f}\n${Deno.readTextFileSync(new URL(f, schemasDir))}`
+);
 const stamp = new Date().toISOString().replace(/\D/g, "").slice(0, 14);
 const out = new URL(`../supabase/migrations/${stamp}_${name}.sql`, import.meta.url);
-Deno.writeTextFileSync(out, `-- Generated from supabase/schemas/ by local/new_migration.ts.\n\n${parts.join("\n")}`);
+Deno.writeTextFileSync(
+  out,
+  `-- Generated from supabase/schemas/ by local/new_migration.ts.\n\n${parts.join("\n")}`,
+);
 console.log(out.pathname);

@@ -28,7 +28,8 @@ function hasServer(dir: string): boolean {
 
 async function pgConfigBinDir(): Promise<string | undefined> {
   try {
-    const out = await new Deno.Command("pg_config", { args: ["--bindir"], stderr: "null" }).output();
+    const out = await new Deno.Command("pg_config", { args: ["--bindir"], stderr: "null" })
+      .output();
     return out.success ? new TextDecoder().decode(out.stdout).trim() : undefined;
   } catch {
     return undefined;

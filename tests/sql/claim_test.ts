@@ -3,6 +3,7 @@
  * message ids, and two connections racing for the same messages.
  */
 import assert from "node:assert/strict";
+import type { Sql } from "postgres";
 import { testDatabase } from "../support/db.ts";
 import {
   defineFlow,
@@ -14,14 +15,17 @@ import {
 
 const db = testDatabase(import.meta.url);
 
-async function snapshot(sql: any, queue: string) {
-  const tasks = await sql`select * from pgflow.step_tasks where queue_name = ${queue} order by message_id`;
+async function snapshot(sql: Sql, queue: string) {
+  const tasks =
+    await sql`select * from pgflow.step_tasks where queue_name = ${queue} order by message_id`;
   const msgs = (await queueMessages(sql, queue)).map(({ vt_in_seconds: _, ...m }) => m);
   return { tasks, msgs };
 }
 
 db.test("an eligible queued task in the support set is claimed once, with vt = timeout + 2 s", async ({ sql }) => {
-  await defineFlow(sql, "claim_ok", [{ slug: "a", queue: "claim_ok_q", timeout: 20 }], { mode: "routed" });
+  await defineFlow(sql, "claim_ok", [{ slug: "a", queue: "claim_ok_q", timeout: 20 }], {
+    mode: "routed",
+  });
   const [run] = await sql`select * from pgflow.start_flow('claim_ok', '{"x": 1}')`;
   const worker = await registerWorker(sql, "claim_ok_q");
   const [msg] = await queueMessages(sql, "claim_ok_q");
@@ -37,7 +41,10 @@ db.test("an eligible queued task in the support set is claimed once, with vt = t
     attempt: 1,
   }]);
   const [after] = await queueMessages(sql, "claim_ok_q");
-  assert.ok(after.vt_in_seconds > 20 && after.vt_in_seconds <= 22.5, `vt in ${after.vt_in_seconds}s`);
+  assert.ok(
+    after.vt_in_seconds > 20 && after.vt_in_seconds <= 22.5,
+    `vt in ${after.vt_in_seconds}s`,
+  );
   const [task] = await sql`select * from pgflow.step_tasks where run_id = ${run.run_id}`;
   assert.equal(task.status, "started");
   assert.equal(task.attempts_count, 1);
@@ -54,17 +61,23 @@ db.test("an eligible queued task in the support set is claimed once, with vt = t
 });
 
 db.test("unknown, unsupported and ineligible messages are reported and left untouched", async ({ sql }) => {
-  await defineFlow(sql, "claim_mix", [{ slug: "a", queue: "claim_mix_q" }, { slug: "b", queue: "claim_mix_q" }], {
+  await defineFlow(sql, "claim_mix", [{ slug: "a", queue: "claim_mix_q" }, {
+    slug: "b",
+    queue: "claim_mix_q",
+  }], {
     mode: "routed",
   });
   const [r1] = await sql`select * from pgflow.start_flow('claim_mix', '{}')`;
   const [r2] = await sql`select * from pgflow.start_flow('claim_mix', '{}')`;
   // A foreign message sent straight to the queue.
-  const [{ send: foreign }] = await sql`select * from pgmq.send('claim_mix_q', '{"flow_slug": "claim_mix", "step_slug": "a"}'::jsonb)`;
+  const [{ send: foreign }] =
+    await sql`select * from pgmq.send('claim_mix_q', '{"flow_slug": "claim_mix", "step_slug": "a"}'::jsonb)`;
   // Run 2 is marked failed by hand, leaving its messages in the queue: its tasks are ineligible.
   await sql`update pgflow.runs set status = 'failed' where run_id = ${r2.run_id}`;
-  const tasks = await sql`select run_id, step_slug, message_id::text from pgflow.step_tasks order by message_id`;
-  const id = (run: string, step: string) => tasks.find((t) => t.run_id === run && t.step_slug === step)!.message_id;
+  const tasks =
+    await sql`select run_id, step_slug, message_id::text from pgflow.step_tasks order by message_id`;
+  const id = (run: string, step: string) =>
+    tasks.find((t) => t.run_id === run && t.step_slug === step)!.message_id;
 
   const worker = await registerWorker(sql, "claim_mix_q");
   const before = await snapshot(sql, "claim_mix_q");
@@ -82,7 +95,9 @@ db.test("unknown, unsupported and ineligible messages are reported and left unto
     [id(r2.run_id, "a")]: "ineligible",
     "999999": "unknown",
   });
-  for (const r of rows) assert.deepEqual([r.flow_slug, r.run_id, r.input, r.attempt], [null, null, null, null]);
+  for (const r of rows) {
+    assert.deepEqual([r.flow_slug, r.run_id, r.input, r.attempt], [null, null, null, null]);
+  }
   assert.deepEqual(await snapshot(sql, "claim_mix_q"), before, "nothing changed");
 });
 
@@ -92,9 +107,13 @@ db.test("a supported task of a completed step or failed run is ineligible and no
   const worker = await registerWorker(sql, "claim_done_q");
   const [row] = await readAndStart(sql, "claim_done_q", worker, [["claim_done", "a"]]);
   await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '1')`;
-  const again = await startTasks(sql, "claim_done_q", [row.message_id], worker, [["claim_done", "a"]]);
+  const again = await startTasks(sql, "claim_done_q", [row.message_id], worker, [[
+    "claim_done",
+    "a",
+  ]]);
   assert.equal(again[0].disposition, "ineligible");
-  const [task] = await sql`select status, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
+  const [task] =
+    await sql`select status, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
   assert.deepEqual([task.status, task.attempts_count], ["completed", 1]);
 });
 
@@ -117,13 +136,20 @@ db.test("message ids above 2^53 round-trip exactly", async ({ sql }) => {
   await defineFlow(sql, "claim_big", [{ slug: "a", queue: "claim_big_q" }], { mode: "routed" });
   await sql`select setval('pgmq.q_claim_big_q_msg_id_seq', 9007199254740993)`;
   const [run] = await sql`select * from pgflow.start_flow('claim_big', '{}')`;
-  const [task] = await sql`select message_id::text as id from pgflow.step_tasks where run_id = ${run.run_id}`;
+  const [task] =
+    await sql`select message_id::text as id from pgflow.step_tasks where run_id = ${run.run_id}`;
   assert.equal(task.id, "9007199254740994");
   const worker = await registerWorker(sql, "claim_big_q");
-  const rows = await startTasks(sql, "claim_big_q", ["9007199254740994", "9007199254740995"], worker, [[
-    "claim_big",
-    "a",
-  ]]);
+  const rows = await startTasks(
+    sql,
+    "claim_big_q",
+    ["9007199254740994", "9007199254740995"],
+    worker,
+    [[
+      "claim_big",
+      "a",
+    ]],
+  );
   assert.deepEqual(rows.map((r) => [r.message_id, r.disposition]), [
     ["9007199254740994", "claimed"],
     ["9007199254740995", "unknown"],
@@ -136,7 +162,8 @@ db.test("message ids above 2^53 round-trip exactly", async ({ sql }) => {
 db.test("bad support sets are rejected with the value", async ({ sql }) => {
   const worker = await registerWorker(sql, "claim_bad_q");
   await assert.rejects(
-    () => sql`select * from pgflow.start_tasks('claim_bad_q', '{1}', ${worker}, '{"flow": "step"}')`,
+    () =>
+      sql`select * from pgflow.start_tasks('claim_bad_q', '{1}', ${worker}, '{"flow": "step"}')`,
     /supported must be a JSON array of \[flow_slug, step_slug\] pairs, got \{"flow": "step"\}/,
   );
   await assert.rejects(
@@ -147,7 +174,9 @@ db.test("bad support sets are rejected with the value", async ({ sql }) => {
 
 db.test("two connections claiming the same messages at once: exactly one claim each", async ({ sql, connect }) => {
   await defineFlow(sql, "claim_race", [{ slug: "a", queue: "claim_race_q" }], { mode: "routed" });
-  for (let i = 0; i < 20; i++) await sql`select pgflow.start_flow('claim_race', ${sql.json({ i })})`;
+  for (let i = 0; i < 20; i++) {
+    await sql`select pgflow.start_flow('claim_race', ${sql.json({ i })})`;
+  }
   const ids = (await queueMessages(sql, "claim_race_q")).map((m) => m.msg_id);
   const w1 = await registerWorker(sql, "claim_race_q");
   const w2 = await registerWorker(sql, "claim_race_q");
@@ -161,8 +190,16 @@ db.test("two connections claiming the same messages at once: exactly one claim e
     ]);
     const claimedA = ra.filter((r) => r.disposition === "claimed").map((r) => r.message_id);
     const claimedB = rb.filter((r) => r.disposition === "claimed").map((r) => r.message_id);
-    assert.equal(claimedA.length + claimedB.length, ids.length, `round ${round}: every message claimed once`);
-    assert.deepEqual(claimedA.filter((id) => claimedB.includes(id)), [], "no message claimed twice");
+    assert.equal(
+      claimedA.length + claimedB.length,
+      ids.length,
+      `round ${round}: every message claimed once`,
+    );
+    assert.deepEqual(
+      claimedA.filter((id) => claimedB.includes(id)),
+      [],
+      "no message claimed twice",
+    );
     const [{ max }] = await sql`select max(attempts_count) as max from pgflow.step_tasks`;
     assert.equal(max, 1);
   }

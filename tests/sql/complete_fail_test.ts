@@ -12,18 +12,23 @@ import {
 
 const db = testDatabase(import.meta.url);
 
-db.test("outputs are stored exactly: 0, false, \"\" and null stay distinct", async ({ sql }) => {
+db.test('outputs are stored exactly: 0, false, "" and null stay distinct', async ({ sql }) => {
   const values = [0, false, "", null, [], {}];
-  await defineFlow(sql, "falsy", values.map((_, i) => ({ slug: `s${i}`, queue: "falsy_q" })), { mode: "routed" });
+  await defineFlow(sql, "falsy", values.map((_, i) => ({ slug: `s${i}`, queue: "falsy_q" })), {
+    mode: "routed",
+  });
   const [run] = await sql`select * from pgflow.start_flow('falsy', '{}')`;
   const worker = await registerWorker(sql, "falsy_q");
   const rows = await readAndStart(sql, "falsy_q", worker, values.map((_, i) => ["falsy", `s${i}`]));
   assert.equal(rows.length, values.length);
   for (const r of rows) {
     const value = values[Number(r.step_slug!.slice(1))];
-    await sql`select pgflow.complete_task(${r.run_id}, ${r.step_slug}, 0, ${sql.json(value as never)})`;
+    await sql`select pgflow.complete_task(${r.run_id}, ${r.step_slug}, 0, ${
+      sql.json(value as never)
+    })`;
   }
-  const states = await sql`select step_slug, output from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
+  const states =
+    await sql`select step_slug, output from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
   assert.deepEqual(states.map((s) => s.output), values);
   const [done] = await sql`select status, output from pgflow.runs where run_id = ${run.run_id}`;
   assert.equal(done.status, "completed");
@@ -56,7 +61,11 @@ db.test("completion releases dependents onto their own queues with an object of 
 });
 
 db.test("late and duplicate completions are ignored without error", async ({ sql }) => {
-  await defineFlow(sql, "dup", [{ slug: "a", queue: "dup_q" }, { slug: "b", deps: ["a"], queue: "dup_q" }], {
+  await defineFlow(sql, "dup", [{ slug: "a", queue: "dup_q" }, {
+    slug: "b",
+    deps: ["a"],
+    queue: "dup_q",
+  }], {
     mode: "routed",
   });
   const [run] = await sql`select * from pgflow.start_flow('dup', '{}')`;
@@ -70,24 +79,36 @@ db.test("late and duplicate completions are ignored without error", async ({ sql
   assert.equal(unknown.length, 0);
   const queuedB = await sql`select * from pgflow.complete_task(${run.run_id}, 'b', 0, '3')`;
   assert.equal(queuedB.length, 0, "a queued (unclaimed) task cannot be completed");
-  const [a] = await sql`select output from pgflow.step_states where run_id = ${run.run_id} and step_slug = 'a'`;
+  const [a] =
+    await sql`select output from pgflow.step_states where run_id = ${run.run_id} and step_slug = 'a'`;
   assert.equal(a.output, 1);
-  const [b] = await sql`select status from pgflow.step_tasks where run_id = ${run.run_id} and step_slug = 'b'`;
+  const [b] =
+    await sql`select status from pgflow.step_tasks where run_id = ${run.run_id} and step_slug = 'b'`;
   assert.equal(b.status, "queued");
 });
 
 db.test("a failure retries on the task's own queue with exponential backoff", async ({ sql }) => {
-  await defineFlow(sql, "retry", [{ slug: "a", queue: "retry_q", maxAttempts: 3, baseDelay: 4 }], { mode: "routed" });
+  await defineFlow(sql, "retry", [{ slug: "a", queue: "retry_q", maxAttempts: 3, baseDelay: 4 }], {
+    mode: "routed",
+  });
   const [run] = await sql`select * from pgflow.start_flow('retry', '{}')`;
   const worker = await registerWorker(sql, "retry_q");
   for (const [attempt, delay] of [[1, 4], [2, 8]]) {
     const [row] = await readAndStart(sql, "retry_q", worker, [["retry", "a"]]);
     assert.equal(row.attempt, attempt);
     await sql`select pgflow.fail_task(${run.run_id}, 'a', 0, ${`boom ${attempt}`})`;
-    const [task] = await sql`select status, error_message, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
-    assert.deepEqual([task.status, task.error_message, task.attempts_count], ["queued", `boom ${attempt}`, attempt]);
+    const [task] =
+      await sql`select status, error_message, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
+    assert.deepEqual([task.status, task.error_message, task.attempts_count], [
+      "queued",
+      `boom ${attempt}`,
+      attempt,
+    ]);
     const [msg] = await queueMessages(sql, "retry_q");
-    assert.ok(Math.abs(msg.vt_in_seconds - delay) < 1.5, `retry ${attempt} waits ${delay}s, got ${msg.vt_in_seconds}`);
+    assert.ok(
+      Math.abs(msg.vt_in_seconds - delay) < 1.5,
+      `retry ${attempt} waits ${delay}s, got ${msg.vt_in_seconds}`,
+    );
     await makeVisible(sql, "retry_q");
   }
   const [row] = await readAndStart(sql, "retry_q", worker, [["retry", "a"]]);
@@ -117,20 +138,25 @@ db.test("exhaustion fails step and run and leaves no message of the run in any q
     (select array_agg(message_id) from pgflow.step_tasks where run_id = ${run.run_id} and step_slug = 'sib2'),
     ${wc}, '[["doomed", "sib2"]]')`;
   assert.equal(claimedC[0].disposition, "claimed");
-  const [b] = (await readAndStart(sql, "doomed_b", wb, [["doomed", "sib1"]])).filter((r) => r.run_id === run.run_id);
+  const [b] = (await readAndStart(sql, "doomed_b", wb, [["doomed", "sib1"]])).filter((r) =>
+    r.run_id === run.run_id
+  );
   await sql`select pgflow.fail_task(${run.run_id}, 'sib1', 0, 'fatal')`;
   assert.equal(b.attempt, 1);
 
-  const [failed] = await sql`select status, error_message from pgflow.runs where run_id = ${run.run_id}`;
+  const [failed] =
+    await sql`select status, error_message from pgflow.runs where run_id = ${run.run_id}`;
   assert.deepEqual([failed.status, failed.error_message], ["failed", "fatal"]);
-  const states = await sql`select step_slug, status from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
+  const states =
+    await sql`select step_slug, status from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
   assert.deepEqual(states.map((s) => `${s.step_slug}:${s.status}`), [
     "root:completed",
     "sib1:failed",
     "sib2:started",
     "sib3:started",
   ]);
-  const tasks = await sql`select step_slug, status, queue_name, message_id::text from pgflow.step_tasks
+  const tasks =
+    await sql`select step_slug, status, queue_name, message_id::text from pgflow.step_tasks
                           where run_id = ${run.run_id} order by step_slug`;
   assert.deepEqual(tasks.map((t) => `${t.step_slug}:${t.status}`), [
     "root:completed",
@@ -147,7 +173,8 @@ db.test("exhaustion fails step and run and leaves no message of the run in any q
     }
   }
   // The other run is untouched.
-  const otherTasks = await sql`select step_slug, status from pgflow.step_tasks where run_id = ${other.run_id} order by step_slug`;
+  const otherTasks =
+    await sql`select step_slug, status from pgflow.step_tasks where run_id = ${other.run_id} order by step_slug`;
   assert.deepEqual(otherTasks.map((t) => `${t.step_slug}:${t.status}`), [
     "root:completed",
     "sib1:started", // claimed in the same batch as ours
@@ -155,12 +182,20 @@ db.test("exhaustion fails step and run and leaves no message of the run in any q
     "sib3:queued",
   ]);
   // A late completion of the cancelled task changes nothing.
-  assert.equal((await sql`select * from pgflow.complete_task(${run.run_id}, 'sib2', 0, '1')`).length, 0);
-  assert.equal((await sql`select * from pgflow.fail_task(${run.run_id}, 'sib2', 0, 'x')`).length, 0);
+  assert.equal(
+    (await sql`select * from pgflow.complete_task(${run.run_id}, 'sib2', 0, '1')`).length,
+    0,
+  );
+  assert.equal(
+    (await sql`select * from pgflow.fail_task(${run.run_id}, 'sib2', 0, 'x')`).length,
+    0,
+  );
 });
 
 db.test("start_delay holds a step's message back", async ({ sql }) => {
-  await defineFlow(sql, "delayed", [{ slug: "a", queue: "delayed_q", startDelay: 30 }], { mode: "routed" });
+  await defineFlow(sql, "delayed", [{ slug: "a", queue: "delayed_q", startDelay: 30 }], {
+    mode: "routed",
+  });
   await sql`select pgflow.start_flow('delayed', '{}')`;
   const [msg] = await queueMessages(sql, "delayed_q");
   assert.ok(msg.vt_in_seconds > 28 && msg.vt_in_seconds <= 30.5, `vt in ${msg.vt_in_seconds}s`);

@@ -7,20 +7,24 @@ const db = testDatabase(import.meta.url, { template: "pgmq" });
 
 async function migrationsDir(files: Record<string, string>): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "pgflow-migrations-" });
-  for (const [name, text] of Object.entries(files)) await Deno.writeTextFile(`${dir}/${name}`, text);
+  for (const [name, text] of Object.entries(files)) {
+    await Deno.writeTextFile(`${dir}/${name}`, text);
+  }
   return dir;
 }
 
 db.test("applies files in version order and records each version once", async ({ sql }) => {
   const dir = await migrationsDir({
     "20260102000000_second.sql": "insert into m_log values ('second');",
-    "20260101000000_first.sql": "create table m_log (what text); insert into m_log values ('first');",
+    "20260101000000_first.sql":
+      "create table m_log (what text); insert into m_log values ('first');",
   });
   assert.deepEqual(await applyMigrations(sql, dir), ["20260101000000", "20260102000000"]);
   assert.deepEqual(await applyMigrations(sql, dir), [], "a second run applies nothing");
   const log = await sql`select what from m_log`;
   assert.deepEqual(log.map((r) => r.what), ["first", "second"]);
-  const recorded = await sql`select version, name from supabase_migrations.schema_migrations order by version`;
+  const recorded =
+    await sql`select version, name from supabase_migrations.schema_migrations order by version`;
   assert.deepEqual(recorded.map((r) => `${r.version}_${r.name}`), [
     "20260101000000_first",
     "20260102000000_second",
@@ -52,7 +56,10 @@ db.test("a failing migration names its file and rolls back completely", async ({
 
 db.test("badly named files and duplicate versions are errors", async () => {
   const bad = await migrationsDir({ "init.sql": "select 1;" });
-  await assert.rejects(() => listMigrations(bad), /init\.sql is not <digits>_<lowercase_name>\.sql/);
+  await assert.rejects(
+    () => listMigrations(bad),
+    /init\.sql is not <digits>_<lowercase_name>\.sql/,
+  );
   const dup = await migrationsDir({ "1_a.sql": "select 1;", "1_b.sql": "select 1;" });
   await assert.rejects(() => listMigrations(dup), /two migrations share version 1/);
   await Deno.remove(bad, { recursive: true });

@@ -38,7 +38,10 @@ pgmqOnly.test("a drift is reported with the object's name", async ({ url }) => {
     const renamed = new Map([...b].map(([k, v]) => [k.replace("drift_b.", "drift_a."), v]));
     const drift = diffCatalogs(a, renamed, "schemas", "migrations");
     assert.ok(drift.some((d) => d.startsWith("column drift_a.t.note: differs")), drift.join("\n"));
-    assert.ok(drift.some((d) => d.startsWith("function drift_a.f(): only in schemas")), drift.join("\n"));
+    assert.ok(
+      drift.some((d) => d.startsWith("function drift_a.f(): only in schemas")),
+      drift.join("\n"),
+    );
   } finally {
     await sql.end();
   }

@@ -4,11 +4,22 @@
  * rolls it back completely.
  */
 import assert from "node:assert/strict";
-import { applyMigrations, listMigrations, MIGRATIONS_DIR, MigrationError } from "../../local/migrate.ts";
+import {
+  applyMigrations,
+  listMigrations,
+  MigrationError,
+  MIGRATIONS_DIR,
+} from "../../local/migrate.ts";
 import { Flow } from "../../src/dsl/flow.ts";
 import { routeFlow } from "../../src/routing/route_flow.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
-import { compileFlow, defineFlow, queueMessages, readAndStart, registerWorker } from "../support/engine.ts";
+import {
+  compileFlow,
+  defineFlow,
+  queueMessages,
+  readAndStart,
+  registerWorker,
+} from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });
 
@@ -21,54 +32,81 @@ async function releasedUpTo(count: number): Promise<string> {
   return dir;
 }
 
-db.test("the shared-queue upgrade keeps queued and started work and declares routed queues", async ({ sql }) => {
-  const files = await listMigrations(MIGRATIONS_DIR);
-  const upgradeIndex = files.findIndex((f) => f.name === "pgflow_shared_queues");
-  assert.ok(upgradeIndex > 0, "the shared-queue migration comes after the base release");
-  const base = await releasedUpTo(upgradeIndex);
-  await applyMigrations(sql, base);
+db.test(
+  "the shared-queue upgrade keeps queued and started work and declares routed queues",
+  async ({ sql }) => {
+    const files = await listMigrations(MIGRATIONS_DIR);
+    const upgradeIndex = files.findIndex((f) => f.name === "pgflow_shared_queues");
+    assert.ok(upgradeIndex > 0, "the shared-queue migration comes after the base release");
+    const base = await releasedUpTo(upgradeIndex);
+    await applyMigrations(sql, base);
 
-  // Work in flight on the base release: a routed flow with grouped steps, queued and started tasks.
-  await defineFlow(sql, "triage_v1", [
-    { slug: "classify", queue: "thread_processing" },
-    { slug: "enrich", deps: ["classify"], queue: "thread_processing" },
-    { slug: "deliver", deps: ["enrich"], queue: "slack_delivery" },
-  ], { mode: "routed" });
-  const runs = [];
-  for (let i = 0; i < 4; i++) runs.push((await sql`select run_id from pgflow.start_flow('triage_v1', ${sql.json({ i })})`)[0].run_id);
-  const worker = await registerWorker(sql, "thread_processing");
-  const started = (await readAndStart(sql, "thread_processing", worker, [["triage_v1", "classify"]], 2))
-    .filter((r) => r.disposition === "claimed");
-  assert.equal(started.length, 2);
-  const tasksBefore = await sql`select * from pgflow.step_tasks order by run_id, step_slug`;
-  const messagesBefore = await queueMessages(sql, "thread_processing");
+    // Work in flight on the base release: a routed flow with grouped steps, queued and started tasks.
+    await defineFlow(sql, "triage_v1", [
+      { slug: "classify", queue: "thread_processing" },
+      { slug: "enrich", deps: ["classify"], queue: "thread_processing" },
+      { slug: "deliver", deps: ["enrich"], queue: "slack_delivery" },
+    ], { mode: "routed" });
+    const runs = [];
+    for (let i = 0; i < 4; i++) {
+      runs.push(
+        (await sql`select run_id from pgflow.start_flow('triage_v1', ${sql.json({ i })})`)[0]
+          .run_id,
+      );
+    }
+    const worker = await registerWorker(sql, "thread_processing");
+    const started =
+      (await readAndStart(sql, "thread_processing", worker, [["triage_v1", "classify"]], 2))
+        .filter((r) => r.disposition === "claimed");
+    assert.equal(started.length, 2);
+    const tasksBefore = await sql`select * from pgflow.step_tasks order by run_id, step_slug`;
+    const messagesBefore = await queueMessages(sql, "thread_processing");
 
-  const full = await releasedUpTo(files.length);
-  assert.deepEqual(await applyMigrations(sql, full), files.slice(upgradeIndex).map((f) => f.version));
+    const full = await releasedUpTo(files.length);
+    assert.deepEqual(
+      await applyMigrations(sql, full),
+      files.slice(upgradeIndex).map((f) => f.version),
+    );
 
-  assert.deepEqual(await sql`select * from pgflow.step_tasks order by run_id, step_slug`, tasksBefore);
-  assert.deepEqual(
-    (await queueMessages(sql, "thread_processing")).map(({ vt_in_seconds: _, ...m }) => m),
-    messagesBefore.map(({ vt_in_seconds: _, ...m }) => m),
-  );
-  const declared = (await sql`select queue_name from pgflow.shared_queues order by 1`).map((r) => r.queue_name);
-  assert.deepEqual(declared, ["slack_delivery", "thread_processing"]);
+    assert.deepEqual(
+      await sql`select * from pgflow.step_tasks order by run_id, step_slug`,
+      tasksBefore,
+    );
+    assert.deepEqual(
+      (await queueMessages(sql, "thread_processing")).map(({ vt_in_seconds: _, ...m }) => m),
+      messagesBefore.map(({ vt_in_seconds: _, ...m }) => m),
+    );
+    const declared = (await sql`select queue_name from pgflow.shared_queues order by 1`).map((r) =>
+      r.queue_name
+    );
+    assert.deepEqual(declared, ["slack_delivery", "thread_processing"]);
 
-  // The same definition compiled by a new worker verifies; the in-flight work finishes.
-  const flow = routeFlow(
-    new Flow<{ i: number }>({ slug: "triage_v1" })
-      .step({ slug: "classify" }, (x) => x.i)
-      .step({ slug: "enrich", dependsOn: ["classify"] }, (d) => d.classify)
-      .step({ slug: "deliver", dependsOn: ["enrich"] }, (d) => d.enrich),
-    { queues: { classify: "thread_processing", enrich: "thread_processing", deliver: "slack_delivery" } },
-  );
-  assert.equal((await compileFlow(sql, flow)).status, "verified");
-  for (const t of started) await sql`select pgflow.complete_task(${t.run_id}, 'classify', 0, '1')`;
-  const [{ n }] = await sql`select count(*)::int as n from pgflow.step_tasks where step_slug = 'enrich'`;
-  assert.equal(n, 2, "completions after the upgrade release dependents");
-  await Deno.remove(base, { recursive: true });
-  await Deno.remove(full, { recursive: true });
-}, { fresh: true });
+    // The same definition compiled by a new worker verifies; the in-flight work finishes.
+    const flow = routeFlow(
+      new Flow<{ i: number }>({ slug: "triage_v1" })
+        .step({ slug: "classify" }, (x) => x.i)
+        .step({ slug: "enrich", dependsOn: ["classify"] }, (d) => d.classify)
+        .step({ slug: "deliver", dependsOn: ["enrich"] }, (d) => d.enrich),
+      {
+        queues: {
+          classify: "thread_processing",
+          enrich: "thread_processing",
+          deliver: "slack_delivery",
+        },
+      },
+    );
+    assert.equal((await compileFlow(sql, flow)).status, "verified");
+    for (
+      const t of started
+    ) await sql`select pgflow.complete_task(${t.run_id}, 'classify', 0, '1')`;
+    const [{ n }] =
+      await sql`select count(*)::int as n from pgflow.step_tasks where step_slug = 'enrich'`;
+    assert.equal(n, 2, "completions after the upgrade release dependents");
+    await Deno.remove(base, { recursive: true });
+    await Deno.remove(full, { recursive: true });
+  },
+  { fresh: true },
+);
 
 db.test("a failure inside the upgrade rolls it back completely", async ({ sql, connect }) => {
   const files = await listMigrations(MIGRATIONS_DIR);
@@ -88,14 +126,19 @@ db.test("a failure inside the upgrade rolls it back completely", async ({ sql, c
   });
   await waitFor(async () =>
     (await sql`select count(*)::int as n from pg_locks
-               where relation = 'pgflow.steps'::regclass and mode = 'AccessExclusiveLock' and granted`)[0].n === 1, {
+               where relation = 'pgflow.steps'::regclass and mode = 'AccessExclusiveLock' and granted`)[
+      0
+    ].n === 1, {
     what: "the holder's lock",
   });
   const full = await releasedUpTo(files.length);
   try {
     await assert.rejects(() => applyMigrations(sql, full), (err: unknown) => {
       assert.ok(err instanceof MigrationError);
-      assert.match(err.message, /pgflow_shared_queues\.sql failed: canceling statement due to lock timeout/);
+      assert.match(
+        err.message,
+        /pgflow_shared_queues\.sql failed: canceling statement due to lock timeout/,
+      );
       return true;
     });
   } finally {
@@ -107,7 +150,9 @@ db.test("a failure inside the upgrade rolls it back completely", async ({ sql, c
     await sql`select proname, md5(prosrc) as src from pg_proc where pronamespace = 'pgflow'::regnamespace order by 1, 2`,
     functionsBefore,
   );
-  const versions = (await sql`select version from supabase_migrations.schema_migrations`).map((r) => r.version);
+  const versions = (await sql`select version from supabase_migrations.schema_migrations`).map((r) =>
+    r.version
+  );
   assert.ok(!versions.includes(files[upgradeIndex].version));
   assert.equal((await queueMessages(sql, "kept_q")).length, 1);
 

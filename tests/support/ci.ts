@@ -8,7 +8,11 @@ import { runTests } from "./run_tests.ts";
 
 async function stage(name: string, args: string[]): Promise<boolean> {
   console.error(`\n[ci] ${name}: deno ${args.join(" ")}`);
-  const { success } = await new Deno.Command(Deno.execPath(), { args, stdout: "inherit", stderr: "inherit" })
+  const { success } = await new Deno.Command(Deno.execPath(), {
+    args,
+    stdout: "inherit",
+    stderr: "inherit",
+  })
     .output();
   console.error(`[ci] ${name}: ${success ? "ok" : "FAILED"}`);
   return success;
@@ -24,5 +28,7 @@ for (const [name, args] of checks) if (!(await stage(name, args))) failedStages+
 const totals = await runTests([]);
 if (!(await stage("publish", ["publish", "--dry-run", "--allow-dirty"]))) failedStages++;
 const failed = totals.failed + failedStages;
-console.log(`${totals.passed} passed, ${failed} failed${totals.ignored ? `, ${totals.ignored} skipped` : ""}`);
+console.log(
+  `${totals.passed} passed, ${failed} failed${totals.ignored ? `, ${totals.ignored} skipped` : ""}`,
+);
 Deno.exit(failed ? 1 : 0);

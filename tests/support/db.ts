@@ -8,7 +8,7 @@
  * @module
  */
 import postgres from "postgres";
-import { TEMPLATES, type TemplateKind, withDatabase } from "./templates.ts";
+import { type TemplateKind, TEMPLATES, withDatabase } from "./templates.ts";
 
 /** What a database test receives. */
 export interface TestDb {
@@ -137,7 +137,9 @@ export async function waitFor<T>(
   for (;;) {
     const value = await probe();
     if (value !== undefined && value !== null && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

@@ -180,7 +180,9 @@ function escapeIdent(name: string): string {
  * ```
  */
 export async function makeVisible(sql: Sql, queue: string): Promise<void> {
-  await sql.unsafe(`update pgmq.${escapeIdent(`q_${queue.toLowerCase()}`)} set vt = clock_timestamp()`);
+  await sql.unsafe(
+    `update pgmq.${escapeIdent(`q_${queue.toLowerCase()}`)} set vt = clock_timestamp()`,
+  );
 }
 
 /**
@@ -210,9 +212,13 @@ export interface CompileResult {
  * ```
  */
 export async function compileFlow(sql: Sql, target: CompilableFlow): Promise<CompileResult> {
-  const slug = "flow" in target && "mode" in target ? target.flow.slug : (target as { slug: string }).slug;
+  const slug = "flow" in target && "mode" in target
+    ? target.flow.slug
+    : (target as { slug: string }).slug;
   const [{ result }] = await sql`select pgflow.ensure_flow_compiled(${slug}, ${
     sql.json(extractFlowShape(target) as never)
-  }, ${sql.json(extractRoutePlan(target) as never)}, ${sql.json(extractFlowOptions(target) as never)}) as result`;
+  }, ${sql.json(extractRoutePlan(target) as never)}, ${
+    sql.json(extractFlowOptions(target) as never)
+  }) as result`;
   return result as CompileResult;
 }

@@ -36,11 +36,14 @@ Deno.test("waitFor returns the first truthy value and names what timed out", asy
 });
 
 Deno.test("the runner reads deno test's summary line", () => {
-  assert.deepEqual(parseDenoTestSummary("x\nok | 12 passed (3 steps) | 0 failed | 2 ignored (2s)\n"), {
-    passed: 12,
-    failed: 0,
-    ignored: 2,
-  });
+  assert.deepEqual(
+    parseDenoTestSummary("x\nok | 12 passed (3 steps) | 0 failed | 2 ignored (2s)\n"),
+    {
+      passed: 12,
+      failed: 0,
+      ignored: 2,
+    },
+  );
   assert.deepEqual(parseDenoTestSummary("FAILED | 4 passed | 1 failed (1s)"), {
     passed: 4,
     failed: 1,

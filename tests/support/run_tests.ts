@@ -20,7 +20,11 @@ export function parseDenoTestSummary(output: string): TestTotals | undefined {
   const line = output.split("\n").reverse().find((l) => /\d+ passed.*\| \d+ failed/.test(l));
   if (!line) return undefined;
   const num = (re: RegExp) => Number(re.exec(line)?.[1] ?? 0);
-  return { passed: num(/(\d+) passed/), failed: num(/(\d+) failed/), ignored: num(/(\d+) ignored/) };
+  return {
+    passed: num(/(\d+) passed/),
+    failed: num(/(\d+) failed/),
+    ignored: num(/(\d+) ignored/),
+  };
 }
 
 /**

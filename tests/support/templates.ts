@@ -46,7 +46,10 @@ export async function prepareTemplates(adminUrl: string): Promise<PgmqSource> {
       await pgmqDb.end();
     }
     await recreate(admin, TEMPLATES.pgflow, TEMPLATES.pgmq);
-    const flowDb = postgres(withDatabase(adminUrl, TEMPLATES.pgflow), { max: 1, onnotice: () => {} });
+    const flowDb = postgres(withDatabase(adminUrl, TEMPLATES.pgflow), {
+      max: 1,
+      onnotice: () => {},
+    });
     try {
       await applyMigrations(flowDb);
     } finally {
