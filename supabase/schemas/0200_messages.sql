@@ -1,8 +1,8 @@
 -- Sending and archiving task messages. Only PGMQ's public functions are used, and every call names
 -- the queue from the task's snapshot: a flow slug never stands in for a queue.
 
--- Sends one message per queued task of the run that has none yet, batched per (queue, delay), and
--- records each message id on its task in the same transaction.
+-- Sends one message per queued task of the run that has none yet, batched per (queue, delay) in
+-- send_batch calls of at most 1,000, and records each message id on its task in the same transaction.
 create or replace function pgflow._send_task_messages(p_run_id uuid)
 returns void
 language plpgsql
@@ -12,6 +12,7 @@ as $$
 declare
   grp record;
   ids bigint[];
+  batch_size constant integer := 1000;
 begin
   for grp in
     select t.queue_name, s.opt_start_delay as delay,
@@ -26,13 +27,17 @@ begin
     where t.run_id = p_run_id and t.status = 'queued' and t.message_id is null
     group by t.queue_name, s.opt_start_delay
   loop
-    -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
-    select array_agg(id order by id) into ids
-    from pgmq.send_batch(grp.queue_name, grp.msgs, grp.delay) as id;
-    update pgflow.step_tasks t
-    set message_id = u.id
-    from unnest(grp.steps, grp.idxs, ids) as u(step_slug, task_index, id)
-    where t.run_id = p_run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
+    -- Large maps go out in slices so one statement never carries an unbounded array.
+    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+      -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+      select array_agg(id order by id) into ids
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      update pgflow.step_tasks t
+      set message_id = u.id
+      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
+        as u(step_slug, task_index, id)
+      where t.run_id = p_run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
+    end loop;
   end loop;
 end;
 $$;
@@ -74,5 +79,27 @@ begin
   select m.msg_id, m.vt
   from unnest(msg_ids, offsets) as u(id, off)
   cross join lateral pgmq.set_vt(set_vt_batch.queue_name, u.id, u.off) as m;
+end;
+$$;
+
+-- Archives the messages of one step's tasks that match the given statuses, one call per queue.
+create or replace function pgflow._archive_step_messages(p_run_id uuid, p_step_slug text, p_statuses text[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+begin
+  for grp in
+    select t.queue_name, array_agg(t.message_id order by t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status = any (p_statuses)
+      and t.message_id is not null
+    group by t.queue_name
+  loop
+    perform pgmq.archive(grp.queue_name, grp.ids);
+  end loop;
 end;
 $$;

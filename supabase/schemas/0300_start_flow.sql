@@ -9,7 +9,6 @@ volatile
 set search_path = ''
 as $$
 declare
-  remaining integer;
   flow text;
 begin
   update pgflow.step_states ss
@@ -23,12 +22,26 @@ begin
   where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
     and ss.step_slug = d.step_slug;
 
+  perform pgflow._count_off_step(p_run_id);
+end;
+$$;
+
+-- Counts a finished (completed or skipped) step off its run and completes the run when none is
+-- left. The run's output: the outputs of its completed leaf steps (steps nothing depends on);
+-- skipped leaves are absent. The caller holds the run's lock.
+create or replace function pgflow._count_off_step(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  remaining integer;
+begin
   update pgflow.runs r set remaining_steps = r.remaining_steps - 1
   where r.run_id = p_run_id
   returning r.remaining_steps into remaining;
-
   if remaining = 0 then
-    -- The run's output: the outputs of its leaf steps (steps nothing depends on).
     update pgflow.runs r
     set status = 'completed', completed_at = now(),
         output = coalesce((
@@ -38,7 +51,50 @@ begin
             and not exists (select 1 from pgflow.deps d
                             where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
         ), '{}'::jsonb)
-    where r.run_id = p_run_id;
+    where r.run_id = p_run_id and r.status = 'started';
+  end if;
+end;
+$$;
+
+-- Skips a step: its outstanding tasks are cancelled and their messages archived, and it is counted
+-- off the run. 'skip' releases its dependents (which run without its key); a cascade skips every
+-- dependent that has not started, transitively. The caller holds the run's lock.
+create or replace function pgflow._skip_step(p_run_id uuid, p_step_slug text, p_reason text, p_cascade boolean)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  flow text;
+  dependent text;
+begin
+  update pgflow.step_states ss
+  set status = 'skipped', skip_reason = p_reason, skipped_at = now(), remaining_tasks = 0
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug and ss.status in ('created', 'started')
+  returning ss.flow_slug into flow;
+  if flow is null then
+    return;
+  end if;
+  update pgflow.step_tasks t set status = 'cancelled'
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status in ('queued', 'started');
+  perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['cancelled', 'failed']);
+  perform pgflow._count_off_step(p_run_id);
+
+  if p_cascade then
+    for dependent in
+      select d.step_slug from pgflow.deps d
+      join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.step_slug
+      where d.flow_slug = flow and d.dep_slug = p_step_slug and ss.status = 'created'
+    loop
+      perform pgflow._skip_step(p_run_id, dependent, 'dependency_skipped', true);
+    end loop;
+  else
+    update pgflow.step_states ss
+    set remaining_deps = ss.remaining_deps - 1
+    from pgflow.deps d
+    where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
+      and ss.step_slug = d.step_slug and ss.status = 'created';
   end if;
 end;
 $$;
@@ -68,9 +124,9 @@ begin
 end;
 $$;
 
--- Starts every step whose dependencies are done, creates its tasks and sends their messages.
--- Steps with no tasks (an empty map) complete at once, which can make further steps ready, so this
--- repeats until nothing changes. The caller holds the run's lock.
+-- Starts every step whose dependencies are done: evaluates its condition, creates its tasks and
+-- sends their messages. Steps that finish at once (an empty map, a skip) can make further steps
+-- ready, so this repeats until nothing changes. The caller holds the run's lock.
 create or replace function pgflow._start_ready_steps(p_run_id uuid)
 returns void
 language plpgsql
@@ -81,6 +137,7 @@ declare
   run pgflow.runs;
   ready record;
   source jsonb;
+  cond_input jsonb;
   task_count integer;
   progressed boolean := true;
 begin
@@ -89,7 +146,8 @@ begin
     select * into run from pgflow.runs r where r.run_id = p_run_id;
     exit when run.status <> 'started';
     for ready in
-      select ss.step_slug, s.step_type, s.deps_count,
+      select ss.step_slug, s.step_type, s.deps_count, s.required_input_pattern, s.forbidden_input_pattern,
+             s.when_unmet,
              -- A map step has at most one dependency: the one it maps over.
              (select min(d.dep_slug) from pgflow.deps d
               where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
@@ -98,6 +156,29 @@ begin
       where ss.run_id = p_run_id and ss.status = 'created' and ss.remaining_deps = 0
       order by s.step_index
     loop
+      -- An earlier step of this pass may have failed the run or cascaded a skip onto this one.
+      exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
+      continue when (select ss.status from pgflow.step_states ss
+                     where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+
+      -- Conditions: if / ifNot are containment patterns on the run input (root steps) or on the
+      -- object of completed dependency outputs (dependent steps).
+      if ready.required_input_pattern is not null or ready.forbidden_input_pattern is not null then
+        cond_input := case when ready.deps_count = 0 then run.input
+                           else pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) end;
+        if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
+                and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
+          if ready.when_unmet = 'fail' then
+            perform pgflow._fail_run(p_run_id, ready.step_slug,
+              format('[CONDITION_UNMET] step %s: its if/ifNot condition does not hold', ready.step_slug));
+            return;
+          end if;
+          perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
+          progressed := true;
+          continue;
+        end if;
+      end if;
+
       if ready.step_type = 'single' then
         task_count := 1;
       else
@@ -105,6 +186,13 @@ begin
         if ready.deps_count = 0 then
           source := run.input;
         else
+          if (select ss.status from pgflow.step_states ss
+              where ss.run_id = p_run_id and ss.step_slug = ready.map_dep) = 'skipped' then
+            -- Nothing to map over: the map is skipped like its source, and releases its dependents.
+            perform pgflow._skip_step(p_run_id, ready.step_slug, 'dependency_skipped', false);
+            progressed := true;
+            continue;
+          end if;
           select ss.output into source from pgflow.step_states ss
           where ss.run_id = p_run_id and ss.step_slug = ready.map_dep;
         end if;

@@ -106,6 +106,19 @@ begin
 end;
 $$;
 
+-- The object of a step's completed dependency outputs; skipped dependencies are absent.
+create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+  from pgflow.deps d
+  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
+$$;
+
 -- The handler input of one task: the run input for a root step; one element for a map task; an
 -- object of completed dependency outputs for a dependent step (skipped dependencies are absent).
 create or replace function pgflow._task_input(p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer)
@@ -124,11 +137,7 @@ as $$
        where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug)
     when s.deps_count = 0 then
       (select r.input from pgflow.runs r where r.run_id = p_run_id)
-    else
-      (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
-       from pgflow.deps d
-       join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-       where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed')
+    else pgflow._dependency_outputs(p_run_id, p_flow_slug, p_step_slug)
   end
   from pgflow.steps s
   where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug

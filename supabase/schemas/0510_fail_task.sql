@@ -1,5 +1,6 @@
 -- Failing a task: retry with exponential backoff on the task's own queue snapshot while attempts
--- remain, else fail the step and the run. The caller holds the run's lock.
+-- remain; then the step's whenExhausted decides: fail the step and the run, or skip the step
+-- (skip-cascade: and its dependents). The caller holds the run's lock.
 create or replace function pgflow._task_failed(
   p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer
 )
@@ -12,11 +13,13 @@ declare
   task pgflow.step_tasks;
   max_attempts integer;
   base_delay integer;
+  when_exhausted text;
 begin
   select t.* into task from pgflow.step_tasks t
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index;
-  select coalesce(s.opt_max_attempts, f.opt_max_attempts), coalesce(s.opt_base_delay, f.opt_base_delay)
-  into max_attempts, base_delay
+  select coalesce(s.opt_max_attempts, f.opt_max_attempts), coalesce(s.opt_base_delay, f.opt_base_delay),
+         s.when_exhausted
+  into max_attempts, base_delay, when_exhausted
   from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
   where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
 
@@ -33,7 +36,15 @@ begin
     set status = 'failed', error_message = p_error, failed_at = now()
     where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
     returning * into task;
-    perform pgflow._fail_run(p_run_id, p_step_slug, p_error);
+    if when_exhausted = 'fail' then
+      perform pgflow._fail_run(p_run_id, p_step_slug, p_error);
+    else
+      -- The step gives up without failing the run: skipped, with the last error kept on it.
+      update pgflow.step_states ss set error_message = p_error
+      where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
+      perform pgflow._skip_step(p_run_id, p_step_slug, 'handler_failed', when_exhausted = 'skip-cascade');
+      perform pgflow._start_ready_steps(p_run_id);
+    end if;
   end if;
   return task;
 end;
