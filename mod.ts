@@ -118,3 +118,22 @@ export type {
   RoutePlan,
   StepShape,
 } from "./src/compile/shape.ts";
+export { EdgeWorker } from "./src/worker/edge_worker.ts";
+export type { EdgeWorkerApi } from "./src/worker/edge_worker.ts";
+export { createWorker } from "./src/worker/worker.ts";
+export type { FlowWorker, WorkerState } from "./src/worker/worker.ts";
+export type { EdgeWorkerConfig } from "./src/worker/config.ts";
+export { WorkerConfigError, WorkerStartupError } from "./src/worker/errors.ts";
+export { toMessageId } from "./src/claim/message_id.ts";
+export type { SupportedPair } from "./src/claim/claim.ts";
+export { databaseUrlFromEnv, readWorkerEnv } from "./src/platform/env.ts";
+export type { WorkerEnv } from "./src/platform/env.ts";
+export { createLogger, isLogLevel } from "./src/platform/logger.ts";
+export type {
+  LogFields,
+  Logger,
+  LoggerOptions,
+  LogLevel,
+  LogRecord,
+  LogSink,
+} from "./src/platform/logger.ts";

@@ -1,0 +1,19 @@
+import type postgres from "postgres";
+import type { SupportedPair } from "./claim.ts";
+
+/**
+ * The exact (flow, step) pairs routed to `queue` among `flowSlugs`, read from the **persisted**
+ * routes (after compilation), so the worker claims what the database will send there, not what
+ * its own code merely believes.
+ */
+export async function loadSupportSet(
+  sql: postgres.Sql,
+  queue: string,
+  flowSlugs: readonly string[],
+): Promise<SupportedPair[]> {
+  const rows = await sql<{ flow_slug: string; step_slug: string }[]>`
+    select flow_slug, step_slug
+    from pgflow.queue_support_set(${queue}, ${flowSlugs as string[]}::text[])
+    order by flow_slug, step_slug`;
+  return rows.map((row) => [row.flow_slug, row.step_slug] as const);
+}

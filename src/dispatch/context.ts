@@ -1,0 +1,54 @@
+import type postgres from "postgres";
+import type { SupabaseClient } from "@supabase/supabase-js";
+import type { Env, PgmqMessageRecord, StepContext, StepTaskRecord } from "../dsl/context.ts";
+import type { Json } from "../dsl/json.ts";
+import type { ClaimedTask } from "../claim/claim.ts";
+import type { FlowInputCache } from "./flow_input.ts";
+
+/** What every handler context of one worker shares. */
+export interface ContextResources {
+  /** The environment handlers see. */
+  readonly env: Env;
+  /** Aborted when the worker shuts down. */
+  readonly shutdownSignal: AbortSignal;
+  /** The worker's pool. */
+  readonly sql: postgres.Sql;
+  /** Creates (once) or returns the Supabase client; throws when it cannot be created. */
+  readonly supabase: () => SupabaseClient;
+  /** Run inputs by run id. */
+  readonly flowInputs: FlowInputCache;
+  /** Extra context the worker config provides (the flow's `TContext`). */
+  readonly extra?: { readonly [key: string]: unknown };
+}
+
+/**
+ * The context of one claimed task. `supabase` and `flowInput` are getters, so a handler that
+ * never reads them costs no client and no query.
+ */
+export function buildContext(
+  resources: ContextResources,
+  queue: string,
+  task: ClaimedTask,
+  message: PgmqMessageRecord,
+): StepContext<Json> & { readonly [key: string]: unknown } {
+  const stepTask: StepTaskRecord = Object.freeze({
+    flow_slug: task.flowSlug,
+    run_id: task.runId,
+    step_slug: task.stepSlug,
+    task_index: task.taskIndex,
+    queue_name: queue,
+    msg_id: task.messageId,
+    input: task.input,
+  });
+  const context = { ...(resources.extra ?? {}) };
+  Object.defineProperties(context, {
+    env: { value: resources.env, enumerable: true },
+    shutdownSignal: { value: resources.shutdownSignal, enumerable: true },
+    sql: { value: resources.sql, enumerable: true },
+    supabase: { get: resources.supabase, enumerable: true },
+    flowInput: { get: () => resources.flowInputs.get(task.runId), enumerable: true },
+    stepTask: { value: stepTask, enumerable: true },
+    rawMessage: { value: message, enumerable: true },
+  });
+  return context as StepContext<Json> & { readonly [key: string]: unknown };
+}

@@ -1,0 +1,97 @@
+import type postgres from "postgres";
+import type { PgmqMessageRecord } from "../dsl/context.ts";
+import type { ClaimedTask } from "../claim/claim.ts";
+import type { Logger } from "../platform/logger.ts";
+import { retry } from "../worker/backoff.ts";
+import { buildContext, type ContextResources } from "./context.ts";
+import type { HandlerRegistry } from "./registry.ts";
+import { completeTask, errorMessage, failTask, outputJson } from "./report.ts";
+
+/** What running one task needs. */
+export interface ExecuteDeps {
+  /** The worker's pool (for complete/fail). */
+  readonly sql: postgres.Sql;
+  /** The queue the task was claimed on. */
+  readonly queue: string;
+  /** Handlers by (flow, step). */
+  readonly registry: HandlerRegistry;
+  /** Shared context resources. */
+  readonly resources: ContextResources;
+  /** Logger already carrying worker and queue. */
+  readonly log: Logger;
+  /** Attempts for complete/fail calls before the task is left to stalled recovery. */
+  readonly reportAttempts: number;
+}
+
+/** How a task ended, from the worker's point of view. */
+export type TaskOutcome = "completed" | "failed" | "unreported";
+
+/**
+ * Runs one claimed task: handler(input, context), then `complete_task` with the exact output or
+ * `fail_task` with the error's message. Report calls are retried with backoff; if they still fail
+ * the task stays started and stalled recovery takes it back (never a second run from here).
+ */
+export async function executeTask(
+  deps: ExecuteDeps,
+  task: ClaimedTask,
+  message: PgmqMessageRecord,
+): Promise<TaskOutcome> {
+  const log = deps.log.with({
+    messageId: task.messageId,
+    flow: task.flowSlug,
+    step: task.stepSlug,
+    taskIndex: task.taskIndex,
+    attempt: task.attempt,
+  });
+  const started = performance.now();
+  let report: { kind: "complete"; output: string } | { kind: "fail"; error: string };
+  const registered = deps.registry.get(task.flowSlug, task.stepSlug);
+  if (registered === undefined) {
+    // The support set only names pairs with handlers, so this means the support set is wrong.
+    report = { kind: "fail", error: `worker has no handler for ${task.flowSlug}.${task.stepSlug}` };
+  } else {
+    const { step } = registered;
+    if (step.kind !== "map" && step.dependencies.length === 0) {
+      // A root non-map task's input is the run input: later steps of the run need no query.
+      deps.resources.flowInputs.seed(task.runId, task.input);
+    }
+    log.debug("task started");
+    try {
+      const context = buildContext(deps.resources, deps.queue, task, message);
+      const output = await registered.handler(task.input, context);
+      report = { kind: "complete", output: outputJson(output) };
+    } catch (error) {
+      report = { kind: "fail", error: errorMessage(error) };
+    }
+  }
+  const ms = Math.round(performance.now() - started);
+  try {
+    await retry(
+      () =>
+        report.kind === "complete"
+          ? completeTask(deps.sql, task, report.output)
+          : failTask(deps.sql, task, report.error),
+      {
+        attempts: deps.reportAttempts,
+        onRetry: (error, attempt, delayMs) =>
+          log.warn(`${report.kind}_task failed; retrying`, {
+            error: errorMessage(error),
+            retry: attempt,
+            delayMs,
+          }),
+      },
+    );
+  } catch (error) {
+    log.error(`${report.kind}_task failed; stalled recovery will take the task back`, {
+      error: errorMessage(error),
+    });
+    return "unreported";
+  }
+  if (report.kind === "complete") {
+    log.info("task completed", { ms });
+    return "completed";
+  }
+  // The error text may quote input; log only its length-limited first line.
+  log.info("task failed", { ms, error: report.error.split("\n")[0].slice(0, 200) });
+  return "failed";
+}

@@ -1,0 +1,64 @@
+import type postgres from "postgres";
+import type { Json } from "../dsl/json.ts";
+
+/**
+ * Run inputs by run id, loaded once and shared: concurrent tasks of one run make one query. The
+ * cache is bounded (least recently used entries go first) so a long-lived worker does not grow
+ * without limit.
+ */
+export class FlowInputCache {
+  readonly #entries = new Map<string, Promise<Json>>();
+  readonly #sql: postgres.Sql;
+  readonly #capacity: number;
+
+  /**
+   * @param sql the pool to load inputs with
+   * @param capacity how many runs to remember
+   */
+  constructor(sql: postgres.Sql, capacity = 500) {
+    this.#sql = sql;
+    this.#capacity = capacity;
+  }
+
+  /** Seeds the cache with an input already known (a root task's input is the run input). */
+  seed(runId: string, input: Json): void {
+    this.#remember(runId, Promise.resolve(input));
+  }
+
+  /** The run's input, from the cache or loaded once. */
+  get(runId: string): Promise<Json> {
+    const hit = this.#entries.get(runId);
+    if (hit !== undefined) {
+      this.#remember(runId, hit);
+      return hit;
+    }
+    const loading = this.#load(runId);
+    this.#remember(runId, loading);
+    // A failed load is forgotten so the next caller tries again.
+    loading.catch(() => {
+      if (this.#entries.get(runId) === loading) this.#entries.delete(runId);
+    });
+    return loading;
+  }
+
+  /** How many runs are cached. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  async #load(runId: string): Promise<Json> {
+    const rows = await this.#sql<{ input: Json }[]>`
+      select input from pgflow.runs where run_id = ${runId}::uuid`;
+    if (rows.length === 0) throw new Error(`run ${runId} does not exist`);
+    return rows[0].input;
+  }
+
+  #remember(runId: string, value: Promise<Json>): void {
+    // Map keeps insertion order: re-inserting marks an entry as most recently used.
+    this.#entries.delete(runId);
+    this.#entries.set(runId, value);
+    while (this.#entries.size > this.#capacity) {
+      this.#entries.delete(this.#entries.keys().next().value!);
+    }
+  }
+}

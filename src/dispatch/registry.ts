@@ -1,0 +1,48 @@
+import type { AnyFlow } from "../dsl/extract.ts";
+import type { AnyStepHandler, StepDefinition } from "../dsl/types.ts";
+
+/** The handler of one (flow, step) pair, as dispatch needs it. */
+export interface RegisteredStep {
+  /** The concrete flow slug. */
+  readonly flowSlug: string;
+  /** The step's definition (slug, kind, handler, ...). */
+  readonly step: StepDefinition;
+  /** The handler. */
+  readonly handler: AnyStepHandler;
+}
+
+/**
+ * Handlers by (flow, step): a claimed task is dispatched by the flow and step the claim returned,
+ * never by anything in the message body.
+ */
+export class HandlerRegistry {
+  readonly #steps = new Map<string, RegisteredStep>();
+
+  /** Registers every step of each flow. */
+  constructor(flows: readonly AnyFlow[]) {
+    for (const flow of flows) {
+      for (const step of flow.steps()) {
+        this.#steps.set(key(flow.slug, step.slug), {
+          flowSlug: flow.slug,
+          step,
+          handler: step.handler,
+        });
+      }
+    }
+  }
+
+  /** The handler for (flow, step), if this worker has one. */
+  get(flowSlug: string, stepSlug: string): RegisteredStep | undefined {
+    return this.#steps.get(key(flowSlug, stepSlug));
+  }
+
+  /** Whether this worker can run (flow, step). */
+  has(flowSlug: string, stepSlug: string): boolean {
+    return this.#steps.has(key(flowSlug, stepSlug));
+  }
+}
+
+// JSON keeps the pair unambiguous whatever characters the slugs hold.
+function key(flowSlug: string, stepSlug: string): string {
+  return JSON.stringify([flowSlug, stepSlug]);
+}

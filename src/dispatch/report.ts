@@ -1,0 +1,47 @@
+import type postgres from "postgres";
+import type { ClaimedTask } from "../claim/claim.ts";
+
+/**
+ * The exact JSON text of a handler's output: `0`, `false`, `""` and `null` stay what they are;
+ * `undefined` (a handler that returns nothing) becomes JSON `null`. Throws for values JSON cannot
+ * hold (a function, a bigint, a cycle), which fails the task instead of storing something else.
+ */
+export function outputJson(output: unknown): string {
+  if (output === undefined) return "null";
+  const text = JSON.stringify(output);
+  if (text === undefined) {
+    throw new TypeError(`handler output is not JSON (got ${typeof output}); return JSON values`);
+  }
+  return text;
+}
+
+/** The text `fail_task` records for a thrown value. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  if (typeof error === "string") return error;
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}
+
+/** `pgflow.complete_task` with the exact output text. Late or duplicate calls are ignored by SQL. */
+export async function completeTask(
+  sql: postgres.Sql,
+  task: ClaimedTask,
+  output: string,
+): Promise<void> {
+  await sql`select pgflow.complete_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
+                                       ${output}::jsonb)`;
+}
+
+/** `pgflow.fail_task`: SQL decides between a retry and exhaustion. */
+export async function failTask(
+  sql: postgres.Sql,
+  task: ClaimedTask,
+  message: string,
+): Promise<void> {
+  await sql`select pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
+                                   ${message})`;
+}

@@ -1,0 +1,82 @@
+import type { Env } from "../dsl/context.ts";
+
+/**
+ * The environment variables the worker itself reads. Every key is optional: a missing database
+ * URL is reported when the worker starts, not when the module loads.
+ *
+ * @example
+ * ```ts
+ * import { readWorkerEnv } from "@pgflow/shared";
+ *
+ * const env = readWorkerEnv({ DATABASE_URL: "postgres://postgres@127.0.0.1:5432/postgres" });
+ * console.log(env.DATABASE_URL !== undefined); // true
+ * ```
+ */
+export interface WorkerEnv extends Env {
+  /** Database URL preferred by the worker (e.g. a pooler URL). */
+  readonly EDGE_WORKER_DB_URL?: string;
+  /** Database URL used when `EDGE_WORKER_DB_URL` is absent. */
+  readonly DATABASE_URL?: string;
+  /** `error`, `warn`, `info` (default) or `debug`. */
+  readonly EDGE_WORKER_LOG_LEVEL?: string;
+  /** `http` makes a plain Deno worker wait for an authorised HTTP request, like on Supabase. */
+  readonly EDGE_WORKER_TRIGGER?: string;
+  /** Bearer secret for the HTTP trigger; an empty value counts as unset. */
+  readonly PGFLOW_AUTH_SECRET?: string;
+  /** Supabase project URL (enables `context.supabase`). */
+  readonly SUPABASE_URL?: string;
+  /** Service-role key: the trigger's fallback secret and the Supabase client's key. */
+  readonly SUPABASE_SERVICE_ROLE_KEY?: string;
+  /** Anonymous key, used for `context.supabase` only when no service-role key is set. */
+  readonly SUPABASE_ANON_KEY?: string;
+  /** Port of the HTTP trigger in plain Deno; default 8000. */
+  readonly PORT?: string;
+  /** The Edge runtime's execution id; used as the worker id when it is a UUID. */
+  readonly SB_EXECUTION_ID?: string;
+}
+
+/**
+ * A frozen copy of an environment record (default: the process environment, when readable), typed
+ * with the keys the worker understands.
+ *
+ * @param source the variables to read; defaults to `Deno.env.toObject()`
+ * @example
+ * ```ts
+ * import { readWorkerEnv } from "@pgflow/shared";
+ *
+ * const env = readWorkerEnv();
+ * console.log(typeof env.EDGE_WORKER_LOG_LEVEL);
+ * ```
+ */
+export function readWorkerEnv(source?: Env): WorkerEnv {
+  return Object.freeze({ ...(source ?? processEnv()) });
+}
+
+function processEnv(): Env {
+  try {
+    return Deno.env.toObject();
+  } catch {
+    // Without --allow-env the worker still runs when everything comes from the config.
+    return {};
+  }
+}
+
+/**
+ * The database URL from the environment: `EDGE_WORKER_DB_URL`, then `DATABASE_URL`; empty
+ * values count as unset.
+ *
+ * @example
+ * ```ts
+ * import { databaseUrlFromEnv } from "@pgflow/shared";
+ *
+ * databaseUrlFromEnv({ DATABASE_URL: "postgres://localhost/db" }); // "postgres://localhost/db"
+ * ```
+ */
+export function databaseUrlFromEnv(env: WorkerEnv): string | undefined {
+  return nonEmpty(env.EDGE_WORKER_DB_URL) ?? nonEmpty(env.DATABASE_URL);
+}
+
+/** `undefined` for missing and empty strings. */
+export function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === "" ? undefined : value;
+}

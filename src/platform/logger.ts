@@ -1,0 +1,173 @@
+/**
+ * Structured logging: one JSON object per line, with the fields that identify work (queue,
+ * message id, flow, step, worker). Message bodies, inputs, outputs and secrets are never logged.
+ */
+
+/**
+ * Log levels, most severe first.
+ *
+ * @example
+ * ```ts
+ * import type { LogLevel } from "@pgflow/shared";
+ *
+ * const level: LogLevel = "debug";
+ * ```
+ */
+export type LogLevel = "error" | "warn" | "info" | "debug";
+
+/**
+ * The identifying fields a log line may carry. Anything else is a short scalar (a count, a
+ * duration, a status), never a body or a secret.
+ *
+ * @example
+ * ```ts
+ * import type { LogFields } from "@pgflow/shared";
+ *
+ * const fields: LogFields = { queue: "thread_processing", messageId: "42", flow: "triage_v1" };
+ * ```
+ */
+export interface LogFields {
+  /** The queue the worker polls. */
+  readonly queue?: string;
+  /** A message id as an exact decimal string. */
+  readonly messageId?: string;
+  /** A concrete flow slug. */
+  readonly flow?: string;
+  /** A step slug. */
+  readonly step?: string;
+  /** The worker id. */
+  readonly worker?: string;
+  /** Other scalar details. */
+  readonly [key: string]: string | number | boolean | null | undefined | readonly string[];
+}
+
+/**
+ * A structured logger.
+ *
+ * @example
+ * ```ts
+ * import { createLogger } from "@pgflow/shared";
+ *
+ * const log = createLogger({ level: "info" }).with({ worker: "w1", queue: "q" });
+ * log.info("polling", { batch: 10 });
+ * ```
+ */
+export interface Logger {
+  /** Logs an error. */
+  error(event: string, fields?: LogFields): void;
+  /** Logs a warning. */
+  warn(event: string, fields?: LogFields): void;
+  /** Logs information. */
+  info(event: string, fields?: LogFields): void;
+  /** Logs detail useful when debugging. */
+  debug(event: string, fields?: LogFields): void;
+  /** A logger that adds `fields` to every line. */
+  with(fields: LogFields): Logger;
+}
+
+/**
+ * One finished log record, as handed to a {@link LogSink}.
+ *
+ * @example
+ * ```ts
+ * import type { LogRecord } from "@pgflow/shared";
+ *
+ * const record: LogRecord = { level: "warn", event: "unknown message", fields: { messageId: "7" } };
+ * ```
+ */
+export interface LogRecord {
+  /** The level. */
+  readonly level: LogLevel;
+  /** What happened, in a few words. */
+  readonly event: string;
+  /** The identifying fields. */
+  readonly fields: LogFields;
+}
+
+/**
+ * Where log records go; the default writes JSON lines to stderr (warn and error) or stdout.
+ *
+ * @example
+ * ```ts
+ * import { createLogger, type LogRecord, type LogSink } from "@pgflow/shared";
+ *
+ * const records: LogRecord[] = [];
+ * const sink: LogSink = (record) => records.push(record);
+ * createLogger({ sink }).warn("unknown message", { queue: "q", messageId: "1" });
+ * ```
+ */
+export type LogSink = (record: LogRecord) => void;
+
+/**
+ * Options of {@link createLogger}.
+ *
+ * @example
+ * ```ts
+ * import type { LoggerOptions } from "@pgflow/shared";
+ *
+ * const options: LoggerOptions = { level: "debug" };
+ * ```
+ */
+export interface LoggerOptions {
+  /** Lowest level written; default `info`. */
+  readonly level?: LogLevel;
+  /** Destination; default JSON lines on the console. */
+  readonly sink?: LogSink;
+}
+
+const RANK: Readonly<Record<LogLevel, number>> = { error: 0, warn: 1, info: 2, debug: 3 };
+
+/**
+ * Whether `value` names a log level.
+ *
+ * @example
+ * ```ts
+ * import { isLogLevel } from "@pgflow/shared";
+ *
+ * isLogLevel("debug"); // true
+ * ```
+ */
+export function isLogLevel(value: unknown): value is LogLevel {
+  return typeof value === "string" && Object.hasOwn(RANK, value);
+}
+
+/**
+ * Creates a structured logger.
+ *
+ * @param options level and sink
+ * @example
+ * ```ts
+ * import { createLogger } from "@pgflow/shared";
+ *
+ * const log = createLogger({ level: "warn" });
+ * log.warn("unsupported message", { queue: "q", messageId: "12" });
+ * ```
+ */
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const threshold = RANK[options.level ?? "info"];
+  const sink = options.sink ?? consoleSink;
+  const make = (base: LogFields): Logger => {
+    const emit = (level: LogLevel) => (event: string, fields: LogFields = {}) => {
+      if (RANK[level] <= threshold) sink({ level, event, fields: { ...base, ...fields } });
+    };
+    return {
+      error: emit("error"),
+      warn: emit("warn"),
+      info: emit("info"),
+      debug: emit("debug"),
+      with: (fields) => make({ ...base, ...fields }),
+    };
+  };
+  return make({});
+}
+
+function consoleSink(record: LogRecord): void {
+  const line = JSON.stringify({
+    time: new Date().toISOString(),
+    level: record.level,
+    event: record.event,
+    ...record.fields,
+  });
+  if (record.level === "error" || record.level === "warn") console.error(line);
+  else console.log(line);
+}

@@ -1,0 +1,110 @@
+import { checkBearer } from "./auth.ts";
+import type { Logger } from "./logger.ts";
+
+/** A worker the trigger started: enough to report on it and to stop it. */
+export interface TriggeredWorker {
+  /** The worker id. */
+  readonly id: string;
+  /** The function name. */
+  readonly functionName: string;
+  /** Resolves when the worker has stopped. */
+  readonly done: Promise<void>;
+  /** Stops gracefully. */
+  stop(): Promise<void>;
+}
+
+/** The platform pieces the trigger uses; injectable so unit tests need no globals. */
+export interface TriggerDeps {
+  /** Serves `handler` (`Deno.serve` on the platform). */
+  readonly serve: (handler: (request: Request) => Promise<Response>) => void;
+  /** Keeps the isolate alive while a promise runs (`EdgeRuntime.waitUntil`), when available. */
+  readonly waitUntil?: (promise: Promise<unknown>) => void;
+  /** Registers a function to run when the platform unloads the isolate (`beforeunload`). */
+  readonly onUnload: (listener: () => void) => void;
+  /** The bearer secret; `undefined` answers every request with 500 "misconfigured". */
+  readonly secret: string | undefined;
+  /** Logger. */
+  readonly log: Logger;
+  /** Starts the worker; resolves once it polls, rejects with the startup error. */
+  readonly start: (functionName: string | undefined) => Promise<TriggeredWorker>;
+}
+
+/** The trigger's current worker, for `EdgeWorker.stop()`. */
+export interface Trigger {
+  /** The running worker, if any. */
+  current(): TriggeredWorker | undefined;
+  /** Stops the running worker, if any. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The HTTP trigger of an Edge Function worker: the worker starts on the first authorised request
+ * (the platform's keep-alive pings it) and later requests report on it. A failed startup is
+ * answered with 500 and the error, and the next request tries again, so a fixed deployment
+ * recovers without a restart.
+ */
+export function serveTrigger(deps: TriggerDeps): Trigger {
+  let worker: TriggeredWorker | undefined;
+  let starting: Promise<TriggeredWorker> | undefined;
+  const json = (status: number, body: Record<string, unknown>) =>
+    new Response(JSON.stringify(body), {
+      status,
+      headers: { "content-type": "application/json" },
+    });
+
+  deps.onUnload(() => {
+    // The platform is about to end the isolate: stop polling and report what is in flight.
+    if (worker !== undefined) deps.waitUntil?.(worker.stop());
+  });
+
+  deps.serve(async (request) => {
+    const auth = checkBearer(request, deps.secret);
+    if (!auth.ok) return json(auth.status, { error: auth.error });
+    if (worker !== undefined) {
+      return json(200, {
+        status: "running",
+        workerId: worker.id,
+        functionName: worker.functionName,
+      });
+    }
+    const first = starting === undefined;
+    starting ??= deps.start(functionNameFromUrl(request.url));
+    try {
+      const started = await starting;
+      if (worker === undefined) {
+        worker = started;
+        deps.waitUntil?.(started.done);
+        started.done.then(() => {
+          if (worker === started) worker = undefined;
+          starting = undefined;
+        });
+      }
+      return json(200, {
+        status: first ? "started" : "running",
+        workerId: started.id,
+        functionName: started.functionName,
+      });
+    } catch (error) {
+      starting = undefined;
+      deps.log.error("worker startup failed", { error: (error as Error).message });
+      return json(500, { status: "failed", error: (error as Error).message });
+    }
+  });
+
+  return {
+    current: () => worker,
+    stop: async () => {
+      await worker?.stop();
+    },
+  };
+}
+
+/**
+ * The function name from the request path: its first segment (`/thread_processing/x` →
+ * `thread_processing`), after a `functions/v1/` gateway prefix if the request still carries one.
+ */
+export function functionNameFromUrl(url: string): string | undefined {
+  const path = new URL(url).pathname.replace(/^\/+/, "").replace(/^functions\/v1\//, "");
+  const name = path.split("/")[0];
+  return name !== undefined && /^[A-Za-z0-9_-]{1,128}$/.test(name) ? name : undefined;
+}

@@ -1,0 +1,228 @@
+import type postgres from "postgres";
+import type { Env } from "../dsl/context.ts";
+import { databaseUrlFromEnv, type WorkerEnv } from "../platform/env.ts";
+import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
+import { WorkerConfigError } from "./errors.ts";
+
+/**
+ * Options of a worker. The queue is chosen separately (`queueName` for routed flows, `stepSlug`
+ * for step-queued flows, nothing for a plain flow), see `WorkerSelection`.
+ *
+ * @example
+ * ```ts
+ * import type { EdgeWorkerConfig } from "@pgflow/shared";
+ *
+ * const config: EdgeWorkerConfig = { maxConcurrent: 4, maxPollSeconds: 2 };
+ * ```
+ */
+export interface EdgeWorkerConfig {
+  /** Handlers running at once; default 10. */
+  readonly maxConcurrent?: number;
+  /** Most messages one read asks for (it also never exceeds the free slots); default 10. */
+  readonly batchSize?: number;
+  /** Seconds a read reserves messages before the claim re-arms them; default 5. */
+  readonly visibilityTimeout?: number;
+  /** Seconds one read may wait in the database for messages; default 2. */
+  readonly maxPollSeconds?: number;
+  /** How often (ms) the database re-checks the queue while a read waits; default 100. */
+  readonly pollIntervalMs?: number;
+  /** Pool size when the worker opens its own pool; default 4 (at least 2). */
+  readonly maxPgConnections?: number;
+  /** Postgres URL; else `sql`; else env `EDGE_WORKER_DB_URL`, then `DATABASE_URL`. */
+  readonly connectionString?: string;
+  /** A ready postgres.js pool (create it with `prepare: false`); the worker never closes it. */
+  readonly sql?: postgres.Sql;
+  /** The function name recorded with the worker row (the deploy fence); default: the queue name. */
+  readonly functionName?: string;
+  /** The worker id (a UUID); default: `SB_EXECUTION_ID` when it is a UUID, else a random one. */
+  readonly workerId?: string;
+  /** Milliseconds between heartbeats; default 5000. */
+  readonly heartbeatIntervalMs?: number;
+  /** Milliseconds between stalled-task recovery passes (0 disables them); default 15000. */
+  readonly stalledRecoveryIntervalMs?: number;
+  /** Environment for handlers and for reading URLs and keys; default the process environment. */
+  readonly env?: Env;
+  /** Where logs go; default JSON lines at `EDGE_WORKER_LOG_LEVEL` (default `info`). */
+  readonly logger?: Logger;
+  /** Extra values merged into every handler context (the flow's custom context type). */
+  readonly context?: { readonly [key: string]: unknown };
+}
+
+/** A config with every default applied and every value checked. */
+export interface ResolvedConfig {
+  readonly maxConcurrent: number;
+  readonly batchSize: number;
+  readonly visibilityTimeout: number;
+  readonly maxPollSeconds: number;
+  readonly pollIntervalMs: number;
+  readonly maxPgConnections: number;
+  /** Exactly one of `sql` and `connectionString` is set. */
+  readonly sql?: postgres.Sql;
+  readonly connectionString?: string;
+  readonly functionName?: string;
+  readonly workerId?: string;
+  readonly heartbeatIntervalMs: number;
+  readonly stalledRecoveryIntervalMs: number;
+  readonly logLevel: LogLevel;
+  readonly logger?: Logger;
+  readonly context?: { readonly [key: string]: unknown };
+}
+
+const KNOWN = new Set([
+  "maxConcurrent",
+  "batchSize",
+  "visibilityTimeout",
+  "maxPollSeconds",
+  "pollIntervalMs",
+  "maxPgConnections",
+  "connectionString",
+  "sql",
+  "functionName",
+  "workerId",
+  "heartbeatIntervalMs",
+  "stalledRecoveryIntervalMs",
+  "env",
+  "logger",
+  "context",
+  "queueName",
+  "stepSlug",
+]);
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whether `value` is a UUID in canonical text form. */
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}
+
+/**
+ * Applies defaults and checks every option, throwing a {@link WorkerConfigError} that names the
+ * option, the value and the accepted range.
+ */
+export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): ResolvedConfig {
+  if (config === null || typeof config !== "object" || Array.isArray(config)) {
+    throw new WorkerConfigError(`worker config must be an object, got ${describe(config)}`);
+  }
+  for (const key of Object.keys(config)) {
+    if (!KNOWN.has(key)) {
+      throw new WorkerConfigError(
+        `unknown worker option "${key}"; the options are ${[...KNOWN].join(", ")}`,
+      );
+    }
+  }
+  const maxConcurrent = int(config, "maxConcurrent", 10, 1, 1000);
+  const batchSize = int(config, "batchSize", 10, 1, 1000);
+  const visibilityTimeout = int(config, "visibilityTimeout", 5, 1, 3600);
+  const maxPollSeconds = int(config, "maxPollSeconds", 2, 1, 60);
+  const pollIntervalMs = int(config, "pollIntervalMs", 100, 10, 10_000);
+  if (pollIntervalMs > maxPollSeconds * 1000) {
+    throw new WorkerConfigError(
+      `pollIntervalMs (${pollIntervalMs}) must not exceed maxPollSeconds (${maxPollSeconds}) ` +
+        `× 1000, or the read would never look again while it waits`,
+    );
+  }
+  const maxPgConnections = int(config, "maxPgConnections", 4, 2, 100);
+  const heartbeatIntervalMs = int(config, "heartbeatIntervalMs", 5000, 100, 60_000);
+  const stalledRecoveryIntervalMs = int(config, "stalledRecoveryIntervalMs", 15_000, 0, 3_600_000);
+  if (config.sql !== undefined && config.connectionString !== undefined) {
+    throw new WorkerConfigError(
+      "give either sql (a ready pool) or connectionString, not both",
+    );
+  }
+  if (config.sql !== undefined && typeof config.sql !== "function") {
+    throw new WorkerConfigError(`sql must be a postgres.js pool, got ${describe(config.sql)}`);
+  }
+  if (config.sql !== undefined && config.maxPgConnections !== undefined) {
+    throw new WorkerConfigError(
+      "maxPgConnections sizes a pool the worker opens itself; with sql, size that pool instead",
+    );
+  }
+  let connectionString: string | undefined;
+  if (config.sql === undefined) {
+    connectionString = config.connectionString ?? databaseUrlFromEnv(env);
+    if (connectionString === undefined) {
+      throw new WorkerConfigError(
+        "no database: set connectionString or sql in the worker config, or EDGE_WORKER_DB_URL " +
+          "or DATABASE_URL in the environment",
+      );
+    }
+    if (typeof connectionString !== "string" || !/^postgres(ql)?:\/\//.test(connectionString)) {
+      throw new WorkerConfigError(
+        `connectionString must be a postgres:// or postgresql:// URL, got ${
+          typeof connectionString === "string" ? "a string of another scheme" : describe(
+            connectionString,
+          )
+        }`,
+      );
+    }
+  }
+  const functionName = config.functionName;
+  if (
+    functionName !== undefined &&
+    (typeof functionName !== "string" || !/^[A-Za-z0-9_-]{1,128}$/.test(functionName))
+  ) {
+    throw new WorkerConfigError(
+      `functionName must be 1-128 letters, digits, "_" or "-", got ${describe(functionName)}`,
+    );
+  }
+  if (
+    config.workerId !== undefined &&
+    !(typeof config.workerId === "string" && isUuid(config.workerId))
+  ) {
+    throw new WorkerConfigError(`workerId must be a UUID, got ${describe(config.workerId)}`);
+  }
+  if (
+    config.context !== undefined &&
+    (config.context === null || typeof config.context !== "object" || Array.isArray(config.context))
+  ) {
+    throw new WorkerConfigError(`context must be an object, got ${describe(config.context)}`);
+  }
+  const level = env.EDGE_WORKER_LOG_LEVEL ?? "info";
+  if (!isLogLevel(level)) {
+    throw new WorkerConfigError(
+      `EDGE_WORKER_LOG_LEVEL must be error, warn, info or debug, got "${level}"`,
+    );
+  }
+  return Object.freeze({
+    maxConcurrent,
+    batchSize,
+    visibilityTimeout,
+    maxPollSeconds,
+    pollIntervalMs,
+    maxPgConnections,
+    sql: config.sql,
+    connectionString,
+    functionName,
+    workerId: config.workerId,
+    heartbeatIntervalMs,
+    stalledRecoveryIntervalMs,
+    logLevel: level,
+    logger: config.logger,
+    context: config.context,
+  });
+}
+
+function int(
+  config: EdgeWorkerConfig,
+  key: keyof EdgeWorkerConfig,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  const value = config[key];
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new WorkerConfigError(
+      `${key} must be an integer from ${min} to ${max}, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value == null) {
+    return String(value);
+  }
+  return Array.isArray(value) ? "an array" : `a ${typeof value}`;
+}

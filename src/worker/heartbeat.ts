@@ -1,0 +1,18 @@
+import type postgres from "postgres";
+import type { Logger } from "../platform/logger.ts";
+
+/**
+ * One heartbeat: records that the worker is alive and returns whether it has been deprecated
+ * (then it must stop polling and drain). Errors are logged and read as "not deprecated": a
+ * missed heartbeat must not stop a healthy worker.
+ */
+export async function beat(sql: postgres.Sql, workerId: string, log: Logger): Promise<boolean> {
+  try {
+    const [row] = await sql<{ deprecated: boolean }[]>`
+      select pgflow.heartbeat(${workerId}::uuid) as deprecated`;
+    return row.deprecated === true;
+  } catch (error) {
+    log.warn("heartbeat failed", { error: (error as Error).message });
+    return false;
+  }
+}

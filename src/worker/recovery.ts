@@ -1,0 +1,26 @@
+import type postgres from "postgres";
+import type { Logger } from "../platform/logger.ts";
+
+/** Advisory lock key shared by every worker of a database: one recovery pass at a time. */
+const RECOVERY_LOCK = "pgflow.requeue_stalled_tasks";
+
+/**
+ * One stalled-task recovery pass, so recovery works without pg_cron. The transaction-level
+ * advisory lock lets only one worker of the database do the pass; the others skip it at once
+ * instead of queueing behind it (the function is safe concurrently, but duplicate scans are waste).
+ * Returns how many tasks were handled, or `null` when another worker held the lock.
+ */
+export async function recoverStalled(sql: postgres.Sql, log: Logger): Promise<number | null> {
+  try {
+    const [row] = await sql<{ handled: number | null }[]>`
+      select case when pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK}))
+                  then pgflow.requeue_stalled_tasks() end as handled`;
+    if (row.handled !== null && row.handled > 0) {
+      log.warn("stalled tasks recovered", { handled: row.handled });
+    }
+    return row.handled;
+  } catch (error) {
+    log.warn("stalled-task recovery failed", { error: (error as Error).message });
+    return null;
+  }
+}

@@ -1,0 +1,58 @@
+import type postgres from "postgres";
+import {
+  type CompilableFlow,
+  extractFlowOptions,
+  extractFlowShape,
+  extractRoutePlan,
+} from "../compile/shape.ts";
+import type { Logger } from "../platform/logger.ts";
+import { WorkerStartupError } from "./errors.ts";
+
+/** What `pgflow.ensure_flow_compiled` answers. */
+export interface CompileResult {
+  /** What the database did. */
+  readonly status: "compiled" | "verified" | "mismatch" | "recompiled";
+  /** The differences found, one line each. */
+  readonly differences: readonly string[];
+}
+
+/**
+ * Sends each supplied definition (shape, routes, options) to `pgflow.ensure_flow_compiled`. Every
+ * definition is checked before the verdict, so one error lists every mismatch at once. A mismatch
+ * is a startup error; the database changed nothing for it.
+ */
+export async function compileDefinitions(
+  sql: postgres.Sql,
+  definitions: readonly CompilableFlow[],
+  log: Logger,
+): Promise<void> {
+  const mismatches: string[] = [];
+  for (const definition of definitions) {
+    const slug = definition.slug;
+    let result: CompileResult;
+    try {
+      const [row] = await sql<{ result: CompileResult }[]>`
+        select pgflow.ensure_flow_compiled(
+          ${slug}, ${JSON.stringify(extractFlowShape(definition))}::jsonb,
+          ${JSON.stringify(extractRoutePlan(definition))}::jsonb,
+          ${JSON.stringify(extractFlowOptions(definition))}::jsonb) as result`;
+      result = row.result;
+    } catch (error) {
+      throw new WorkerStartupError(
+        `flow "${slug}" could not be compiled: ${(error as Error).message}`,
+      );
+    }
+    log.info("flow compiled", { flow: slug, status: result.status });
+    if (result.status === "mismatch") {
+      mismatches.push(...result.differences.map((d) => `${slug}: ${d}`));
+    }
+  }
+  if (mismatches.length > 0) {
+    throw new WorkerStartupError(
+      `the supplied definitions differ from the stored ones, and this database does not allow ` +
+        `recompiling in place; deploy the change as a new flow slug (e.g. a _v2) instead:\n  ` +
+        mismatches.join("\n  "),
+      mismatches,
+    );
+  }
+}

@@ -1,0 +1,327 @@
+import postgres from "postgres";
+import type { AnyFlow } from "../dsl/extract.ts";
+import type { SupportedPair } from "../claim/claim.ts";
+import { runPollLoop } from "../claim/poll_loop.ts";
+import { Slots } from "../claim/slots.ts";
+import { loadSupportSet } from "../claim/support.ts";
+import type { ContextResources } from "../dispatch/context.ts";
+import { executeTask } from "../dispatch/execute.ts";
+import { FlowInputCache } from "../dispatch/flow_input.ts";
+import { HandlerRegistry } from "../dispatch/registry.ts";
+import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
+import { createLogger, type Logger } from "../platform/logger.ts";
+import { lazySupabaseClient } from "../platform/supabase_client.ts";
+import type { WorkerStart, WorkerTarget } from "../routing/selection.ts";
+import { retry } from "./backoff.ts";
+import { type EdgeWorkerConfig, isUuid, resolveConfig, type ResolvedConfig } from "./config.ts";
+import { WorkerStartupError } from "./errors.ts";
+import { beat } from "./heartbeat.ts";
+import { every } from "./periodic.ts";
+import { recoverStalled } from "./recovery.ts";
+import { compileDefinitions } from "./startup.ts";
+import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
+
+/**
+ * Where a worker is in its life: `created` → `starting` → `running` → (`draining` after
+ * deprecation, or `stopping`) → `stopped`; `failed` when startup failed.
+ *
+ * @example
+ * ```ts
+ * import type { WorkerState } from "@pgflow/shared";
+ *
+ * const state: WorkerState = "running";
+ * ```
+ */
+export type WorkerState =
+  | "created"
+  | "starting"
+  | "running"
+  | "draining"
+  | "stopping"
+  | "stopped"
+  | "failed";
+
+/**
+ * One worker polling one queue. Create it with {@link createWorker}; several may run in one
+ * process (tests, the local demo), each with its own pool unless given `sql`.
+ *
+ * @example
+ * ```ts
+ * import { createWorker, Flow } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * const worker = createWorker(flow, { connectionString: "postgres://postgres@127.0.0.1/postgres" });
+ * // await worker.start(); ... await worker.stop();
+ * console.log(worker.queueName); // "demo"
+ * ```
+ */
+export interface FlowWorker {
+  /** The worker id (a UUID), as registered. */
+  readonly id: string;
+  /** The one queue polled. */
+  readonly queueName: string;
+  /** The function name recorded with the worker row. */
+  readonly functionName: string;
+  /** Where the worker is in its life. */
+  readonly state: WorkerState;
+  /** The exact (flow, step) pairs claimed; empty until started. */
+  readonly supportSet: readonly SupportedPair[];
+  /** Tasks running right now. */
+  readonly inFlight: number;
+  /** Resolves when the worker has stopped (after `stop()` or a drained deprecation). */
+  readonly done: Promise<void>;
+  /**
+   * Compiles or verifies the definitions, derives the support set, registers the worker and
+   * starts polling. Resolves once polling; rejects with a `WorkerStartupError` (nothing
+   * registered, nothing polled).
+   */
+  start(): Promise<void>;
+  /**
+   * Stops gracefully: stop polling → abort `shutdownSignal` → wait for in-flight tasks to report →
+   * mark the worker stopped → close the pool (only one the worker opened).
+   */
+  stop(): Promise<void>;
+}
+
+/**
+ * Creates a worker without starting it. Types match `EdgeWorker.start`: a plain flow takes no
+ * queue selection, `withStepQueues(flow)` needs `stepSlug`, routed flows need `queueName` (which
+ * autocompletes from their routes). The config is checked at once (`WorkerConfigError`).
+ *
+ * @example
+ * ```ts
+ * import { createWorker, Flow, routeFlow } from "@pgflow/shared";
+ *
+ * const v1 = new Flow<{ id: string }>({ slug: "triage_v1" }).step({ slug: "a" }, (i) => i.id);
+ * const worker = createWorker([routeFlow(v1, { queues: { a: "thread_processing" } })], {
+ *   queueName: "thread_processing",
+ *   connectionString: "postgres://postgres@127.0.0.1:5432/postgres",
+ *   maxConcurrent: 4,
+ * });
+ * // await worker.start(); ... await worker.stop();
+ * ```
+ */
+export const createWorker: WorkerStart<EdgeWorkerConfig, FlowWorker> = (target, ...args) =>
+  instantiateWorker(target, (args[0] ?? {}) as EdgeWorkerConfig & SelectionInput);
+
+/** {@link createWorker} without the typed selection (for the platform adapters). */
+export function instantiateWorker(
+  target: WorkerTarget,
+  config: EdgeWorkerConfig & SelectionInput,
+): FlowWorker {
+  return new Worker(target, config);
+}
+
+class Worker implements FlowWorker {
+  readonly id: string;
+  readonly queueName: string;
+  readonly functionName: string;
+  readonly done: Promise<void>;
+  #state: WorkerState = "created";
+  #supportSet: readonly SupportedPair[] = [];
+  readonly #config: ResolvedConfig;
+  readonly #env: WorkerEnv;
+  readonly #target: ResolvedTarget;
+  readonly #log: Logger;
+  readonly #slots: Slots;
+  readonly #pollStop = new AbortController();
+  readonly #shutdown = new AbortController();
+  readonly #timersStop = new AbortController();
+  #sql?: postgres.Sql;
+  #ownsPool = false;
+  #starting?: Promise<void>;
+  #stopping?: Promise<void>;
+  #background: Promise<void>[] = [];
+  #resolveDone!: () => void;
+
+  constructor(target: WorkerTarget, config: EdgeWorkerConfig & SelectionInput) {
+    this.#env = readWorkerEnv(config?.env);
+    this.#config = resolveConfig(config, this.#env);
+    this.#target = resolveTarget(target, config);
+    this.queueName = this.#target.queue;
+    this.functionName = this.#config.functionName ?? this.#target.queue;
+    const executionId = this.#env.SB_EXECUTION_ID;
+    this.id = this.#config.workerId ??
+      (executionId !== undefined && isUuid(executionId) ? executionId : crypto.randomUUID());
+    this.#log = (this.#config.logger ?? createLogger({ level: this.#config.logLevel }))
+      .with({ worker: this.id, queue: this.queueName });
+    this.#slots = new Slots(this.#config.maxConcurrent);
+    this.done = new Promise((resolve) => (this.#resolveDone = resolve));
+  }
+
+  get state(): WorkerState {
+    return this.#state;
+  }
+
+  get supportSet(): readonly SupportedPair[] {
+    return this.#supportSet;
+  }
+
+  get inFlight(): number {
+    return this.#slots.running;
+  }
+
+  start(): Promise<void> {
+    if (this.#state !== "created") {
+      return Promise.reject(
+        new WorkerStartupError(`worker ${this.id} was already started (state: ${this.#state})`),
+      );
+    }
+    this.#state = "starting";
+    this.#starting = this.#startup().catch(async (error) => {
+      this.#state = "failed";
+      await this.#closePool();
+      this.#resolveDone();
+      this.#log.error("worker failed to start", { error: (error as Error).message });
+      throw error instanceof WorkerStartupError ? error : new WorkerStartupError(
+        `worker for queue "${this.queueName}" could not start: ${(error as Error).message}`,
+      );
+    });
+    return this.#starting;
+  }
+
+  async #startup(): Promise<void> {
+    const config = this.#config;
+    if (config.sql !== undefined) {
+      this.#sql = config.sql;
+    } else {
+      this.#sql = postgres(config.connectionString!, {
+        max: config.maxPgConnections,
+        // Poolers such as Supavisor (transaction mode) cannot keep prepared statements.
+        prepare: false,
+        onnotice: () => {},
+      });
+      this.#ownsPool = true;
+    }
+    const sql = this.#sql;
+    await compileDefinitions(sql, this.#target.definitions, this.#log);
+    const registry = new HandlerRegistry(this.#target.flows);
+    const persisted = await loadSupportSet(
+      sql,
+      this.queueName,
+      this.#target.flows.map((f: AnyFlow) => f.slug),
+    );
+    const supported = persisted.filter(([flow, step]) => registry.has(flow, step));
+    if (supported.length === 0) {
+      throw new WorkerStartupError(
+        `no step of flow(s) ${
+          this.#target.flows.map((f) => `"${f.slug}"`).join(", ")
+        } is routed to queue "${this.queueName}" in the database; nothing to poll`,
+      );
+    }
+    this.#supportSet = Object.freeze(supported);
+    await sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName})`;
+    this.#state = "running";
+    this.#log.info("worker started", {
+      function: this.functionName,
+      supported: supported.map(([flow, step]) => `${flow}.${step}`),
+    });
+    this.#launch(sql, registry);
+  }
+
+  #launch(sql: postgres.Sql, registry: HandlerRegistry): void {
+    const config = this.#config;
+    const resources: ContextResources = {
+      env: this.#env,
+      shutdownSignal: this.#shutdown.signal,
+      sql,
+      supabase: lazySupabaseClient(this.#env),
+      flowInputs: new FlowInputCache(sql),
+      extra: config.context,
+    };
+    const loop = runPollLoop({
+      sql,
+      queue: this.queueName,
+      workerId: this.id,
+      supported: this.#supportSet,
+      batchSize: config.batchSize,
+      visibilityTimeout: config.visibilityTimeout,
+      maxPollSeconds: config.maxPollSeconds,
+      pollIntervalMs: config.pollIntervalMs,
+      slots: this.#slots,
+      log: this.#log,
+      signal: this.#pollStop.signal,
+      execute: (task, message) =>
+        executeTask(
+          {
+            sql,
+            queue: this.queueName,
+            registry,
+            resources,
+            log: this.#log,
+            reportAttempts: 6,
+          },
+          task,
+          message,
+        ),
+    });
+    const heartbeat = every(config.heartbeatIntervalMs, this.#timersStop.signal, async () => {
+      if (this.#state === "running" && await beat(sql, this.id, this.#log)) {
+        this.#log.warn("worker deprecated; draining in-flight tasks", {});
+        void this.#stop(false);
+      }
+    });
+    this.#background = [loop, heartbeat];
+    if (config.stalledRecoveryIntervalMs > 0) {
+      const interval = config.stalledRecoveryIntervalMs;
+      this.#background.push(
+        every(interval, this.#timersStop.signal, async () => {
+          await recoverStalled(sql, this.#log);
+        }, { firstDelayMs: Math.round(interval * Math.random()) }),
+      );
+    }
+  }
+
+  stop(): Promise<void> {
+    return this.#stop(true);
+  }
+
+  #stop(abortHandlers: boolean): Promise<void> {
+    // A stop during a drain upgrades it: handlers are now told to finish.
+    if (abortHandlers && !this.#shutdown.signal.aborted && this.#stopping !== undefined) {
+      this.#log.info("shutdown: signalling handlers", {});
+      this.#shutdown.abort();
+    }
+    this.#stopping ??= this.#stopSequence(abortHandlers);
+    return this.#stopping;
+  }
+
+  async #stopSequence(abortHandlers: boolean): Promise<void> {
+    if (this.#state === "starting") await this.#starting?.catch(() => {});
+    if (this.#state === "created" || this.#state === "failed") {
+      this.#state = "stopped";
+      this.#resolveDone();
+      return;
+    }
+    this.#state = abortHandlers ? "stopping" : "draining";
+    const sql = this.#sql!;
+    this.#pollStop.abort();
+    this.#log.info("shutdown: polling stopped", {});
+    if (abortHandlers) {
+      this.#log.info("shutdown: signalling handlers", {});
+      this.#shutdown.abort();
+    }
+    this.#log.info("shutdown: waiting for in-flight tasks", { inFlight: this.#slots.running });
+    await this.#background[0];
+    await this.#slots.drain();
+    this.#timersStop.abort();
+    await Promise.all(this.#background);
+    try {
+      await retry(() => sql`select pgflow.mark_worker_stopped(${this.id}::uuid)`, { attempts: 3 });
+    } catch (error) {
+      this.#log.warn("could not mark the worker stopped", { error: (error as Error).message });
+    }
+    await this.#closePool();
+    this.#state = "stopped";
+    this.#log.info("shutdown: stopped", {});
+    this.#resolveDone();
+  }
+
+  async #closePool(): Promise<void> {
+    if (this.#ownsPool && this.#sql !== undefined) {
+      this.#ownsPool = false;
+      await this.#sql.end({ timeout: 5 });
+      this.#log.info("shutdown: pool closed", {});
+    }
+  }
+}
