@@ -71,7 +71,7 @@ export async function claimTasks(
     select message_id::text as message_id, disposition, flow_slug, run_id, step_slug, task_index,
            input, attempt
     from pgflow.start_tasks(${queue}, ${ids}::bigint[], ${workerId}::uuid,
-                            ${JSON.stringify(supported)}::jsonb)`;
+                            ${JSON.stringify(supported)}::text::jsonb)`;
   const claimed: ClaimedTask[] = [];
   const skipped: { messageId: string; disposition: Disposition }[] = [];
   for (const row of rows) {

@@ -26,14 +26,18 @@ export function errorMessage(error: unknown): string {
   }
 }
 
-/** `pgflow.complete_task` with the exact output text. Late or duplicate calls are ignored by SQL. */
+/**
+ * `pgflow.complete_task` with the exact output text. Late or duplicate calls are ignored by SQL.
+ * The text is cast `::text::jsonb` on purpose: a parameter typed jsonb would be JSON-encoded again
+ * by postgres.js, and a JS `null` would become SQL NULL instead of JSON `null`.
+ */
 export async function completeTask(
   sql: postgres.Sql,
   task: ClaimedTask,
   output: string,
 ): Promise<void> {
   await sql`select pgflow.complete_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                       ${output}::jsonb)`;
+                                       ${output}::text::jsonb)`;
 }
 
 /** `pgflow.fail_task`: SQL decides between a retry and exhaustion. */

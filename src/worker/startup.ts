@@ -33,9 +33,9 @@ export async function compileDefinitions(
     try {
       const [row] = await sql<{ result: CompileResult }[]>`
         select pgflow.ensure_flow_compiled(
-          ${slug}, ${JSON.stringify(extractFlowShape(definition))}::jsonb,
-          ${JSON.stringify(extractRoutePlan(definition))}::jsonb,
-          ${JSON.stringify(extractFlowOptions(definition))}::jsonb) as result`;
+          ${slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
+          ${JSON.stringify(extractRoutePlan(definition))}::text::jsonb,
+          ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb) as result`;
       result = row.result;
     } catch (error) {
       throw new WorkerStartupError(
