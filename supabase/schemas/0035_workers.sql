@@ -9,6 +9,9 @@ create table if not exists pgflow.workers (
   last_heartbeat_at timestamptz not null default now(),
   deprecated_at timestamptz,
   stopped_at timestamptz,
+  -- The exact (flow, step) pairs the worker has handlers for, as [[flow, step], ...]: what the
+  -- coverage check compares with the routes.
+  supported jsonb not null default '[]'::jsonb,
   constraint workers_pkey primary key (worker_id)
 );
 

@@ -1,6 +1,11 @@
 -- The worker registry: registration, heartbeat, stop and deprecation.
 
-create or replace function pgflow.register_worker(worker_id uuid, queue_name text, function_name text)
+create or replace function pgflow.register_worker(
+  worker_id uuid,
+  queue_name text,
+  function_name text,
+  supported jsonb default '[]'::jsonb
+)
 returns pgflow.workers
 language plpgsql
 volatile
@@ -9,14 +14,24 @@ as $$
 #variable_conflict use_column
 declare
   result pgflow.workers;
+  fn pgflow.worker_functions;
 begin
   if register_worker.worker_id is null or register_worker.queue_name is null or register_worker.function_name is null then
     raise exception 'register_worker: worker_id, queue_name and function_name are required' using errcode = '22004';
   end if;
+  if jsonb_typeof(supported) is distinct from 'array' then
+    raise exception 'register_worker: supported must be a JSON array of [flow_slug, step_slug] pairs' using errcode = '22023';
+  end if;
   insert into pgflow.worker_functions (function_name) values (register_worker.function_name)
-  on conflict (function_name) do update set updated_at = now();
-  insert into pgflow.workers (worker_id, queue_name, function_name)
-  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name)
+  on conflict (function_name) do update set updated_at = now()
+  returning * into fn;
+  -- A disabled function (a deploy fence is in place) gets no new workers until its flag is restored.
+  if not fn.enabled then
+    raise exception 'worker function % is disabled; no new worker may register until it is enabled again', fn.function_name
+      using errcode = '55000', hint = 'finish the deploy fence with pgflow.end_deploy_fence, or set worker_functions.enabled';
+  end if;
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported)
+  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported)
   returning * into result;
   return result;
 end;
@@ -33,8 +48,12 @@ as $$
 declare
   deprecated boolean;
 begin
-  update pgflow.workers w set last_heartbeat_at = clock_timestamp()
-  where w.worker_id = heartbeat.worker_id
+  -- A worker of a disabled function is deprecated too: it stops polling and drains.
+  update pgflow.workers w
+  set last_heartbeat_at = clock_timestamp(),
+      deprecated_at = coalesce(w.deprecated_at, case when not fn.enabled then clock_timestamp() end)
+  from pgflow.worker_functions fn
+  where w.worker_id = heartbeat.worker_id and fn.function_name = w.function_name
   returning w.deprecated_at is not null into deprecated;
   if not found then
     raise exception 'worker % is not registered', heartbeat.worker_id

@@ -1,0 +1,65 @@
+-- The keep-alive. Picks the enabled worker functions that have no live worker and whose debounce
+-- has passed, records the invocation, and (where Supabase provides pg_net and the project URL is
+-- in Vault) pings each function over HTTP so it starts a worker. A disabled function is never
+-- pinged: that is what keeps a deploy fence closed.
+create or replace function pgflow.ensure_workers()
+returns table (function_name text, pinged boolean)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  fn record;
+  base_url text;
+  auth text;
+  can_ping boolean := to_regproc('net.http_post') is not null and to_regclass('vault.decrypted_secrets') is not null;
+begin
+  if can_ping then
+    execute $q$select max(decrypted_secret) filter (where name = 'supabase_project_url'),
+                      coalesce(max(decrypted_secret) filter (where name = 'pgflow_auth_secret'),
+                               max(decrypted_secret) filter (where name = 'supabase_service_role_key'))
+               from vault.decrypted_secrets$q$ into base_url, auth;
+    can_ping := base_url is not null and auth is not null;
+  end if;
+  for fn in
+    update pgflow.worker_functions wf set last_invoked_at = now()
+    where wf.enabled
+      and (wf.last_invoked_at is null or wf.last_invoked_at < now() - wf.debounce)
+      and not exists (
+        select 1 from pgflow.workers w
+        where w.function_name = wf.function_name and w.stopped_at is null and w.deprecated_at is null
+          and w.last_heartbeat_at > clock_timestamp() - wf.debounce)
+    returning wf.function_name
+  loop
+    if can_ping then
+      execute 'select net.http_post(url => $1, headers => $2, body => ''{}''::jsonb)'
+      using rtrim(base_url, '/') || '/functions/v1/' || fn.function_name,
+            jsonb_build_object('Content-Type', 'application/json', 'Authorization', 'Bearer ' || auth);
+    end if;
+    function_name := fn.function_name;
+    pinged := can_ping;
+    return next;
+  end loop;
+end;
+$$;
+
+-- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
+-- worker's own periodic recovery and an external keep-alive do the same job).
+create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if to_regproc('cron.schedule') is null then
+    raise exception 'pg_cron is not installed' using errcode = '0A000',
+      hint = 'enable pg_cron, or call pgflow.ensure_workers() from an external scheduler';
+  end if;
+  execute 'select cron.schedule($1, $2, $3)'
+  using 'pgflow_ensure_workers', extract(epoch from keep_alive)::integer || ' seconds', 'select pgflow.ensure_workers()';
+  execute 'select cron.schedule($1, $2, $3)'
+  using 'pgflow_requeue_stalled_tasks', '15 seconds', 'select pgflow.requeue_stalled_tasks()';
+end;
+$$;
