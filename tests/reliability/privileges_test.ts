@@ -1,0 +1,65 @@
+/**
+ * Privileges and hardening, read from the catalog: no pgflow function is executable by PUBLIC (so
+ * not by anon or authenticated on Supabase), every function pins search_path, and dynamic SQL
+ * quotes identifiers.
+ */
+import assert from "node:assert/strict";
+import { testDatabase } from "../support/db.ts";
+
+const db = testDatabase(import.meta.url);
+
+db.test("every pgflow function pins search_path to ''", async ({ sql }) => {
+  const rows = await sql`
+    select p.oid::regprocedure::text as fn, p.proconfig
+    from pg_proc p where p.pronamespace = 'pgflow'::regnamespace`;
+  assert.ok(rows.length > 30, `found ${rows.length} functions`);
+  const unpinned = rows.filter((r) => !(r.proconfig ?? []).includes('search_path=""'));
+  assert.deepEqual(unpinned.map((r) => r.fn), []);
+});
+
+db.test("no pgflow function is executable by PUBLIC, anon or authenticated", async ({ sql }) => {
+  await sql.unsafe(`
+    do $$ begin
+      if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
+      if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
+    end $$;`);
+  const rows = await sql`
+    select p.oid::regprocedure::text as fn, r.rolname
+    from pg_proc p cross join (values ('anon'), ('authenticated')) as r(rolname)
+    where p.pronamespace = 'pgflow'::regnamespace
+      and has_function_privilege(r.rolname, p.oid, 'execute')`;
+  assert.deepEqual(rows.map((r) => `${r.rolname}: ${r.fn}`), []);
+  const publicAcl = await sql`
+    select p.oid::regprocedure::text as fn from pg_proc p
+    where p.pronamespace = 'pgflow'::regnamespace
+      and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a where a.grantee = 0))`;
+  assert.deepEqual(publicAcl.map((r) => r.fn), [], "no default (PUBLIC) execute grant remains");
+});
+
+db.test("an unprivileged role cannot start flows or claim tasks", async ({ sql, connect }) => {
+  await sql.unsafe(`do $$ begin
+    if not exists (select 1 from pg_roles where rolname = 'pgflow_intruder') then create role pgflow_intruder nologin; end if;
+  end $$; grant usage on schema pgflow to pgflow_intruder;`);
+  await sql.begin(async (tx) => {
+    await tx`set local role pgflow_intruder`;
+    await assert.rejects(
+      () => tx`select pgflow.start_flow('x', '{}')`,
+      /permission denied for function start_flow/,
+    );
+  });
+});
+
+db.test("dynamic SQL in pgflow quotes every identifier", async ({ sql }) => {
+  const rows = await sql`
+    select p.proname, p.prosrc from pg_proc p
+    where p.pronamespace = 'pgflow'::regnamespace and p.prosrc ~* 'execute'`;
+  for (const r of rows) {
+    for (const stmt of r.prosrc.match(/execute\s+[^;]+/gi) ?? []) {
+      // Either a constant string with bind parameters, or format() with %I for identifiers.
+      assert.ok(
+        !/%s/.test(stmt) && !/\|\|\s*(queue|p_queue|name)/i.test(stmt),
+        `${r.proname}: ${stmt}`,
+      );
+    }
+  }
+});
