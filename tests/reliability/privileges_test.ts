@@ -40,13 +40,13 @@ db.test("an unprivileged role cannot start flows or claim tasks", async ({ sql, 
   await sql.unsafe(`do $$ begin
     if not exists (select 1 from pg_roles where rolname = 'pgflow_intruder') then create role pgflow_intruder nologin; end if;
   end $$; grant usage on schema pgflow to pgflow_intruder;`);
-  await sql.begin(async (tx) => {
-    await tx`set local role pgflow_intruder`;
-    await assert.rejects(
-      () => tx`select pgflow.start_flow('x', '{}')`,
-      /permission denied for function start_flow/,
-    );
-  });
+  const intruder = connect();
+  await intruder`set role pgflow_intruder`;
+  for (const call of ["pgflow.start_flow('x', '{}')", "pgflow.start_tasks('q', '{1}', gen_random_uuid(), '[]')"]) {
+    const error = await intruder.unsafe(`select ${call}`).then(() => undefined, (e: Error) => e);
+    assert.match(String(error), /permission denied for function start_(flow|tasks)/, call);
+  }
+});
 });
 
 db.test("dynamic SQL in pgflow quotes every identifier", async ({ sql }) => {
