@@ -42,11 +42,15 @@ db.test("an unprivileged role cannot start flows or claim tasks", async ({ sql, 
   end $$; grant usage on schema pgflow to pgflow_intruder;`);
   const intruder = connect();
   await intruder`set role pgflow_intruder`;
-  for (const call of ["pgflow.start_flow('x', '{}')", "pgflow.start_tasks('q', '{1}', gen_random_uuid(), '[]')"]) {
+  for (
+    const call of [
+      "pgflow.start_flow('x', '{}')",
+      "pgflow.start_tasks('q', '{1}', gen_random_uuid(), '[]')",
+    ]
+  ) {
     const error = await intruder.unsafe(`select ${call}`).then(() => undefined, (e: Error) => e);
     assert.match(String(error), /permission denied for function start_(flow|tasks)/, call);
   }
-});
 });
 
 db.test("dynamic SQL in pgflow quotes every identifier", async ({ sql }) => {
