@@ -1,0 +1,91 @@
+/**
+ * The coverage check: per queue, the (flow, step) pairs that need a handler and whether a live
+ * worker serves each. A point-in-time operator check built on `pgflow.queue_coverage`.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+
+/** One needed (flow, step) pair on one queue. */
+export interface CoverageRow {
+  queueName: string;
+  flowSlug: string;
+  stepSlug: string;
+  /** The pair is a persisted route (not only a snapshot of in-flight tasks). */
+  routed: boolean;
+  queuedTasks: number;
+  startedTasks: number;
+  liveWorkers: number;
+  served: boolean;
+}
+
+/**
+ * Reads the coverage of one queue, or of every queue when `queueName` is omitted.
+ *
+ * @example
+ * ```ts
+ * import postgres from "postgres";
+ * import { queueCoverage } from "@pgflow/shared";
+ *
+ * const sql = postgres(Deno.env.get("DATABASE_URL")!);
+ * const missing = (await queueCoverage(sql, "thread_processing")).filter((r) => !r.served);
+ * ```
+ */
+export async function queueCoverage(
+  sql: postgres.Sql,
+  queueName?: string,
+  staleAfterSeconds = 30,
+): Promise<CoverageRow[]> {
+  const rows = await sql<
+    {
+      queue_name: string;
+      flow_slug: string;
+      step_slug: string;
+      routed: boolean;
+      queued_tasks: string;
+      started_tasks: string;
+      live_workers: string;
+      served: boolean;
+    }[]
+  >`select * from pgflow.queue_coverage(${
+    queueName ?? null
+  }::text, make_interval(secs => ${staleAfterSeconds}))`;
+  return rows.map((r) => ({
+    queueName: r.queue_name,
+    flowSlug: r.flow_slug,
+    stepSlug: r.step_slug,
+    routed: r.routed,
+    queuedTasks: Number(r.queued_tasks),
+    startedTasks: Number(r.started_tasks),
+    liveWorkers: Number(r.live_workers),
+    served: r.served,
+  }));
+}
+
+/**
+ * Renders coverage rows as a plain-text table, missing handlers marked `MISSING`.
+ *
+ * @example
+ * ```ts
+ * import { formatCoverage } from "@pgflow/shared";
+ *
+ * console.log(formatCoverage([]));
+ * ```
+ */
+export function formatCoverage(rows: readonly CoverageRow[]): string {
+  if (rows.length === 0) return "no routes or in-flight tasks";
+  const header = ["queue", "flow", "step", "route", "queued", "started", "workers", "status"];
+  const body = rows.map((r) => [
+    r.queueName,
+    r.flowSlug,
+    r.stepSlug,
+    r.routed ? "yes" : "snapshot",
+    String(r.queuedTasks),
+    String(r.startedTasks),
+    String(r.liveWorkers),
+    r.served ? "ok" : "MISSING",
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n");
+}
