@@ -38,6 +38,8 @@ export class WorkerStartupError extends Error {
   readonly differences: readonly string[];
 
   /**
+   * Creates the error.
+   *
    * @param message what went wrong and what to do
    * @param differences the differences the database reported, if any
    */

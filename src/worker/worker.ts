@@ -11,7 +11,7 @@ import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { createLogger, type Logger } from "../platform/logger.ts";
 import { lazySupabaseClient } from "../platform/supabase_client.ts";
-import type { WorkerStart, WorkerTarget } from "../routing/selection.ts";
+import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
 import { retry } from "./backoff.ts";
 import { type EdgeWorkerConfig, isUuid, resolveConfig, type ResolvedConfig } from "./config.ts";
 import { WorkerStartupError } from "./errors.ts";
@@ -101,8 +101,12 @@ export interface FlowWorker {
  * // await worker.start(); ... await worker.stop();
  * ```
  */
-export const createWorker: WorkerStart<EdgeWorkerConfig, FlowWorker> = (target, ...args) =>
-  instantiateWorker(target, (args[0] ?? {}) as EdgeWorkerConfig & SelectionInput);
+export function createWorker<const T extends WorkerTarget>(
+  target: T,
+  ...config: WorkerStartArgs<T, EdgeWorkerConfig>
+): FlowWorker {
+  return instantiateWorker(target, (config[0] ?? {}) as EdgeWorkerConfig & SelectionInput);
+}
 
 /** {@link createWorker} without the typed selection (for the platform adapters). */
 export function instantiateWorker(

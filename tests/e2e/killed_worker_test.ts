@@ -3,7 +3,7 @@
  * task back once it is older than timeout + 30 s, and the task completes on the survivor.
  */
 import assert from "node:assert/strict";
-import { type FlowWorker } from "../../mod.ts";
+import type { FlowWorker } from "../../mod.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "../worker/helpers.ts";
 import { killChild, spawnDeno } from "./process.ts";
