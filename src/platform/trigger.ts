@@ -40,11 +40,12 @@ export interface Trigger {
 /**
  * The HTTP trigger of an Edge Function worker: the worker starts on the first authorised request
  * (the platform's keep-alive pings it) and later requests report on it. A failed startup is
- * answered with 500 and the error, and the next request tries again, so a fixed deployment
- * recovers without a restart.
+ * answered with 500 and the error, and the next request tries again (nothing was registered). Once
+ * a worker has stopped, requests get 503 `stopped`: the isolate is done.
  */
 export function serveTrigger(deps: TriggerDeps): Trigger {
   let worker: TriggeredWorker | undefined;
+  let finished: TriggeredWorker | undefined;
   let starting: Promise<TriggeredWorker> | undefined;
   const json = (status: number, body: Record<string, unknown>) =>
     new Response(JSON.stringify(body), {
@@ -60,6 +61,15 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
   deps.serve(async (request) => {
     const auth = checkBearer(request, deps.secret);
     if (!auth.ok) return json(auth.status, { error: auth.error });
+    if (finished !== undefined) {
+      // A worker that ran and stopped (deprecated, or unloading) is not restarted in this isolate:
+      // its id is taken, and a deprecated deployment should give way to the new one.
+      return json(503, {
+        status: "stopped",
+        workerId: finished.id,
+        functionName: finished.functionName,
+      });
+    }
     if (worker !== undefined) {
       return json(200, {
         status: "running",
@@ -75,8 +85,8 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
         worker = started;
         deps.waitUntil?.(started.done);
         started.done.then(() => {
-          if (worker === started) worker = undefined;
-          starting = undefined;
+          finished = started;
+          worker = undefined;
         });
       }
       return json(200, {

@@ -77,8 +77,8 @@ export interface FlowWorker {
    */
   start(): Promise<void>;
   /**
-   * Stops gracefully: stop polling → abort `shutdownSignal` → wait for in-flight tasks to report →
-   * mark the worker stopped → close the pool (only one the worker opened).
+   * Stops gracefully: stop polling → abort `shutdownSignal` → mark the worker row stopped → wait
+   * for in-flight tasks to report → close the pool (only one the worker opened).
    */
   stop(): Promise<void>;
 }
@@ -305,16 +305,19 @@ class Worker implements FlowWorker {
       this.#log.info("shutdown: signalling handlers", {});
       this.#shutdown.abort();
     }
-    this.#log.info("shutdown: waiting for in-flight tasks", { inFlight: this.#slots.running });
     await this.#background[0];
-    await this.#slots.drain();
-    this.#timersStop.abort();
-    await Promise.all(this.#background);
+    // Marked as soon as polling has really ended, before the drain: the platform may kill the
+    // isolate any moment now, and a stopped row lets a replacement start without waiting for the
+    // heartbeat to go stale.
     try {
       await retry(() => sql`select pgflow.mark_worker_stopped(${this.id}::uuid)`, { attempts: 3 });
     } catch (error) {
       this.#log.warn("could not mark the worker stopped", { error: (error as Error).message });
     }
+    this.#log.info("shutdown: waiting for in-flight tasks", { inFlight: this.#slots.running });
+    await this.#slots.drain();
+    this.#timersStop.abort();
+    await Promise.all(this.#background);
     await this.#closePool();
     this.#state = "stopped";
     this.#log.info("shutdown: stopped", {});

@@ -86,4 +86,9 @@ Deno.test("trigger: starts on the first authorised request, retries a failed sta
   await done;
   assert.equal(stopped, 1);
   assert.equal(kept.length, 2, "the graceful stop is kept alive too");
+  await Promise.resolve();
+  const after = await handler(request("s3cret"));
+  assert.equal(after.status, 503);
+  assert.equal((await after.json()).status, "stopped");
+  assert.equal(attempts, 2, "a stopped worker is not restarted in the same isolate");
 });
