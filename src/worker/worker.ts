@@ -1,4 +1,5 @@
 import postgres from "postgres";
+import type { SupabaseClient } from "@supabase/supabase-js";
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { SupportedPair } from "../claim/claim.ts";
 import { runPollLoop } from "../claim/poll_loop.ts";
@@ -10,7 +11,7 @@ import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { createLogger, type Logger } from "../platform/logger.ts";
-import { lazySupabaseClient } from "../platform/supabase_client.ts";
+import { prepareSupabaseClient } from "../platform/supabase_client.ts";
 import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
 import { retry } from "./backoff.ts";
 import { type EdgeWorkerConfig, isUuid, resolveConfig, type ResolvedConfig } from "./config.ts";
@@ -214,22 +215,23 @@ class Worker implements FlowWorker {
       );
     }
     this.#supportSet = Object.freeze(supported);
+    const supabase = await prepareSupabaseClient(this.#env);
     await sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName})`;
     this.#state = "running";
     this.#log.info("worker started", {
       function: this.functionName,
       supported: supported.map(([flow, step]) => `${flow}.${step}`),
     });
-    this.#launch(sql, registry);
+    this.#launch(sql, registry, supabase);
   }
 
-  #launch(sql: postgres.Sql, registry: HandlerRegistry): void {
+  #launch(sql: postgres.Sql, registry: HandlerRegistry, supabase: () => SupabaseClient): void {
     const config = this.#config;
     const resources: ContextResources = {
       env: this.#env,
       shutdownSignal: this.#shutdown.signal,
       sql,
-      supabase: lazySupabaseClient(this.#env),
+      supabase,
       flowInputs: new FlowInputCache(sql),
       extra: config.context,
     };

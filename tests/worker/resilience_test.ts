@@ -78,3 +78,15 @@ db.test("a worker that only runs a dependent step loads the run input itself", a
     await stopAll(workers);
   }
 });
+
+Deno.test("context.supabase is created once when SUPABASE_URL and a key are set", async () => {
+  const { prepareSupabaseClient } = await import("../../src/platform/supabase_client.ts");
+  const missing = await prepareSupabaseClient({});
+  assert.throws(() => missing(), /set SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY/);
+  const get = await prepareSupabaseClient({
+    SUPABASE_URL: "http://127.0.0.1:54321",
+    SUPABASE_SERVICE_ROLE_KEY: "service-role-key",
+  });
+  assert.equal(typeof get().from, "function");
+  assert.equal(get(), get());
+});
