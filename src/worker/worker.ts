@@ -216,7 +216,9 @@ class Worker implements FlowWorker {
     }
     this.#supportSet = Object.freeze(supported);
     const supabase = await prepareSupabaseClient(this.#env);
-    await sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName})`;
+    // The support set is recorded with the worker so the coverage check can see what it serves.
+    await sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName},
+                                            ${JSON.stringify(supported)}::text::jsonb)`;
     this.#state = "running";
     this.#log.info("worker started", {
       function: this.functionName,
