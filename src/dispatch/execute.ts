@@ -59,6 +59,14 @@ export async function executeTask(
     try {
       const context = buildContext(deps.resources, deps.queue, task, message);
       const output = await registered.handler(task.input, context);
+      if (step.kind === "array" && !Array.isArray(output)) {
+        // .array() promises an array to the map that consumes it; say so at the source.
+        throw new Error(
+          `array step ${task.flowSlug}.${task.stepSlug} returned ${
+            output === null ? "null" : typeof output
+          }, not an array`,
+        );
+      }
       report = { kind: "complete", output: outputJson(output) };
     } catch (error) {
       report = { kind: "fail", error: errorMessage(error) };
