@@ -9,8 +9,8 @@
  */
 import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
-import { createWorker } from "../mod.ts";
-import { createLogger } from "../src/platform/logger.ts";
+import { createLogger, createWorker } from "../mod.ts";
+
 import { demoFlows } from "./flows.ts";
 
 const HELP = `pgflow demo: two triage versions on shared queues, one worker per queue.
