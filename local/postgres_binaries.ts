@@ -59,9 +59,29 @@ async function embeddedBinDir(): Promise<string> {
   if (!hasServer(`${target}/bin`)) {
     const out = await new Deno.Command("cp", { args: ["-a", `${nativeDir}/.`, target] }).output();
     if (!out.success) throw new Error(`could not copy ${nativeDir} to ${target}`);
+    await restoreSymlinks(target);
     await new Deno.Command("chmod", { args: ["-R", "a+rX", target] }).output();
   }
   return `${target}/bin`;
+}
+
+/**
+ * npm packages cannot carry symlinks, so the package lists its library links in
+ * `pg-symlinks.json` (paths relative to the package root, under `native/`); recreate them.
+ */
+async function restoreSymlinks(target: string): Promise<void> {
+  let links: { source: string; target: string }[];
+  try {
+    links = JSON.parse(await Deno.readTextFile(`${target}/pg-symlinks.json`));
+  } catch {
+    return;
+  }
+  for (const link of links) {
+    const from = `${target}/${link.target.replace(/^native\//, "")}`;
+    const to = link.source.split("/").pop()!;
+    await Deno.remove(from).catch(() => {});
+    await Deno.symlink(to, from);
+  }
 }
 
 /**
