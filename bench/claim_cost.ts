@@ -1,0 +1,94 @@
+/**
+ * Claim cost: how long one `pgflow.start_tasks` call takes (through the worker's own
+ * `claimTasks`, so the figure includes what the worker pays: the round trip and row decoding)
+ * against the size of the support set and the batch size. The support set holds the one real
+ * pair plus made-up pairs; a worker of many flows sends exactly such a list.
+ */
+import postgres from "postgres";
+import { claimTasks, type SupportedPair } from "../src/claim/claim.ts";
+import { createLogger } from "../src/platform/logger.ts";
+import { compileDefinitions } from "../src/worker/startup.ts";
+import { resolveTarget } from "../src/worker/target.ts";
+import { wallMs } from "./clock.ts";
+import { singleStep } from "./flows.ts";
+import { startBacklog } from "./load.ts";
+import { median, percentile } from "./stats.ts";
+
+/** Support-set sizes and batch sizes measured. */
+export const PAIRS = [1, 100, 1000] as const;
+export const BATCHES = [1, 10, 100] as const;
+
+/** One (pairs, batch) cell. */
+export interface ClaimCell {
+  readonly pairs: number;
+  readonly batch: number;
+  readonly calls: number;
+  /** Median and p95 milliseconds per call. */
+  readonly p50: number;
+  readonly p95: number;
+}
+
+const QUEUE = "bench_claim";
+
+function supportSet(size: number): SupportedPair[] {
+  const fakes = Array.from(
+    { length: size - 1 },
+    (_, i) => [`bench_claim_other_${i}`, "work"] as const,
+  );
+  // The real pair last: a linear scan would pay for every made-up pair before it.
+  return [...fakes, [QUEUE, "work"]];
+}
+
+/** Measures every cell; `scale` (0..1] shrinks the repetitions for --quick. */
+export async function measureClaimCost(url: string, scale: number): Promise<ClaimCell[]> {
+  const sql = postgres(url, { max: 1, prepare: false, onnotice: () => {} });
+  try {
+    const flow = singleStep(QUEUE);
+    const target = resolveTarget(flow, {});
+    await compileDefinitions(sql, target.definitions, createLogger({ level: "warn" }));
+    const workerId = crypto.randomUUID();
+    await sql`select pgflow.register_worker(${workerId}::uuid, ${QUEUE}, 'bench',
+                                            ${JSON.stringify([[QUEUE, "work"]])}::text::jsonb)`;
+    const sets = new Map(PAIRS.map((n) => [n, supportSet(n)]));
+    const cells: ClaimCell[] = [];
+    for (const batch of BATCHES) {
+      const reps = Math.max(5, Math.round(Math.min(60, 2000 / batch) * scale));
+      // One warm-up call per support set, then the timed ones.
+      await startBacklog(sql, [QUEUE], (reps + 1) * batch * PAIRS.length);
+      const times = new Map<number, number[]>(PAIRS.map((n) => [n, []]));
+      for (let rep = 0; rep <= reps; rep++) {
+        // Rotating the order spreads any drift (vacuum, cache) over every support-set size.
+        const order = PAIRS.map((_, i) => PAIRS[(i + rep) % PAIRS.length]);
+        for (const pairs of order) {
+          const ids = await sql<{ id: string }[]>`
+            select msg_id::text as id from pgmq.read(${QUEUE}, 300, ${batch})`;
+          const t0 = wallMs();
+          const result = await claimTasks(
+            sql,
+            QUEUE,
+            ids.map((r) => r.id),
+            workerId,
+            sets.get(pairs)!,
+          );
+          const ms = wallMs() - t0;
+          if (result.claimed.length !== batch) {
+            throw new Error(`claim of ${batch} (pairs ${pairs}) claimed ${result.claimed.length}`);
+          }
+          if (rep > 0) times.get(pairs)!.push(ms);
+        }
+      }
+      for (const pairs of PAIRS) {
+        const t = times.get(pairs)!;
+        cells.push({ pairs, batch, calls: t.length, p50: median(t), p95: percentile(t, 95) });
+      }
+      // Finish the claimed tasks so nothing is left started for stalled recovery to find.
+      await sql`
+        select count(*) from pgflow.step_tasks t
+        cross join lateral pgflow.complete_task(t.run_id, t.step_slug, t.task_index, 'null'::jsonb) c
+        where t.flow_slug = ${QUEUE} and t.status = 'started'`;
+    }
+    return cells;
+  } finally {
+    await sql.end();
+  }
+}

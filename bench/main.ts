@@ -1,0 +1,154 @@
+/**
+ * `deno task bench [--quick] [--tasks N] ... [--help]`
+ *
+ * Runs every benchmark on one database (DATABASE_URL, or a throw-away local Postgres started
+ * here), prints the tables and writes them, with the machine, versions and settings, to
+ * bench/results.md. Figures and ratios come from this one run; nothing here asserts on speed.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { openPgflowDatabase } from "../local/database.ts";
+import { PAIRS } from "./claim_cost.ts";
+import { clockOffsetMs } from "./clock.ts";
+import {
+  chainScenarios,
+  type EngineResult,
+  type EngineSettings,
+  singleStepScenario,
+} from "./engine.ts";
+import { plainFlow, privateFlow, sharedFlows } from "./flows.ts";
+import { measureClaimCost } from "./claim_cost.ts";
+import { measureMemory } from "./memory.ts";
+import { type BenchOptions, parseOptions } from "./options.ts";
+import { measureGraphile } from "./peer_graphile.ts";
+import { measureFloor } from "./pgmq_floor.ts";
+import { type Figures, renderMarkdown, renderText } from "./report.ts";
+
+const RESULTS = new URL("./results.md", import.meta.url).pathname;
+
+async function machine(): Promise<string> {
+  let cpu = "unknown CPU";
+  try {
+    const info = await Deno.readTextFile("/proc/cpuinfo");
+    cpu = /model name\s*:\s*(.+)/.exec(info)?.[1] ?? cpu;
+  } catch { /* not Linux */ }
+  const memGiB = (Deno.systemMemoryInfo().total / 2 ** 30).toFixed(0);
+  return `${Deno.build.os}/${Deno.build.arch}, ${navigator.hardwareConcurrency} cores (${cpu}), ${memGiB} GiB`;
+}
+
+async function run(o: BenchOptions): Promise<Figures> {
+  const started = performance.now();
+  const db = await openPgflowDatabase();
+  const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
+  const log = (text: string) =>
+    console.error(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] ${text}`);
+  try {
+    const [{ version }] = await sql<{ version: string }[]>`select version()`;
+    const s: EngineSettings = {
+      url: db.url,
+      sql,
+      offsetMs: await clockOffsetMs(sql),
+      tasks: o.tasks,
+      latencyTasks: o.latencyTasks,
+      rate: o.rate,
+      maxConcurrent: 10,
+      batchSize: 10,
+      pollIntervalMs: o.pollIntervalMs,
+      maxPollSeconds: o.maxPollSeconds,
+    };
+    const f: Figures = {
+      label: o.label,
+      date: new Date().toISOString(),
+      machine: await machine(),
+      deno: Deno.version.deno,
+      postgres: version.split(",")[0],
+      pgmq: db.local ? `${db.pgmq} (throw-away local server)` : `${db.pgmq} (DATABASE_URL)`,
+      options: o,
+      single: [],
+      chain: [],
+      claim: [],
+    };
+    if (o.only.has("floor")) {
+      log("raw PGMQ floor");
+      f.floor = await measureFloor(s);
+    }
+    if (o.only.has("single")) {
+      const scenarios: [string, () => Promise<EngineResult>][] = [
+        [
+          "plain flow queue",
+          () => singleStepScenario(s, "plain flow queue", { target: plainFlow }, [plainFlow.slug]),
+        ],
+        [
+          "private step queue",
+          () =>
+            singleStepScenario(s, "private step queue", { target: privateFlow, stepSlug: "work" }, [
+              privateFlow.flow.slug,
+            ]),
+        ],
+        ...[1, 10, 100].map((n): [string, () => Promise<EngineResult>] => {
+          const { queue, flows } = sharedFlows(n);
+          const name = `shared queue, ${n} flow${n === 1 ? "" : "s"}`;
+          return [
+            name,
+            () =>
+              singleStepScenario(
+                s,
+                name,
+                { target: flows, queueName: queue },
+                flows.map((r) => r.flow.slug),
+              ),
+          ];
+        }),
+      ];
+      for (const [name, scenario] of scenarios) {
+        log(name);
+        f.single.push(await scenario());
+      }
+    }
+    if (o.only.has("peer")) {
+      log("graphile-worker");
+      f.peer = await measureGraphile(s);
+    }
+    if (o.only.has("chain")) {
+      log("three-step flow");
+      f.chain = await chainScenarios(s);
+    }
+    if (o.only.has("claim")) {
+      log(`claim cost (${PAIRS.join(", ")} pairs)`);
+      f.claim = await measureClaimCost(db.url, o.claimScale);
+    }
+    if (o.only.has("memory")) {
+      log(`memory after ${o.memoryTasks} tasks`);
+      f.memory = await measureMemory(db.url, sql, o.memoryTasks, o.pollIntervalMs);
+    }
+    f.seconds = (performance.now() - started) / 1000;
+    return f;
+  } finally {
+    await sql.end();
+    await db.close();
+  }
+}
+
+/** The part of an existing results file kept across runs: the hand-written optimisation log. */
+async function keptLog(path: string): Promise<string> {
+  try {
+    const text = await Deno.readTextFile(path);
+    const at = text.indexOf("\n## Optimisation log");
+    return at >= 0 ? text.slice(at + 1) : "";
+  } catch {
+    return "";
+  }
+}
+
+async function main() {
+  const o = parseOptions(Deno.args, RESULTS);
+  const f = await run(o);
+  console.log(renderText(f));
+  if (o.out !== undefined) {
+    await Deno.writeTextFile(o.out, renderMarkdown(f) + "\n" + await keptLog(o.out));
+    console.log(`\nwritten to ${o.out}`);
+  }
+}
+
+if (import.meta.main) await main();

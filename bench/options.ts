@@ -1,0 +1,128 @@
+/** Command-line options of `deno task bench`. */
+
+export const SECTIONS = ["floor", "single", "peer", "chain", "claim", "memory"] as const;
+export type Section = typeof SECTIONS[number];
+
+/** Parsed options. */
+export interface BenchOptions {
+  tasks: number;
+  latencyTasks: number;
+  rate: number;
+  memoryTasks: number;
+  pollIntervalMs: number;
+  maxPollSeconds: number;
+  claimScale: number;
+  only: Set<Section>;
+  out: string | undefined;
+  label: string;
+}
+
+export const HELP = `pgflow benchmarks: throughput, pickup latency, claim cost, floor, peer, memory.
+
+usage: deno task bench [options]
+
+  --quick              fewer tasks everywhere (about a minute); figures are noisier
+  --tasks N            tasks per throughput scenario (default 3000; quick 600)
+  --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)
+  --rate N             runs per second while measuring latency (default 100)
+  --memory-tasks N     tasks the memory worker runs (default 10000; quick 2000)
+  --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker
+                       default)
+  --max-poll-seconds S maxPollSeconds of every worker and of the raw loop (default: the worker
+                       default)
+  --only LIST          comma-separated sections: ${SECTIONS.join(", ")} (default all)
+  --label TEXT         a label printed with the results (e.g. "before")
+  --out PATH           where to write the Markdown results (default bench/results.md)
+  --no-write           print only
+  --help               this text
+
+Uses DATABASE_URL when set; otherwise starts a throw-away local Postgres.`;
+
+function fail(message: string): never {
+  console.error(`${message}\n\n${HELP}`);
+  Deno.exit(2);
+}
+
+function count(flag: string, value: string | undefined, min: number, max: number): number {
+  const n = Number(value);
+  if (value === undefined || !Number.isInteger(n) || n < min || n > max) {
+    fail(`${flag} needs an integer from ${min} to ${max}, got ${value ?? "nothing"}`);
+  }
+  return n;
+}
+
+/** Parses `args`; prints help and exits on --help or a bad option. */
+export function parseOptions(args: readonly string[], defaultOut: string): BenchOptions {
+  const quick = args.includes("--quick");
+  const o: BenchOptions = {
+    tasks: quick ? 600 : 3000,
+    latencyTasks: quick ? 100 : 300,
+    rate: 100,
+    memoryTasks: quick ? 2000 : 10_000,
+    // The worker's own defaults (src/worker/config.ts), so the figures describe what users get.
+    pollIntervalMs: 100,
+    maxPollSeconds: 2,
+    claimScale: quick ? 0.3 : 1,
+    only: new Set(SECTIONS),
+    out: defaultOut,
+    label: "",
+  };
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i];
+    const value = args[i + 1];
+    switch (flag) {
+      case "--help":
+      case "-h":
+        console.log(HELP);
+        Deno.exit(0);
+        break;
+      case "--quick":
+        continue;
+      case "--no-write":
+        o.out = undefined;
+        continue;
+      case "--tasks":
+        o.tasks = count(flag, value, 10, 1_000_000);
+        break;
+      case "--latency-tasks":
+        o.latencyTasks = count(flag, value, 10, 100_000);
+        break;
+      case "--rate":
+        o.rate = count(flag, value, 1, 10_000);
+        break;
+      case "--memory-tasks":
+        o.memoryTasks = count(flag, value, 10, 1_000_000);
+        break;
+      case "--poll-interval":
+        o.pollIntervalMs = count(flag, value, 10, 10_000);
+        break;
+      case "--max-poll-seconds":
+        o.maxPollSeconds = count(flag, value, 1, 60);
+        break;
+      case "--only": {
+        const names = (value ?? "").split(",").filter(Boolean);
+        const unknown = names.filter((n) => !(SECTIONS as readonly string[]).includes(n));
+        if (names.length === 0 || unknown.length > 0) {
+          fail(`--only takes ${SECTIONS.join(", ")}; got ${value ?? "nothing"}`);
+        }
+        o.only = new Set(names as Section[]);
+        break;
+      }
+      case "--label":
+        if (value === undefined) fail("--label needs a text");
+        o.label = value;
+        break;
+      case "--out":
+        if (value === undefined) fail("--out needs a path");
+        o.out = value;
+        break;
+      default:
+        fail(`unknown option ${flag}`);
+    }
+    i++;
+  }
+  if (o.pollIntervalMs > o.maxPollSeconds * 1000) {
+    fail(`--poll-interval ${o.pollIntervalMs} exceeds --max-poll-seconds ${o.maxPollSeconds}`);
+  }
+  return o;
+}
