@@ -364,10 +364,12 @@ export async function checkInvariants(sql: Sql, foreign: ForeignMessage[] = []):
       (select count(*)::int from pgflow.step_tasks where flow_slug = any (${flows})) as tasks,
       (select count(*)::int from public.rel_exec) as executions,
       (select count(*)::int from public.rel_exec where failed) as "injectedFailures",
-      (select count(*)::int from pgflow.step_tasks
-       where flow_slug = any (${flows}) and (error_message like 'stalled:%' or attempts_count >
-         (select count(*) from public.rel_exec e where e.run_id = step_tasks.run_id
-            and e.step_slug = step_tasks.step_slug and e.task_index = step_tasks.task_index))) as "stalledRecoveries"`;
+      -- An attempt that neither completed nor failed by its handler was taken back by recovery.
+      (select coalesce(sum(t.attempts_count - (t.status = 'completed')::int - (
+         select count(*) from public.rel_exec e where e.run_id = t.run_id and e.step_slug = t.step_slug
+           and e.task_index = t.task_index and e.failed)), 0)::int
+       from pgflow.step_tasks t
+       where t.flow_slug = any (${flows}) and t.status in ('completed', 'failed')) as "stalledRecoveries"`;
   return { ...f, lost: 0, duplicated: 0 };
 }
 
