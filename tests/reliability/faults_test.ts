@@ -47,64 +47,72 @@ function startWorkers(
   ));
 }
 
-db.test("a worker process killed with SIGKILL mid-batch: its tasks are recovered, none run twice", async ({ sql, url }) => {
-  await createExecLog(sql);
-  const seed = seedFromEnv();
-  // The doomed process hangs in every handler, so its whole batch is in flight when it dies.
-  const child = spawnDeno(script, {
-    DATABASE_URL: url,
-    FUNCTION_NAME: "doomed",
-    DELAY_MS: "600000",
-    MAX_CONCURRENT: "6",
-  });
-  const workers: FlowWorker[] = [];
-  try {
-    await waitFor(
-      () =>
-        sql`select 1 from pgflow.workers where function_name = 'doomed'`.then((r) => r.length === 2),
-      { what: `the doomed process to register; output:\n${child.output()}`, timeoutMs: 30_000 },
-    );
-    await startLoadRuns(sql, 20);
-    await waitFor(async () => {
-      const [{ n }] = await sql`
+db.test(
+  "a worker process killed with SIGKILL mid-batch: its tasks are recovered, none run twice",
+  async ({ sql, url }) => {
+    await createExecLog(sql);
+    const seed = seedFromEnv();
+    // The doomed process hangs in every handler, so its whole batch is in flight when it dies.
+    const child = spawnDeno(script, {
+      DATABASE_URL: url,
+      FUNCTION_NAME: "doomed",
+      DELAY_MS: "600000",
+      MAX_CONCURRENT: "6",
+    });
+    const workers: FlowWorker[] = [];
+    try {
+      await waitFor(
+        () =>
+          sql`select 1 from pgflow.workers where function_name = 'doomed'`.then((r) =>
+            r.length === 2
+          ),
+        { what: `the doomed process to register; output:\n${child.output()}`, timeoutMs: 30_000 },
+      );
+      await startLoadRuns(sql, 20);
+      await waitFor(async () => {
+        const [{ n }] = await sql`
         select count(*)::int as n from pgflow.step_tasks t join pgflow.workers w on w.worker_id = t.last_worker_id
         where w.function_name = 'doomed' and t.status = 'started'`;
-      return n >= 6;
-    }, { what: "the doomed process to hold a batch" });
-    await killChild(child, "SIGKILL");
-    const held = await sql`
+        return n >= 6;
+      }, { what: "the doomed process to hold a batch" });
+      await killChild(child, "SIGKILL");
+      const held = await sql`
       select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
       join pgflow.workers w on w.worker_id = t.last_worker_id
       where w.function_name = 'doomed' and t.status = 'started'`;
 
-    await startWorkers(workers, url, { failRate: 0.1, seed, delayMs: 0 });
-    // The dead process's tasks are stuck (its handlers hung); survivors' handlers take ms.
-    let backdated = 0;
-    const stopBackdating = repeat(300, async () => (backdated += await backdateStuck(sql, 2000)));
-    try {
-      await waitForLoadRuns(sql, 60_000);
-    } finally {
-      await stopBackdating();
-    }
-    await stopAll(workers);
-    const figures = await checkInvariants(sql);
-    console.log(JSON.stringify({ seed, inFlight: held.length, backdated, ...figures }));
-    // Every task the dead process held was taken back and tried again (or its run failed).
-    const after = await sql`
+      await startWorkers(workers, url, { failRate: 0.1, seed, delayMs: 0 });
+      // The dead process's tasks are stuck (its handlers hung); survivors' handlers take ms.
+      let backdated = 0;
+      const stopBackdating = repeat(300, async () => (backdated += await backdateStuck(sql, 2000)));
+      try {
+        await waitForLoadRuns(sql, 60_000);
+      } finally {
+        await stopBackdating();
+      }
+      await stopAll(workers);
+      const figures = await checkInvariants(sql);
+      console.log(JSON.stringify({ seed, inFlight: held.length, backdated, ...figures }));
+      // Every task the dead process held was taken back and tried again (or its run failed).
+      const after = await sql`
       select t.attempts_count, t.status, r.status as run_status
-      from jsonb_to_recordset(${sql.json(held as never)}) h(run_id uuid, step_slug text, task_index int)
+      from jsonb_to_recordset(${
+        sql.json(held as never)
+      }) h(run_id uuid, step_slug text, task_index int)
       join pgflow.step_tasks t using (run_id, step_slug, task_index)
       join pgflow.runs r using (run_id)`;
-    assert.equal(after.length, held.length);
-    for (const t of after) {
-      assert.ok(t.attempts_count >= 2 || t.run_status === "failed", JSON.stringify(t));
+      assert.equal(after.length, held.length);
+      for (const t of after) {
+        assert.ok(t.attempts_count >= 2 || t.run_status === "failed", JSON.stringify(t));
+      }
+      assert.ok(after.filter((t) => t.attempts_count >= 2).length > 0);
+    } finally {
+      await killChild(child);
+      await stopAll(workers);
     }
-    assert.ok(after.filter((t) => t.attempts_count >= 2).length > 0);
-  } finally {
-    await killChild(child);
-    await stopAll(workers);
-  }
-}, { fresh: true });
+  },
+  { fresh: true },
+);
 
 /**
  * Holds a lock until a backend running `pattern` waits on it, then terminates every such backend
@@ -135,72 +143,83 @@ async function terminateWhileWaiting(
   return result as number;
 }
 
-db.test("backends terminated mid-claim and mid-complete: workers reconnect, nothing lost or doubled", async ({ sql, url, connect }) => {
-  await createExecLog(sql);
-  const seed = seedFromEnv();
-  const workers: FlowWorker[] = [];
-  const trap = connect();
-  try {
-    await startWorkers(workers, url, { failRate: 0.1, seed, delayMs: 0 });
-    await startLoadRuns(sql, 30);
-    let claims = 0;
-    let completions = 0;
-    for (let round = 0; round < 3; round++) {
-      claims += await terminateWhileWaiting(trap, sql, "pgflow\\.start_tasks", "queued rows");
-      completions += await terminateWhileWaiting(
-        trap,
-        sql,
-        "pgflow\\.(complete|fail)_task",
-        "table",
-      );
-    }
-    const stopBackdating = repeat(300, () => backdateStuck(sql, 3000));
+db.test(
+  "backends terminated mid-claim and mid-complete: workers reconnect, nothing lost or doubled",
+  async ({ sql, url, connect }) => {
+    await createExecLog(sql);
+    const seed = seedFromEnv();
+    const workers: FlowWorker[] = [];
+    const trap = connect();
     try {
-      await waitForLoadRuns(sql, 60_000);
+      await startWorkers(workers, url, { failRate: 0.1, seed, delayMs: 0 });
+      await startLoadRuns(sql, 30);
+      let claims = 0;
+      let completions = 0;
+      for (let round = 0; round < 3; round++) {
+        claims += await terminateWhileWaiting(trap, sql, "pgflow\\.start_tasks", "queued rows");
+        completions += await terminateWhileWaiting(
+          trap,
+          sql,
+          "pgflow\\.(complete|fail)_task",
+          "table",
+        );
+      }
+      const stopBackdating = repeat(300, () => backdateStuck(sql, 3000));
+      try {
+        await waitForLoadRuns(sql, 60_000);
+      } finally {
+        await stopBackdating();
+      }
+      await stopAll(workers);
+      const figures = await checkInvariants(sql);
+      console.log(JSON.stringify({ seed, claims, completions, ...figures }));
+      assert.ok(
+        claims >= 3 && completions >= 3,
+        `terminated ${claims} claims, ${completions} completions`,
+      );
+      assert.equal(figures.completedRuns + figures.failedRuns, 30);
     } finally {
-      await stopBackdating();
+      await stopAll(workers);
     }
-    await stopAll(workers);
-    const figures = await checkInvariants(sql);
-    console.log(JSON.stringify({ seed, claims, completions, ...figures }));
-    assert.ok(claims >= 3 && completions >= 3, `terminated ${claims} claims, ${completions} completions`);
-    assert.equal(figures.completedRuns + figures.failedRuns, 30);
-  } finally {
-    await stopAll(workers);
-  }
-}, { fresh: true });
+  },
+  { fresh: true },
+);
 
-db.test("a claim whose reply is lost is not run by anyone until stalled recovery takes it back", async ({ sql, url }) => {
-  await createExecLog(sql);
-  const workers: FlowWorker[] = [];
-  try {
-    await startWorkers(workers, url, { failRate: 0, seed: 0, delayMs: 0 });
-    await stopAll(workers.splice(0));
-    const [run] = await startLoadRuns(sql, 1);
-    // A "worker" claims the root task and never hears back (its connection died after commit).
-    const ghost = await registerWorker(sql, "rel_a");
-    const rows = await readAndStart(sql, "rel_a", ghost, [[LOAD_FLOWS[0], "split"]]);
-    assert.deepEqual(rows.map((r) => r.disposition), ["claimed"]);
-    // Make the message visible again, as if the claim's visibility had run out early.
-    await sql`select pgmq.set_vt('rel_a', ${rows[0].message_id}::bigint, 0)`;
+db.test(
+  "a claim whose reply is lost is not run by anyone until stalled recovery takes it back",
+  async ({ sql, url }) => {
+    await createExecLog(sql);
+    const workers: FlowWorker[] = [];
+    try {
+      await startWorkers(workers, url, { failRate: 0, seed: 0, delayMs: 0 });
+      await stopAll(workers.splice(0));
+      const [run] = await startLoadRuns(sql, 1);
+      // A "worker" claims the root task and never hears back (its connection died after commit).
+      const ghost = await registerWorker(sql, "rel_a");
+      const rows = await readAndStart(sql, "rel_a", ghost, [[LOAD_FLOWS[0], "split"]]);
+      assert.deepEqual(rows.map((r) => r.disposition), ["claimed"]);
+      // Make the message visible again, as if the claim's visibility had run out early.
+      await sql`select pgmq.set_vt('rel_a', ${rows[0].message_id}::bigint, 0)`;
 
-    const [{ logs }] = await startWorkers(workers, url, { failRate: 0, seed: 0, delayMs: 0 });
-    await waitFor(() => logs.some((l) => l.event === "message not claimed (started)"), {
-      what: "a worker to see the started task and leave it",
-    });
-    const [before] = await sql`select count(*)::int as n from public.rel_exec`;
-    assert.equal(before.n, 0, "nobody ran the task while its claim stood");
-    await sql`update pgflow.step_tasks set started_at = started_at - interval '1 hour'
+      const [{ logs }] = await startWorkers(workers, url, { failRate: 0, seed: 0, delayMs: 0 });
+      await waitFor(() => logs.some((l) => l.event === "message not claimed (started)"), {
+        what: "a worker to see the started task and leave it",
+      });
+      const [before] = await sql`select count(*)::int as n from public.rel_exec`;
+      assert.equal(before.n, 0, "nobody ran the task while its claim stood");
+      await sql`update pgflow.step_tasks set started_at = started_at - interval '1 hour'
               where run_id = ${run}::uuid and step_slug = 'split'`;
-    assert.equal((await waitForRun(sql, run)).status, "completed");
-    const [split] = await sql`select attempts_count from pgflow.step_tasks
+      assert.equal((await waitForRun(sql, run)).status, "completed");
+      const [split] = await sql`select attempts_count from pgflow.step_tasks
                               where run_id = ${run}::uuid and step_slug = 'split'`;
-    assert.equal(split.attempts_count, 2);
-    const execs = await sql`select attempt from public.rel_exec where step_slug = 'split'`;
-    assert.deepEqual(execs.map((e) => e.attempt), [2]);
-    await stopAll(workers);
-    await checkInvariants(sql);
-  } finally {
-    await stopAll(workers);
-  }
-}, { fresh: true });
+      assert.equal(split.attempts_count, 2);
+      const execs = await sql`select attempt from public.rel_exec where step_slug = 'split'`;
+      assert.deepEqual(execs.map((e) => e.attempt), [2]);
+      await stopAll(workers);
+      await checkInvariants(sql);
+    } finally {
+      await stopAll(workers);
+    }
+  },
+  { fresh: true },
+);
