@@ -55,7 +55,9 @@ export function suggestQueueName(name: string): string {
 export function validateQueueName(name: string, what: string = "queue name"): void {
   if (typeof name !== "string") {
     throw new RoutingError(
-      `${what} must be a string, got ${typeof name}; write a name such as "thread_processing"`,
+      `${what} must be a string, got ${
+        name === null ? "null" : typeof name
+      }; write a name such as "thread_processing"`,
     );
   }
   if (name.length === 0) {

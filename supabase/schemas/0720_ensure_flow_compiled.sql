@@ -82,6 +82,11 @@ begin
     problems := problems || format('route plan names unknown step(s) %s', array_to_string(unknown, ', '));
   end if;
   for i in 0 .. coalesce(array_length(slugs, 1), 0) - 1 loop
+    -- A JSON null (or number, object) is not a queue name: say so rather than skip the step.
+    if jsonb_typeof(p_routes -> 'queues' -> slugs[i + 1]) <> 'string' then
+      problems := problems || format('step %s: queue must be a string, got %s', slugs[i + 1], p_routes -> 'queues' -> slugs[i + 1]);
+      continue;
+    end if;
     queue := p_routes -> 'queues' ->> slugs[i + 1];
     continue when queue is null;
     begin
