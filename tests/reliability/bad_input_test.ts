@@ -15,7 +15,7 @@ import {
   validateSlug,
   WorkerConfigError,
 } from "../../mod.ts";
-import { extractFlowShape, extractRoutePlan } from "../../src/compile/shape.ts";
+import { extractFlowShape } from "../../src/compile/shape.ts";
 import { testDatabase } from "../support/db.ts";
 import { compileFlow, queueMessages, startTasks } from "../support/engine.ts";
 import { rng, seedFromEnv } from "./harness.ts";
