@@ -26,8 +26,9 @@ as $$
 #variable_conflict use_column
 declare
   q text := start_tasks.queue_name;
-  sup_flows text[];
-  sup_steps text[];
+  -- The support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)):
+  -- a key lookup is a binary search, so membership costs the same for 1 or 1,000 pairs.
+  sup_keys jsonb;
   c_msg bigint[];
   c_run uuid[];
   c_step text[];
@@ -35,29 +36,40 @@ declare
   c_att integer[];
   c_off integer[];
   changed integer;
+  malformed boolean;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
   end if;
-  if jsonb_typeof(supported) is distinct from 'array' or exists (
-       select 1 from jsonb_array_elements(supported) e
-       where jsonb_typeof(e) <> 'array' or jsonb_array_length(e) <> 2
-          or jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string') then
+  -- One pass over the pairs both checks and unpacks them: a worker sends its whole support set
+  -- with every claim, so this cost grows with the set and is paid per batch.
+  if jsonb_typeof(supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into sup_keys, malformed
+    from jsonb_array_elements(supported) e;
+  end if;
+  if jsonb_typeof(supported) is distinct from 'array' or malformed then
     raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
       left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
   end if;
-  select array_agg(e ->> 0), array_agg(e ->> 1) into sup_flows, sup_steps
-  from jsonb_array_elements(supported) e;
 
   with claimed as (
     update pgflow.step_tasks t
     set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
         last_worker_id = start_tasks.worker_id
-    from pgflow.runs r, pgflow.step_states ss
+    -- One index lookup per id: `message_id = any (msg_ids)` let the planner scan every task the
+    -- queue ever had.
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid),
+         pgflow.runs r, pgflow.step_states ss
     where t.queue_name = q
-      and t.message_id = any (msg_ids)
+      and t.message_id = i.mid
       and t.status = 'queued'
-      and (t.flow_slug, t.step_slug) in (select * from unnest(sup_flows, sup_steps))
+      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
       and r.run_id = t.run_id and r.status = 'started'
       and ss.run_id = t.run_id and ss.step_slug = t.step_slug and ss.status = 'started'
     returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
@@ -89,7 +101,7 @@ begin
          case
            when c.mid is not null then 'claimed'
            when t.run_id is null then 'unknown'
-           when not ((t.flow_slug, t.step_slug) in (select * from unnest(sup_flows, sup_steps))) then 'unsupported'
+           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
            when t.status = 'started' then 'started'
            else 'ineligible'
          end,
@@ -97,11 +109,30 @@ begin
          case when c.mid is not null then t.run_id end,
          case when c.mid is not null then t.step_slug end,
          case when c.mid is not null then t.task_index end,
-         case when c.mid is not null then pgflow._task_input(t.run_id, t.flow_slug, t.step_slug, t.task_index) end,
+         -- pgflow._task_input, written out: a SQL function with its own search_path is planned
+         -- again on every call, and this runs once per claimed task.
+         case when c.mid is not null then
+           case
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
+             when s.step_type = 'map' then
+               (select ss.output -> t.task_index
+                from pgflow.deps d
+                join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+             when s.deps_count = 0 then r.input
+             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+                   from pgflow.deps d
+                   join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug
+                     and ss.status = 'completed')
+           end
+         end,
          c.attempt
   from ids i
   left join claimed c on c.mid = i.mid
   left join pgflow.step_tasks t on t.queue_name = q and t.message_id = i.mid
+  left join pgflow.steps s on c.mid is not null and s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+  left join pgflow.runs r on c.mid is not null and r.run_id = t.run_id
   order by i.mid;
 end;
 $$;

@@ -1,0 +1,141 @@
+-- Faster claims: pgflow.start_tasks checks and unpacks the support set in one pass into an object
+-- keyed by pair (membership is a key lookup, the same for 1 or 1,000 pairs), finds tasks by one index
+-- lookup per message id, and builds each claimed task's input inside its own query instead of
+-- calling pgflow._task_input (a SQL function with its own search_path is planned again on every call).
+-- Dispositions, outputs and identity are unchanged.
+
+create or replace function pgflow.start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  q text := start_tasks.queue_name;
+  -- The support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)):
+  -- a key lookup is a binary search, so membership costs the same for 1 or 1,000 pairs.
+  sup_keys jsonb;
+  c_msg bigint[];
+  c_run uuid[];
+  c_step text[];
+  c_idx integer[];
+  c_att integer[];
+  c_off integer[];
+  changed integer;
+  malformed boolean;
+begin
+  if q is null then
+    raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  -- One pass over the pairs both checks and unpacks them: a worker sends its whole support set
+  -- with every claim, so this cost grows with the set and is paid per batch.
+  if jsonb_typeof(supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into sup_keys, malformed
+    from jsonb_array_elements(supported) e;
+  end if;
+  if jsonb_typeof(supported) is distinct from 'array' or malformed then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+        last_worker_id = start_tasks.worker_id
+    -- One index lookup per id: `message_id = any (msg_ids)` let the planner scan every task the
+    -- queue ever had.
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid),
+         pgflow.runs r, pgflow.step_states ss
+    where t.queue_name = q
+      and t.message_id = i.mid
+      and t.status = 'queued'
+      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      and r.run_id = t.run_id and r.status = 'started'
+      and ss.run_id = t.run_id and ss.step_slug = t.step_slug and ss.status = 'started'
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  )
+  select array_agg(c.message_id), array_agg(c.run_id), array_agg(c.step_slug),
+         array_agg(c.task_index), array_agg(c.attempts_count),
+         array_agg(coalesce(s.opt_timeout, f.opt_timeout) + 2)
+  into c_msg, c_run, c_step, c_idx, c_att, c_off
+  from claimed c
+  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+  join pgflow.flows f on f.flow_slug = c.flow_slug;
+
+  if c_msg is not null then
+    -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+    -- whose message is gone would otherwise run with nothing guarding it.
+    select count(*) into changed from pgflow.set_vt_batch(q, c_msg, c_off);
+    if changed <> cardinality(c_msg) then
+      raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
+        cardinality(c_msg), c_msg using errcode = '55000';
+    end if;
+  end if;
+
+  return query
+  with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
+  claimed as (
+    select * from unnest(c_msg, c_run, c_step, c_idx, c_att) as c(mid, run_id, step_slug, task_index, attempt)
+  )
+  select i.mid,
+         case
+           when c.mid is not null then 'claimed'
+           when t.run_id is null then 'unknown'
+           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
+           when t.status = 'started' then 'started'
+           else 'ineligible'
+         end,
+         case when c.mid is not null then t.flow_slug end,
+         case when c.mid is not null then t.run_id end,
+         case when c.mid is not null then t.step_slug end,
+         case when c.mid is not null then t.task_index end,
+         -- pgflow._task_input, written out: a SQL function with its own search_path is planned
+         -- again on every call, and this runs once per claimed task.
+         case when c.mid is not null then
+           case
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
+             when s.step_type = 'map' then
+               (select ss.output -> t.task_index
+                from pgflow.deps d
+                join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+             when s.deps_count = 0 then r.input
+             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+                   from pgflow.deps d
+                   join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug
+                     and ss.status = 'completed')
+           end
+         end,
+         c.attempt
+  from ids i
+  left join claimed c on c.mid = i.mid
+  left join pgflow.step_tasks t on t.queue_name = q and t.message_id = i.mid
+  left join pgflow.steps s on c.mid is not null and s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+  left join pgflow.runs r on c.mid is not null and r.run_id = t.run_id
+  order by i.mid;
+end;
+$$;
+
+revoke execute on all functions in schema pgflow from public;
