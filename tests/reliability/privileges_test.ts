@@ -67,3 +67,32 @@ db.test("dynamic SQL in pgflow quotes every identifier", async ({ sql }) => {
     }
   }
 });
+
+db.test("every dynamic execute is a constant with bind parameters or format() with only %I / %L", async ({ sql }) => {
+  const rows = await sql`
+    select p.oid::regprocedure::text as fn, p.prosrc from pg_proc p
+    where p.pronamespace = 'pgflow'::regnamespace and p.prolang = (select oid from pg_language where lanname = 'plpgsql')`;
+  let seen = 0;
+  for (const r of rows) {
+    // Comments may mention the word; only statements count.
+    const src = (r.prosrc as string).replace(/--[^\n]*/g, "");
+    for (const match of src.matchAll(/\bexecute\s+/gi)) {
+      const rest = src.slice(match.index! + match[0].length);
+      seen++;
+      const constant = /^('([^']|'')*'|\$(\w*)\$[\s\S]*?\$\3\$)\s*((into|using)\b[^;]*)?;/.exec(rest);
+      const formatted = /^format\s*\(\s*'((?:[^']|'')*)'/.exec(rest);
+      if (constant) continue;
+      assert.ok(
+        formatted,
+        `${r.fn}: execute neither a constant nor format(): ${rest.slice(0, 80)}`,
+      );
+      const placeholders = formatted[1].match(/%[^%]/g) ?? [];
+      assert.deepEqual(
+        placeholders.filter((p) => p !== "%I" && p !== "%L"),
+        [],
+        `${r.fn}: format() must quote with %I or %L: ${formatted[1]}`,
+      );
+    }
+  }
+  assert.ok(seen >= 3, `found ${seen} dynamic statements`);
+});
