@@ -25,6 +25,12 @@ import { measureGraphile } from "./peer_graphile.ts";
 import { measureFloor } from "./pgmq_floor.ts";
 import { type Figures, renderMarkdown, renderText } from "./report.ts";
 
+const PGMQ_SOURCES = {
+  compatible: "the project's PGMQ 1.5.1-compatible SQL (local/pgmq.sql)",
+  extension: "the pgmq extension",
+  existing: "a pgmq schema already present",
+} as const;
+
 const RESULTS = new URL("./results.md", import.meta.url).pathname;
 
 async function machine(): Promise<string> {
@@ -63,7 +69,7 @@ async function run(o: BenchOptions): Promise<Figures> {
       machine: await machine(),
       deno: Deno.version.deno,
       postgres: version.split(",")[0],
-      pgmq: db.local ? `${db.pgmq} (throw-away local server)` : `${db.pgmq} (DATABASE_URL)`,
+      pgmq: `${PGMQ_SOURCES[db.pgmq]} (${db.local ? "throw-away local server" : "DATABASE_URL"})`,
       options: o,
       single: [],
       chain: [],
