@@ -117,18 +117,19 @@ db.test(
 /**
  * Holds a lock until a backend running `pattern` waits on it, then terminates every such backend
  * and releases the lock: the backends die inside the claim or the completion, before it commits.
- * Claims are trapped by row locks on queued tasks (completions do not touch those, so they keep
- * freeing pool connections); completions by a table lock.
+ * Claims are trapped by an ACCESS EXCLUSIVE lock on pgflow.flows (start_tasks reads it, completions
+ * do not, so they keep freeing pool connections); completions and failures by row locks on the
+ * started runs (they lock their run first; claims never lock runs).
  */
 async function terminateWhileWaiting(
   trap: postgres.Sql,
   sql: postgres.Sql,
   pattern: string,
-  lock: "queued rows" | "table",
+  lock: "flows table" | "run rows",
 ): Promise<number> {
   const result = await trap.begin(async (tx) => {
-    if (lock === "table") await tx`lock table pgflow.step_tasks in exclusive mode`;
-    else await tx`select 1 from pgflow.step_tasks where status = 'queued' for update`;
+    if (lock === "flows table") await tx`lock table pgflow.flows in access exclusive mode`;
+    else await tx`select 1 from pgflow.runs where status = 'started' for update`;
     const pids = await waitFor(async () => {
       const rows = await sql<{ pid: number }[]>`
         select pid from pg_stat_activity
@@ -152,16 +153,17 @@ db.test(
     const trap = connect();
     try {
       await startWorkers(workers, url, { failRate: 0.1, seed, delayMs: 0 });
-      await startLoadRuns(sql, 30);
       let claims = 0;
       let completions = 0;
       for (let round = 0; round < 3; round++) {
-        claims += await terminateWhileWaiting(trap, sql, "pgflow\\.start_tasks", "queued rows");
+        // Fresh runs each round, so claims and completions are certain to come.
+        await startLoadRuns(sql, 10);
+        claims += await terminateWhileWaiting(trap, sql, "pgflow\\.start_tasks", "flows table");
         completions += await terminateWhileWaiting(
           trap,
           sql,
           "pgflow\\.(complete|fail)_task",
-          "table",
+          "run rows",
         );
       }
       const stopBackdating = repeat(300, () => backdateStuck(sql, 3000));

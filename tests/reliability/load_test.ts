@@ -56,7 +56,9 @@ db.test("500 tasks on 4 workers and 2 shared queues: nothing lost, nothing run t
 
     const figures = await checkInvariants(sql, foreign);
     console.log(JSON.stringify(figures));
-    assert.equal(figures.tasks, 500);
+    // 500 tasks planned; a run whose split exhausts its attempts never creates its later tasks.
+    assert.equal(figures.completedRuns + figures.failedRuns, 50);
+    assert.ok(figures.tasks <= 500 && figures.tasks > 400, `${figures.tasks} tasks`);
     assert.ok(figures.injectedFailures > 0, "the seed injected failures");
     // No faults: every attempt a worker claimed was executed, exactly once.
     const [{ attempts }] = await sql`

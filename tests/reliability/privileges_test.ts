@@ -79,7 +79,9 @@ db.test("every dynamic execute is a constant with bind parameters or format() wi
     for (const match of src.matchAll(/\bexecute\s+/gi)) {
       const rest = src.slice(match.index! + match[0].length);
       seen++;
-      const constant = /^('([^']|'')*'|\$(\w*)\$[\s\S]*?\$\3\$)\s*((into|using)\b[^;]*)?;/.exec(rest);
+      const constant = /^('([^']|'')*'|\$(\w*)\$[\s\S]*?\$\3\$)\s*((into|using)\b[^;]*)?;/.exec(
+        rest,
+      );
       const formatted = /^format\s*\(\s*'((?:[^']|'')*)'/.exec(rest);
       if (constant) continue;
       assert.ok(
