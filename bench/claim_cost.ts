@@ -2,7 +2,8 @@
  * Claim cost: how long one `pgflow.start_tasks` call takes (through the worker's own
  * `claimTasks`, so the figure includes what the worker pays: the round trip and row decoding)
  * against the size of the support set and the batch size. The support set holds the one real
- * pair plus made-up pairs; a worker of many flows sends exactly such a list.
+ * pair plus made-up pairs, as a worker of many flows has. Each size is registered as its own
+ * worker and claimed with `supported => NULL`, exactly as a running worker claims.
  */
 import postgres from "postgres";
 import { claimTasks, type SupportedPair } from "../src/claim/claim.ts";
@@ -46,10 +47,13 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
     const flow = singleStep(QUEUE);
     const target = resolveTarget(flow, {});
     await compileDefinitions(sql, target.definitions, createLogger({ level: "warn" }));
-    const workerId = crypto.randomUUID();
-    await sql`select pgflow.register_worker(${workerId}::uuid, ${QUEUE}, 'bench',
-                                            ${JSON.stringify([[QUEUE, "work"]])}::text::jsonb)`;
-    const sets = new Map(PAIRS.map((n) => [n, supportSet(n)]));
+    const workers = new Map<number, string>();
+    for (const n of PAIRS) {
+      const workerId = crypto.randomUUID();
+      await sql`select pgflow.register_worker(${workerId}::uuid, ${QUEUE}, 'bench',
+                                              ${JSON.stringify(supportSet(n))}::text::jsonb)`;
+      workers.set(n, workerId);
+    }
     const cells: ClaimCell[] = [];
     for (const batch of BATCHES) {
       const reps = Math.max(5, Math.round(Math.min(60, 2000 / batch) * scale));
@@ -67,8 +71,8 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
             sql,
             QUEUE,
             ids.map((r) => r.id),
-            workerId,
-            sets.get(pairs)!,
+            workers.get(pairs)!,
+            null,
           );
           const ms = wallMs() - t0;
           if (result.claimed.length !== batch) {

@@ -56,22 +56,23 @@ interface ClaimRow {
 
 /**
  * One `pgflow.start_tasks` call: claims the tasks behind `messageIds` on `queue`, restricted to
- * exactly the `supported` pairs. Ids travel as decimal strings cast to `bigint[]` so they stay
- * exact.
+ * exactly the `supported` pairs, or, with `null`, to the pairs the worker registered for `queue`
+ * (what a running worker uses: its set is then not sent, nor parsed, with every batch). Ids travel
+ * as decimal strings cast to `bigint[]` so they stay exact.
  */
 export async function claimTasks(
   sql: postgres.Sql,
   queue: string,
   messageIds: readonly string[],
   workerId: string,
-  supported: readonly SupportedPair[],
+  supported: readonly SupportedPair[] | null,
 ): Promise<ClaimResult> {
   const ids = messageIds.map(toMessageId);
+  const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await sql<ClaimRow[]>`
     select message_id::text as message_id, disposition, flow_slug, run_id, step_slug, task_index,
            input, attempt
-    from pgflow.start_tasks(${queue}, ${ids}::bigint[], ${workerId}::uuid,
-                            ${JSON.stringify(supported)}::text::jsonb)`;
+    from pgflow.start_tasks(${queue}, ${ids}::bigint[], ${workerId}::uuid, ${pairs}::text::jsonb)`;
   const claimed: ClaimedTask[] = [];
   const skipped: { messageId: string; disposition: Disposition }[] = [];
   for (const row of rows) {

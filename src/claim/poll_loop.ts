@@ -34,6 +34,9 @@ export interface PollLoopDeps {
   readonly execute: (task: ClaimedTask, message: PgmqMessageRecord) => Promise<unknown>;
 }
 
+/** The longest the loop waits for more free slots before reading (see runPollLoop). */
+const FILL_WAIT_MS = 5;
+
 /** How many times a claim is retried before its messages are left to reappear. */
 const CLAIM_ATTEMPTS = 5;
 
@@ -45,8 +48,31 @@ const CLAIM_ATTEMPTS = 5;
 export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   const { log, signal, slots } = deps;
   let failures = 0;
+  // Claims name the set registered with the worker (the same pairs as deps.supported), so a large
+  // support set is not sent and parsed again with every batch. Should the worker's row vanish
+  // (an operator deleted it), claiming goes on with the explicit pairs instead of stopping.
+  let pairs: readonly SupportedPair[] | null = null;
+  const claim = async (ids: string[]) => {
+    try {
+      return await claimTasks(deps.sql, deps.queue, ids, deps.workerId, pairs);
+    } catch (error) {
+      if (pairs !== null || !isUnregistered(error)) throw error;
+      log.warn("worker row not found; claiming with the explicit support set", {});
+      pairs = deps.supported;
+      return await claimTasks(deps.sql, deps.queue, ids, deps.workerId, pairs);
+    }
+  };
   while (!signal.aborted) {
     await slots.waitForFree(signal);
+    // Under load slots free up one at a time, and reading at once would make batches of one or
+    // two, paying a read and a claim round trip per task. So wait a moment for half the batch to
+    // be free. Bounded: a slow task never holds the rest back; and no wait at all for an idle
+    // worker, whose slots are all free, so pickup latency is unchanged.
+    await slots.waitForFreeAtLeast(
+      Math.min(deps.batchSize, Math.ceil(slots.capacity / 2)),
+      FILL_WAIT_MS,
+      signal,
+    );
     if (signal.aborted) break;
     try {
       const qty = Math.min(deps.batchSize, slots.free);
@@ -62,7 +88,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       // claim that runs its tasks beats leaving them hidden for the visibility timeout.
       const ids = messages.map((m) => m.msg_id);
       const result = await retry(
-        () => claimTasks(deps.sql, deps.queue, ids, deps.workerId, deps.supported),
+        () => claim(ids),
         {
           attempts: CLAIM_ATTEMPTS,
           onRetry: (error, attempt, delayMs) =>
@@ -94,4 +120,10 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       await sleep(delayMs, signal);
     }
   }
+}
+
+/** start_tasks' answer to `supported => NULL` for a worker id with no row. */
+function isUnregistered(error: unknown): boolean {
+  const e = error as { code?: string; message?: string };
+  return e?.code === "22023" && /is not registered/.test(e.message ?? "");
 }

@@ -12,6 +12,11 @@ export class Slots {
     this.#capacity = capacity;
   }
 
+  /** The most tasks running at once. */
+  get capacity(): number {
+    return this.#capacity;
+  }
+
   /** Slots free right now. */
   get free(): number {
     return this.#capacity - this.#running.size;
@@ -44,6 +49,42 @@ export class Slots {
         this.#waiters.push(wake);
         signal.addEventListener("abort", wake, { once: true });
       });
+    }
+  }
+
+  /**
+   * Resolves once at least `count` slots are free, `maxWaitMs` have passed, or `signal` aborts,
+   * whichever comes first: a bounded wait, so one slow task never holds the others back.
+   */
+  async waitForFreeAtLeast(count: number, maxWaitMs: number, signal: AbortSignal): Promise<void> {
+    if (this.free >= count || signal.aborted) return;
+    let timedOut = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let wakeNow: (() => void) | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        wakeNow?.();
+        resolve();
+      }, maxWaitMs);
+    });
+    try {
+      while (this.free < count && !timedOut && !signal.aborted) {
+        await Promise.race([
+          deadline,
+          new Promise<void>((resolve) => {
+            const wake = () => {
+              signal.removeEventListener("abort", wake);
+              resolve();
+            };
+            wakeNow = wake;
+            this.#waiters.push(wake);
+            signal.addEventListener("abort", wake, { once: true });
+          }),
+        ]);
+      }
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -12,6 +12,10 @@ create table if not exists pgflow.workers (
   -- The exact (flow, step) pairs the worker has handlers for, as [[flow, step], ...]: what the
   -- coverage check compares with the routes.
   supported jsonb not null default '[]'::jsonb,
+  -- The same pairs as an object keyed by flow || chr(31) || step, built once at registration so a
+  -- claim against the registered set is a key lookup instead of unpacking the pairs per batch.
+  -- NULL for rows written without register_worker; start_tasks then derives it from `supported`.
+  supported_keys jsonb,
   constraint workers_pkey primary key (worker_id)
 );
 

@@ -3,6 +3,23 @@
 -- eligible queued task in the support set is claimed; every other message is reported and left
 -- exactly as it was.
 
+-- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
+-- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
+-- not [string, string] pairs become the key '', which no task can match.
+create or replace function pgflow._support_keys(p_supported jsonb)
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(
+           case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+           true), '{}'::jsonb)
+  from jsonb_array_elements(case when jsonb_typeof(p_supported) = 'array' then p_supported else '[]'::jsonb end) e
+$$;
+
+-- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
+-- once by register_worker): a worker with 1,000 pairs then sends none of them with each batch.
 create or replace function pgflow.start_tasks(
   queue_name text,
   msg_ids bigint[],
@@ -26,8 +43,7 @@ as $$
 #variable_conflict use_column
 declare
   q text := start_tasks.queue_name;
-  -- The support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)):
-  -- a key lookup is a binary search, so membership costs the same for 1 or 1,000 pairs.
+  -- The support set keyed as pgflow._support_keys builds it.
   sup_keys jsonb;
   c_msg bigint[];
   c_run uuid[];
@@ -37,13 +53,29 @@ declare
   c_off integer[];
   changed integer;
   malformed boolean;
+  reg_queue text;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
   end if;
-  -- One pass over the pairs both checks and unpacks them: a worker sends its whole support set
-  -- with every claim, so this cost grows with the set and is paid per batch.
-  if jsonb_typeof(supported) = 'array' then
+  if supported is null then
+    -- The registered set, already keyed: one primary-key lookup whatever the set's size.
+    select w.queue_name, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
+    into reg_queue, sup_keys
+    from pgflow.workers w where w.worker_id = start_tasks.worker_id;
+    if not found then
+      raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', start_tasks.worker_id
+        using errcode = '22023', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+    end if;
+    -- A set registered for another queue says nothing about this one.
+    if reg_queue is distinct from q then
+      raise exception 'start_tasks: worker % is registered for queue %, not %', start_tasks.worker_id,
+        quote_literal(reg_queue), quote_literal(q)
+        using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+    end if;
+  -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
+  -- paid per batch, which is why workers claim against their registered set instead.
+  elsif jsonb_typeof(supported) = 'array' then
     select coalesce(jsonb_object_agg(
              case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
              true), '{}'::jsonb),
@@ -53,7 +85,7 @@ begin
     into sup_keys, malformed
     from jsonb_array_elements(supported) e;
   end if;
-  if jsonb_typeof(supported) is distinct from 'array' or malformed then
+  if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
     raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
       left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
   end if;

@@ -1,5 +1,11 @@
 -- Completing a task. Late or duplicate completions (the task is no longer started, or its run or step
 -- has moved on) change nothing and raise nothing.
+--
+-- This runs once per task, so the common path is kept to a few statements in one function: nested
+-- plpgsql calls each cost a plan and a search_path save/restore. What _complete_step and
+-- _count_off_step do is written out here, and the ready-step pass runs only when a dependent's last
+-- dependency just completed (a pass always leaves no ready step behind, so no other step can be
+-- waiting for one).
 create or replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb)
 returns setof pgflow.step_tasks
 language plpgsql
@@ -8,47 +14,76 @@ set search_path = ''
 as $$
 #variable_conflict use_column
 declare
-  run pgflow.runs;
+  run_status text;
   task pgflow.step_tasks;
   left_tasks integer;
-  step_output jsonb;
-  kind text;
+  ready integer;
 begin
   -- The run lock orders every state change of one run: completions, failures and stalled recovery.
-  select * into run from pgflow.runs r where r.run_id = complete_task.run_id for update;
-  if not found or run.status <> 'started' then
+  select r.status into run_status from pgflow.runs r where r.run_id = complete_task.run_id for update;
+  if run_status is distinct from 'started' then
     return;
   end if;
-  select * into task from pgflow.step_tasks t
-  where t.run_id = complete_task.run_id and t.step_slug = complete_task.step_slug
-    and t.task_index = complete_task.task_index
-  for update;
-  if not found or task.status <> 'started' then
-    return;
-  end if;
-
+  -- Under the run lock, an update that matches only a started task is both the check and the change.
   update pgflow.step_tasks t
   set status = 'completed', completed_at = now(), output = complete_task.output
-  where t.run_id = task.run_id and t.step_slug = task.step_slug and t.task_index = task.task_index
+  where t.run_id = complete_task.run_id and t.step_slug = complete_task.step_slug
+    and t.task_index = complete_task.task_index and t.status = 'started'
   returning * into task;
+  if not found then
+    return;
+  end if;
   perform pgmq.archive(task.queue_name, task.message_id);
 
+  -- Count the task off; when it was the step's last, complete the step in the same statement. A
+  -- map step's output is its tasks' outputs in index order (this task's output is already stored);
+  -- CASE evaluates the aggregate only for the last task of a map.
   update pgflow.step_states ss
-  set remaining_tasks = ss.remaining_tasks - 1
+  set remaining_tasks = ss.remaining_tasks - 1,
+      status = case when ss.remaining_tasks = 1 then 'completed' else ss.status end,
+      completed_at = case when ss.remaining_tasks = 1 then now() else ss.completed_at end,
+      output = case
+        when ss.remaining_tasks <> 1 then ss.output
+        when s.step_type = 'map' then
+          (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+           where t.run_id = task.run_id and t.step_slug = task.step_slug)
+        else task.output
+      end
+  from pgflow.steps s
   where ss.run_id = task.run_id and ss.step_slug = task.step_slug
+    and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
   returning ss.remaining_tasks into left_tasks;
 
   if left_tasks = 0 then
-    select s.step_type into kind from pgflow.steps s
-    where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
-    if kind = 'map' then
-      select jsonb_agg(t.output order by t.task_index) into step_output
-      from pgflow.step_tasks t where t.run_id = task.run_id and t.step_slug = task.step_slug;
-    else
-      step_output := task.output;
+    -- Release the dependents (as _complete_step does) and note whether any became ready.
+    with released as (
+      update pgflow.step_states ss
+      set remaining_deps = ss.remaining_deps - 1
+      from pgflow.deps d
+      where ss.run_id = task.run_id and d.flow_slug = task.flow_slug and d.dep_slug = task.step_slug
+        and ss.step_slug = d.step_slug
+      returning ss.remaining_deps, ss.status
+    )
+    select count(*) filter (where r.remaining_deps = 0 and r.status = 'created') into ready from released r;
+
+    -- Count the step off the run (as _count_off_step does); the last one completes the run with the
+    -- outputs of its completed leaf steps. The run is started: its lock is held and it was checked.
+    update pgflow.runs r
+    set remaining_steps = r.remaining_steps - 1,
+        status = case when r.remaining_steps = 1 then 'completed' else r.status end,
+        completed_at = case when r.remaining_steps = 1 then now() else r.completed_at end,
+        output = case when r.remaining_steps = 1 then coalesce((
+          select jsonb_object_agg(ss.step_slug, ss.output)
+          from pgflow.step_states ss
+          where ss.run_id = task.run_id and ss.status = 'completed'
+            and not exists (select 1 from pgflow.deps d
+                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+        ), '{}'::jsonb) else r.output end
+    where r.run_id = task.run_id;
+
+    if ready > 0 then
+      perform pgflow._start_ready_steps(task.run_id);
     end if;
-    perform pgflow._complete_step(task.run_id, task.step_slug, step_output);
-    perform pgflow._start_ready_steps(task.run_id);
   end if;
   return next task;
 end;

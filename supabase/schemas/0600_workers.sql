@@ -30,8 +30,9 @@ begin
     raise exception 'worker function % is disabled; no new worker may register until it is enabled again', fn.function_name
       using errcode = '55000', hint = 'finish the deploy fence with pgflow.end_deploy_fence, or set worker_functions.enabled';
   end if;
-  insert into pgflow.workers (worker_id, queue_name, function_name, supported)
-  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported)
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys)
+  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
+          pgflow._support_keys(register_worker.supported))
   returning * into result;
   return result;
 end;

@@ -172,6 +172,48 @@ db.test("bad support sets are rejected with the value", async ({ sql }) => {
   );
 });
 
+db.test("supported => NULL claims against the set the worker registered, for its own queue only", async ({ sql }) => {
+  await defineFlow(sql, "claim_reg", [{ slug: "a", queue: "claim_reg_q" }, {
+    slug: "b",
+    queue: "claim_reg_q",
+  }], { mode: "routed" });
+  await sql`select pgflow.start_flow('claim_reg', '{"x": 1}')`;
+  const worker = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${worker}, 'claim_reg_q', 'test_fn',
+                                          '[["claim_reg", "a"], ["other", "a"]]'::jsonb)`;
+  const [keys] = await sql`select supported_keys from pgflow.workers where worker_id = ${worker}`;
+  assert.deepEqual(keys.supported_keys, { "claim_reg\u001fa": true, "other\u001fa": true });
+  const msgs = await queueMessages(sql, "claim_reg_q");
+  assert.equal(msgs.length, 2);
+  const rows = await sql`select message_id::text as message_id, disposition, step_slug, input
+    from pgflow.start_tasks('claim_reg_q', ${
+    msgs.map((m) => m.msg_id)
+  }::bigint[], ${worker}, null)`;
+  assert.deepEqual(
+    rows.map((r) => [r.disposition, r.step_slug, r.input]),
+    [["claimed", "a", { x: 1 }], ["unsupported", null, null]],
+  );
+
+  // A row written without register_worker (no keys yet) still claims by its pairs.
+  const bare = crypto.randomUUID();
+  await sql`insert into pgflow.workers (worker_id, queue_name, function_name, supported)
+            values (${bare}, 'claim_reg_q', 'test_fn', '[["claim_reg", "b"]]')`;
+  const [b] = await sql`select disposition, step_slug
+    from pgflow.start_tasks('claim_reg_q', ${[msgs[1].msg_id]}::bigint[], ${bare}, null)`;
+  assert.deepEqual([b.disposition, b.step_slug], ["claimed", "b"]);
+
+  const before = await snapshot(sql, "claim_reg_q");
+  await assert.rejects(
+    () => sql`select * from pgflow.start_tasks('other_q', '{1}', ${worker}, null)`,
+    /worker .* is registered for queue 'claim_reg_q', not 'other_q'/,
+  );
+  await assert.rejects(
+    () => sql`select * from pgflow.start_tasks('claim_reg_q', '{1}', ${crypto.randomUUID()}, null)`,
+    /is not registered, so it has no recorded support set/,
+  );
+  assert.deepEqual(await snapshot(sql, "claim_reg_q"), before);
+});
+
 db.test("two connections claiming the same messages at once: exactly one claim each", async ({ sql, connect }) => {
   await defineFlow(sql, "claim_race", [{ slug: "a", queue: "claim_race_q" }], { mode: "routed" });
   for (let i = 0; i < 20; i++) {

@@ -1,0 +1,303 @@
+-- Round 2 of the hot-path work (bench/results.md, optimisation log):
+-- - complete_task does its common path in one function with a few statements (no nested
+--   _complete_step / _count_off_step calls, the ready-step pass only when a dependent became ready);
+-- - start_tasks(..., supported => NULL) claims against the support set the worker registered, kept
+--   pre-keyed in pgflow.workers.supported_keys, so a worker no longer sends its pairs per batch.
+-- Dispositions, outputs and message identity are unchanged.
+
+alter table pgflow.workers add column if not exists supported_keys jsonb;
+
+-- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
+-- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
+-- not [string, string] pairs become the key '', which no task can match.
+create or replace function pgflow._support_keys(p_supported jsonb)
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(
+           case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+           true), '{}'::jsonb)
+  from jsonb_array_elements(case when jsonb_typeof(p_supported) = 'array' then p_supported else '[]'::jsonb end) e
+$$;
+
+-- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
+-- once by register_worker): a worker with 1,000 pairs then sends none of them with each batch.
+create or replace function pgflow.start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  q text := start_tasks.queue_name;
+  -- The support set keyed as pgflow._support_keys builds it.
+  sup_keys jsonb;
+  c_msg bigint[];
+  c_run uuid[];
+  c_step text[];
+  c_idx integer[];
+  c_att integer[];
+  c_off integer[];
+  changed integer;
+  malformed boolean;
+  reg_queue text;
+begin
+  if q is null then
+    raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if supported is null then
+    -- The registered set, already keyed: one primary-key lookup whatever the set's size.
+    select w.queue_name, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
+    into reg_queue, sup_keys
+    from pgflow.workers w where w.worker_id = start_tasks.worker_id;
+    if not found then
+      raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', start_tasks.worker_id
+        using errcode = '22023', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+    end if;
+    -- A set registered for another queue says nothing about this one.
+    if reg_queue is distinct from q then
+      raise exception 'start_tasks: worker % is registered for queue %, not %', start_tasks.worker_id,
+        quote_literal(reg_queue), quote_literal(q)
+        using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+    end if;
+  -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
+  -- paid per batch, which is why workers claim against their registered set instead.
+  elsif jsonb_typeof(supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into sup_keys, malformed
+    from jsonb_array_elements(supported) e;
+  end if;
+  if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+        last_worker_id = start_tasks.worker_id
+    -- One index lookup per id: `message_id = any (msg_ids)` let the planner scan every task the
+    -- queue ever had.
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid),
+         pgflow.runs r, pgflow.step_states ss
+    where t.queue_name = q
+      and t.message_id = i.mid
+      and t.status = 'queued'
+      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      and r.run_id = t.run_id and r.status = 'started'
+      and ss.run_id = t.run_id and ss.step_slug = t.step_slug and ss.status = 'started'
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  )
+  select array_agg(c.message_id), array_agg(c.run_id), array_agg(c.step_slug),
+         array_agg(c.task_index), array_agg(c.attempts_count),
+         array_agg(coalesce(s.opt_timeout, f.opt_timeout) + 2)
+  into c_msg, c_run, c_step, c_idx, c_att, c_off
+  from claimed c
+  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+  join pgflow.flows f on f.flow_slug = c.flow_slug;
+
+  if c_msg is not null then
+    -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+    -- whose message is gone would otherwise run with nothing guarding it.
+    select count(*) into changed from pgflow.set_vt_batch(q, c_msg, c_off);
+    if changed <> cardinality(c_msg) then
+      raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
+        cardinality(c_msg), c_msg using errcode = '55000';
+    end if;
+  end if;
+
+  return query
+  with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
+  claimed as (
+    select * from unnest(c_msg, c_run, c_step, c_idx, c_att) as c(mid, run_id, step_slug, task_index, attempt)
+  )
+  select i.mid,
+         case
+           when c.mid is not null then 'claimed'
+           when t.run_id is null then 'unknown'
+           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
+           when t.status = 'started' then 'started'
+           else 'ineligible'
+         end,
+         case when c.mid is not null then t.flow_slug end,
+         case when c.mid is not null then t.run_id end,
+         case when c.mid is not null then t.step_slug end,
+         case when c.mid is not null then t.task_index end,
+         -- pgflow._task_input, written out: a SQL function with its own search_path is planned
+         -- again on every call, and this runs once per claimed task.
+         case when c.mid is not null then
+           case
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
+             when s.step_type = 'map' then
+               (select ss.output -> t.task_index
+                from pgflow.deps d
+                join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+             when s.deps_count = 0 then r.input
+             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+                   from pgflow.deps d
+                   join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug
+                     and ss.status = 'completed')
+           end
+         end,
+         c.attempt
+  from ids i
+  left join claimed c on c.mid = i.mid
+  left join pgflow.step_tasks t on t.queue_name = q and t.message_id = i.mid
+  left join pgflow.steps s on c.mid is not null and s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+  left join pgflow.runs r on c.mid is not null and r.run_id = t.run_id
+  order by i.mid;
+end;
+$$;
+
+-- Workers registered before this migration have no keys yet; start_tasks derives them when NULL.
+create or replace function pgflow.register_worker(
+  worker_id uuid,
+  queue_name text,
+  function_name text,
+  supported jsonb default '[]'::jsonb
+)
+returns pgflow.workers
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  result pgflow.workers;
+  fn pgflow.worker_functions;
+begin
+  if register_worker.worker_id is null or register_worker.queue_name is null or register_worker.function_name is null then
+    raise exception 'register_worker: worker_id, queue_name and function_name are required' using errcode = '22004';
+  end if;
+  if jsonb_typeof(supported) is distinct from 'array' then
+    raise exception 'register_worker: supported must be a JSON array of [flow_slug, step_slug] pairs' using errcode = '22023';
+  end if;
+  insert into pgflow.worker_functions (function_name) values (register_worker.function_name)
+  on conflict (function_name) do update set updated_at = now()
+  returning * into fn;
+  -- A disabled function (a deploy fence is in place) gets no new workers until its flag is restored.
+  if not fn.enabled then
+    raise exception 'worker function % is disabled; no new worker may register until it is enabled again', fn.function_name
+      using errcode = '55000', hint = 'finish the deploy fence with pgflow.end_deploy_fence, or set worker_functions.enabled';
+  end if;
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys)
+  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
+          pgflow._support_keys(register_worker.supported))
+  returning * into result;
+  return result;
+end;
+$$;
+
+-- complete_task runs once per task, so the common path is kept to a few statements in one function: nested
+-- plpgsql calls each cost a plan and a search_path save/restore. What _complete_step and
+-- _count_off_step do is written out here, and the ready-step pass runs only when a dependent's last
+-- dependency just completed (a pass always leaves no ready step behind, so no other step can be
+-- waiting for one).
+create or replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  run_status text;
+  task pgflow.step_tasks;
+  left_tasks integer;
+  ready integer;
+begin
+  -- The run lock orders every state change of one run: completions, failures and stalled recovery.
+  select r.status into run_status from pgflow.runs r where r.run_id = complete_task.run_id for update;
+  if run_status is distinct from 'started' then
+    return;
+  end if;
+  -- Under the run lock, an update that matches only a started task is both the check and the change.
+  update pgflow.step_tasks t
+  set status = 'completed', completed_at = now(), output = complete_task.output
+  where t.run_id = complete_task.run_id and t.step_slug = complete_task.step_slug
+    and t.task_index = complete_task.task_index and t.status = 'started'
+  returning * into task;
+  if not found then
+    return;
+  end if;
+  perform pgmq.archive(task.queue_name, task.message_id);
+
+  -- Count the task off; when it was the step's last, complete the step in the same statement. A
+  -- map step's output is its tasks' outputs in index order (this task's output is already stored);
+  -- CASE evaluates the aggregate only for the last task of a map.
+  update pgflow.step_states ss
+  set remaining_tasks = ss.remaining_tasks - 1,
+      status = case when ss.remaining_tasks = 1 then 'completed' else ss.status end,
+      completed_at = case when ss.remaining_tasks = 1 then now() else ss.completed_at end,
+      output = case
+        when ss.remaining_tasks <> 1 then ss.output
+        when s.step_type = 'map' then
+          (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+           where t.run_id = task.run_id and t.step_slug = task.step_slug)
+        else task.output
+      end
+  from pgflow.steps s
+  where ss.run_id = task.run_id and ss.step_slug = task.step_slug
+    and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+  returning ss.remaining_tasks into left_tasks;
+
+  if left_tasks = 0 then
+    -- Release the dependents (as _complete_step does) and note whether any became ready.
+    with released as (
+      update pgflow.step_states ss
+      set remaining_deps = ss.remaining_deps - 1
+      from pgflow.deps d
+      where ss.run_id = task.run_id and d.flow_slug = task.flow_slug and d.dep_slug = task.step_slug
+        and ss.step_slug = d.step_slug
+      returning ss.remaining_deps, ss.status
+    )
+    select count(*) filter (where r.remaining_deps = 0 and r.status = 'created') into ready from released r;
+
+    -- Count the step off the run (as _count_off_step does); the last one completes the run with the
+    -- outputs of its completed leaf steps. The run is started: its lock is held and it was checked.
+    update pgflow.runs r
+    set remaining_steps = r.remaining_steps - 1,
+        status = case when r.remaining_steps = 1 then 'completed' else r.status end,
+        completed_at = case when r.remaining_steps = 1 then now() else r.completed_at end,
+        output = case when r.remaining_steps = 1 then coalesce((
+          select jsonb_object_agg(ss.step_slug, ss.output)
+          from pgflow.step_states ss
+          where ss.run_id = task.run_id and ss.status = 'completed'
+            and not exists (select 1 from pgflow.deps d
+                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+        ), '{}'::jsonb) else r.output end
+    where r.run_id = task.run_id;
+
+    if ready > 0 then
+      perform pgflow._start_ready_steps(task.run_id);
+    end if;
+  end if;
+  return next task;
+end;
+$$;
+
+revoke execute on all functions in schema pgflow from public;
