@@ -5,6 +5,7 @@ import type { Logger } from "../platform/logger.ts";
 import { retry } from "../worker/backoff.ts";
 import { buildContext, type ContextResources } from "./context.ts";
 import type { HandlerRegistry } from "./registry.ts";
+import type { CompletionBatcher } from "./completions.ts";
 import { completeTask, errorMessage, failTask, outputJson } from "./report.ts";
 
 /** What running one task needs. */
@@ -21,6 +22,8 @@ export interface ExecuteDeps {
   readonly log: Logger;
   /** Attempts for complete/fail calls before the task is left to stalled recovery. */
   readonly reportAttempts: number;
+  /** Sends completions several per call under load; without it each is its own call. */
+  readonly completions?: CompletionBatcher;
 }
 
 /** How a task ended, from the worker's point of view. */
@@ -77,7 +80,8 @@ export async function executeTask(
     await retry(
       () =>
         report.kind === "complete"
-          ? completeTask(deps.sql, task, report.output)
+          ? (deps.completions?.complete(task, report.output) ??
+            completeTask(deps.sql, task, report.output))
           : failTask(deps.sql, task, report.error),
       {
         attempts: deps.reportAttempts,

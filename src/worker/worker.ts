@@ -6,6 +6,7 @@ import { runPollLoop } from "../claim/poll_loop.ts";
 import { Slots } from "../claim/slots.ts";
 import { loadSupportSet } from "../claim/support.ts";
 import type { ContextResources } from "../dispatch/context.ts";
+import { CompletionBatcher } from "../dispatch/completions.ts";
 import { executeTask } from "../dispatch/execute.ts";
 import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
@@ -237,6 +238,12 @@ class Worker implements FlowWorker {
       flowInputs: new FlowInputCache(sql),
       extra: config.context,
     };
+    // Completions are batched under load; at most half the pool reports at once, so reads and
+    // claims always find a connection.
+    const completions = new CompletionBatcher(
+      sql,
+      Math.max(1, Math.floor(config.maxPgConnections / 2)),
+    );
     const loop = runPollLoop({
       sql,
       queue: this.queueName,
@@ -258,6 +265,7 @@ class Worker implements FlowWorker {
             resources,
             log: this.#log,
             reportAttempts: 6,
+            completions,
           },
           task,
           message,

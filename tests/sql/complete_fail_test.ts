@@ -201,3 +201,48 @@ db.test("start_delay holds a step's message back", async ({ sql }) => {
   assert.ok(msg.vt_in_seconds > 28 && msg.vt_in_seconds <= 30.5, `vt in ${msg.vt_in_seconds}s`);
   assert.equal((await sql`select * from pgmq.read('delayed_q', 5, 10)`).length, 0);
 });
+
+db.test("complete_tasks completes a batch exactly like complete_task, duplicates ignored", async ({ sql }) => {
+  const values = [0, false, "", null, [1], { a: 1 }];
+  await defineFlow(sql, "batchdone", [{ slug: "a", queue: "batchdone_q" }, {
+    slug: "b",
+    deps: ["a"],
+    queue: "batchdone_q",
+  }], { mode: "routed" });
+  const runs: string[] = [];
+  for (let i = 0; i < values.length; i++) {
+    runs.push((await sql`select * from pgflow.start_flow('batchdone', '{}')`)[0].run_id);
+  }
+  const worker = await registerWorker(sql, "batchdone_q");
+  const rows = await readAndStart(sql, "batchdone_q", worker, [["batchdone", "a"], [
+    "batchdone",
+    "b",
+  ]]);
+  assert.equal(rows.length, values.length);
+  const outputs = rows.map((r) => JSON.stringify(values[runs.indexOf(r.run_id!)]));
+  // The first task twice: the second is a duplicate and changes nothing.
+  const done = await sql`select run_id, output from pgflow.complete_tasks(
+    ${[...rows.map((r) => r.run_id!), rows[0].run_id!]}::uuid[],
+    ${[...rows.map(() => "a"), "a"]}::text[], ${[...rows.map(() => 0), 0]}::integer[],
+    ${[...outputs, '"dup"']}::text[]::jsonb[])`;
+  assert.equal(done.length, values.length);
+  const states = await sql`select run_id, output, status from pgflow.step_states
+    where step_slug = 'a' and run_id = any (${runs}::uuid[])`;
+  for (const s of states) {
+    assert.equal(s.status, "completed");
+    assert.deepEqual(s.output, values[runs.indexOf(s.run_id)]);
+  }
+  // Every dependent was released onto the queue, every completed message archived.
+  const b = await readAndStart(sql, "batchdone_q", worker, [["batchdone", "b"]]);
+  assert.deepEqual(
+    b.map((r) => r.input).sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y))),
+    values.map((v) => ({ a: v })).sort((x, y) =>
+      JSON.stringify(x).localeCompare(JSON.stringify(y))
+    ),
+  );
+  assert.equal((await archivedMessages(sql, "batchdone_q")).length, values.length);
+  await assert.rejects(
+    () => sql`select * from pgflow.complete_tasks('{}'::uuid[], '{a}', '{}', '{}')`,
+    /complete_tasks: 0 run ids, 1 step slugs, 0 task indexes and 0 outputs/,
+  );
+});

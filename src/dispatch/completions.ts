@@ -1,0 +1,85 @@
+import type postgres from "postgres";
+import type { ClaimedTask } from "../claim/claim.ts";
+import { completeTask } from "./report.ts";
+
+interface Pending {
+  readonly task: ClaimedTask;
+  readonly output: string;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Reports completions, several per round trip when they pile up. A completion is sent at once when
+ * fewer than `maxInFlight` calls are running (an idle worker adds no latency); the ones that arrive
+ * meanwhile go together in the next `pgflow.complete_tasks` call. Under load that turns one round
+ * trip and one statement per task into one per batch.
+ *
+ * Each caller's promise settles with its own completion. If a batch call fails, its completions
+ * are sent again one by one (complete_task is idempotent), so one bad completion never fails the
+ * others and a lost reply never loses one.
+ */
+export class CompletionBatcher {
+  readonly #sql: postgres.Sql;
+  readonly #maxInFlight: number;
+  readonly #maxBatch: number;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+
+  /**
+   * @param sql the worker's pool
+   * @param maxInFlight calls running at once (keep below the pool size: reads and claims need one)
+   * @param maxBatch most completions per call
+   */
+  constructor(sql: postgres.Sql, maxInFlight = 2, maxBatch = 100) {
+    this.#sql = sql;
+    this.#maxInFlight = maxInFlight;
+    this.#maxBatch = maxBatch;
+  }
+
+  /** Completes `task` with the exact JSON text `output`; resolves once SQL has done it. */
+  complete(task: ClaimedTask, output: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ task, output, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#maxBatch);
+      this.#inFlight++;
+      this.#send(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #send(batch: Pending[]): Promise<void> {
+    if (batch.length > 1) {
+      try {
+        await completeTasks(this.#sql, batch);
+        for (const p of batch) p.resolve();
+        return;
+      } catch {
+        // Fall through: one by one, each completion gets its own answer.
+      }
+    }
+    await Promise.all(
+      batch.map((p) => completeTask(this.#sql, p.task, p.output).then(p.resolve, p.reject)),
+    );
+  }
+}
+
+/**
+ * One `pgflow.complete_tasks` call. Outputs travel as JSON text cast `::text[]::jsonb[]`, so each
+ * stays exactly what the handler returned (see completeTask).
+ */
+async function completeTasks(sql: postgres.Sql, batch: readonly Pending[]): Promise<void> {
+  await sql`select count(*) from pgflow.complete_tasks(
+    ${batch.map((p) => p.task.runId)}::uuid[],
+    ${batch.map((p) => p.task.stepSlug)}::text[],
+    ${batch.map((p) => p.task.taskIndex)}::integer[],
+    ${batch.map((p) => p.output)}::text[]::jsonb[])`;
+}
