@@ -81,5 +81,6 @@ async function completeTasks(sql: postgres.Sql, batch: readonly Pending[]): Prom
     ${batch.map((p) => p.task.runId)}::uuid[],
     ${batch.map((p) => p.task.stepSlug)}::text[],
     ${batch.map((p) => p.task.taskIndex)}::integer[],
-    ${batch.map((p) => p.output)}::text[]::jsonb[])`;
+    ${batch.map((p) => p.output)}::text[]::jsonb[],
+    ${batch.map((p) => p.task.attempt)}::integer[])`;
 }

@@ -36,8 +36,9 @@ export async function completeTask(
   task: ClaimedTask,
   output: string,
 ): Promise<void> {
+  // The attempt makes a late retry of this report harmless once the task was claimed again.
   await sql`select pgflow.complete_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                       ${output}::text::jsonb)`;
+                                       ${output}::text::jsonb, ${task.attempt}::integer)`;
 }
 
 /** `pgflow.fail_task`: SQL decides between a retry and exhaustion. */
@@ -47,5 +48,5 @@ export async function failTask(
   message: string,
 ): Promise<void> {
   await sql`select pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                   ${message})`;
+                                   ${message}, ${task.attempt}::integer)`;
 }

@@ -106,7 +106,7 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
   for (const key of Object.keys(config)) {
     if (!KNOWN.has(key)) {
       throw new WorkerConfigError(
-        `unknown worker option "${key}"; the options are ${[...KNOWN].join(", ")}`,
+        `unknown worker option ${JSON.stringify(key)}; the options are ${[...KNOWN].join(", ")}`,
       );
     }
   }

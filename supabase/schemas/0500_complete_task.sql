@@ -1,12 +1,16 @@
 -- Completing a task. Late or duplicate completions (the task is no longer started, or its run or step
--- has moved on) change nothing and raise nothing.
+-- has moved on) change nothing and raise nothing. A worker passes the attempt it ran: a report for an
+-- older attempt (its reply was lost, and the task has since been claimed again) is late too, so it
+-- can never complete or fail the attempt that is running now.
 --
 -- This runs once per task, so the common path is kept to a few statements in one function: nested
 -- plpgsql calls each cost a plan and a search_path save/restore. What _complete_step and
 -- _count_off_step do is written out here, and the ready-step pass runs only when a dependent's last
 -- dependency just completed (a pass always leaves no ready step behind, so no other step can be
 -- waiting for one).
-create or replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb)
+create or replace function pgflow.complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
+)
 returns setof pgflow.step_tasks
 language plpgsql
 volatile
@@ -29,6 +33,7 @@ begin
   set status = 'completed', completed_at = now(), output = complete_task.output
   where t.run_id = complete_task.run_id and t.step_slug = complete_task.step_slug
     and t.task_index = complete_task.task_index and t.status = 'started'
+    and (complete_task.attempt is null or t.attempts_count = complete_task.attempt)
   returning * into task;
   if not found then
     return;
@@ -92,7 +97,9 @@ $$;
 -- Several completions in one round trip: each is exactly complete_task (same checks, same
 -- idempotence; a late or duplicate one changes nothing), all in one transaction. Runs are locked in
 -- run_id order, so two batches that share runs wait for each other instead of deadlocking.
-create or replace function pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[])
+create or replace function pgflow.complete_tasks(
+  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
+)
 returns setof pgflow.step_tasks
 language plpgsql
 volatile
@@ -103,13 +110,14 @@ declare
 begin
   if cardinality(run_ids) is distinct from cardinality(step_slugs)
      or cardinality(run_ids) is distinct from cardinality(task_indexes)
-     or cardinality(run_ids) is distinct from cardinality(outputs) then
+     or cardinality(run_ids) is distinct from cardinality(outputs)
+     or (attempts is not null and cardinality(run_ids) is distinct from cardinality(attempts)) then
     raise exception 'complete_tasks: % run ids, % step slugs, % task indexes and % outputs',
       cardinality(run_ids), cardinality(step_slugs), cardinality(task_indexes), cardinality(outputs)
       using errcode = '22023', hint = 'pass one run id, step slug, task index and output per task';
   end if;
   for i in select u.ord from unnest(run_ids) with ordinality as u(run_id, ord) order by u.run_id, u.ord loop
-    return query select * from pgflow.complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i]);
+    return query select * from pgflow.complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i], attempts[i]);
   end loop;
 end;
 $$;

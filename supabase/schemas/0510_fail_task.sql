@@ -50,7 +50,10 @@ begin
 end;
 $$;
 
-create or replace function pgflow.fail_task(run_id uuid, step_slug text, task_index integer, error_message text)
+-- Like complete_task, a report for an attempt other than the current one is late and changes nothing.
+create or replace function pgflow.fail_task(
+  run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null
+)
 returns setof pgflow.step_tasks
 language plpgsql
 volatile
@@ -68,7 +71,7 @@ begin
   select * into task from pgflow.step_tasks t
   where t.run_id = fail_task.run_id and t.step_slug = fail_task.step_slug and t.task_index = fail_task.task_index
   for update;
-  if not found or task.status <> 'started' then
+  if not found or task.status <> 'started' or task.attempts_count <> coalesce(fail_task.attempt, task.attempts_count) then
     return;
   end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,

@@ -351,7 +351,12 @@ Deno.test("3,000 generated worker configs: each is accepted or rejected naming o
     }
     assert.ok(error instanceof WorkerConfigError, where);
     // Several options may be wrong; the one reported must be one of them, shown with its value.
-    const culprit = Object.keys(config).find((k) => error.message.includes(k));
+    // Messages start with the option's name ("pollIntervalMs must be ..."), or quote an unknown
+    // one; a plain substring search could match a name inside some other option's value.
+    const culprit = Object.keys(config).find((k) =>
+      error.message.startsWith(`${k} `) ||
+      error.message.includes(`unknown worker option ${JSON.stringify(k)}`)
+    );
     assert.ok(culprit !== undefined, where);
     const value = config[culprit];
     if (!(culprit in INT_OPTIONS) && culprit !== "functionName" && culprit !== "workerId") {

@@ -246,3 +246,48 @@ db.test("complete_tasks completes a batch exactly like complete_task, duplicates
     /complete_tasks: 0 run ids, 1 step slugs, 0 task indexes and 0 outputs/,
   );
 });
+
+db.test("a report for an older attempt is late: it neither completes nor fails the running attempt", async ({ sql }) => {
+  await defineFlow(sql, "attempts", [{ slug: "a", queue: "attempts_q", maxAttempts: 3 }], {
+    mode: "routed",
+  });
+  const [run] = await sql`select * from pgflow.start_flow('attempts', '{}')`;
+  const worker = await registerWorker(sql, "attempts_q");
+  const [first] = await readAndStart(sql, "attempts_q", worker, [["attempts", "a"]]);
+  assert.equal(first.attempt, 1);
+  await sql`select pgflow.fail_task(${run.run_id}, 'a', 0, 'first failed', 1)`;
+  await makeVisible(sql, "attempts_q");
+  const [second] = await readAndStart(sql, "attempts_q", worker, [["attempts", "a"]]);
+  assert.equal(second.attempt, 2);
+
+  // Attempt 1's reports arrive again (a lost reply, retried): both are ignored.
+  assert.equal(
+    (await sql`select * from pgflow.fail_task(${run.run_id}, 'a', 0, 'retried report', 1)`).length,
+    0,
+  );
+  assert.equal(
+    (await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '"stale"', 1)`).length,
+    0,
+  );
+  assert.equal(
+    (await sql`select * from pgflow.complete_tasks(${[
+      run.run_id,
+    ]}::uuid[], '{a}', '{0}', '{"\\"stale\\""}', '{1}')`).length,
+    0,
+  );
+  const [task] =
+    await sql`select status, attempts_count, error_message from pgflow.step_tasks where run_id = ${run.run_id}`;
+  assert.deepEqual([task.status, task.attempts_count, task.error_message], [
+    "started",
+    2,
+    "first failed",
+  ]);
+
+  // The current attempt's report counts; omitting the attempt still works for older callers.
+  assert.equal(
+    (await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '"fresh"', 2)`).length,
+    1,
+  );
+  const [done] = await sql`select status, output from pgflow.runs where run_id = ${run.run_id}`;
+  assert.deepEqual([done.status, done.output], ["completed", { a: "fresh" }]);
+});
