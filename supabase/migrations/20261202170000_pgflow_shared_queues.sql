@@ -721,7 +721,9 @@ begin
       select t.queue_name from pgflow.step_tasks t
       where t.flow_slug = flow.flow_slug
         and not exists (select 1 from pgflow.shared_queues s where s.queue_name = t.queue_name)
-        and (t.queue_name = lower(flow.flow_slug) or t.queue_name like lower(flow.flow_slug) || '\_\_%')
+        -- A prefix comparison, not LIKE: underscores in the slug must not act as wildcards.
+        and (t.queue_name = lower(flow.flow_slug)
+             or left(t.queue_name, length(flow.flow_slug) + 2) = lower(flow.flow_slug) || '__')
     ) own
     order by 1
   loop
