@@ -246,3 +246,23 @@ db.test("two connections claiming the same messages at once: exactly one claim e
     assert.equal(max, 1);
   }
 });
+
+db.test("a claim whose message has vanished fails whole: no task is started without its vt set", async ({ sql }) => {
+  await defineFlow(sql, "claim_gone", [{ slug: "a", queue: "claim_gone_q" }], { mode: "routed" });
+  await sql`select pgflow.start_flow('claim_gone', '{}')`;
+  await sql`select pgflow.start_flow('claim_gone', '{}')`;
+  const ids = (await queueMessages(sql, "claim_gone_q")).map((m) => m.msg_id);
+  // Someone deletes one message behind pgflow's back.
+  await sql`select pgmq.delete('claim_gone_q', ${ids[0]}::bigint)`;
+  const worker = await registerWorker(sql, "claim_gone_q");
+  await assert.rejects(
+    () => startTasks(sql, "claim_gone_q", ids, worker, [["claim_gone", "a"]]),
+    /start_tasks: queue claim_gone_q holds only 1 of the 2 claimed messages/,
+  );
+  const tasks =
+    await sql`select status, attempts_count from pgflow.step_tasks where flow_slug = 'claim_gone'`;
+  assert.deepEqual(tasks.map((t) => `${t.status}/${t.attempts_count}`), ["queued/0", "queued/0"]);
+  // The intact message is still claimable on its own.
+  const [ok] = await startTasks(sql, "claim_gone_q", [ids[1]], worker, [["claim_gone", "a"]]);
+  assert.equal(ok.disposition, "claimed");
+});
