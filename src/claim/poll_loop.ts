@@ -1,9 +1,9 @@
 import type postgres from "postgres";
 import type { PgmqMessageRecord } from "../dsl/context.ts";
 import type { Logger } from "../platform/logger.ts";
-import { backoffDelay, retry, sleep } from "../worker/backoff.ts";
-import { type ClaimedTask, claimTasks, type SupportedPair } from "./claim.ts";
-import { readMessages } from "./read.ts";
+import { backoffDelay, sleep } from "../worker/backoff.ts";
+import type { ClaimedTask, SupportedPair } from "./claim.ts";
+import { readAndClaim, type ReadOptions } from "./read.ts";
 import type { Slots } from "./slots.ts";
 
 /** What the poll loop needs. */
@@ -37,13 +37,11 @@ export interface PollLoopDeps {
 /** The longest the loop waits for more free slots before reading (see runPollLoop). */
 const FILL_WAIT_MS = 5;
 
-/** How many times a claim is retried before its messages are left to reappear. */
-const CLAIM_ATTEMPTS = 5;
-
 /**
- * Polls until `signal` aborts: wait for a free slot, read at most that many messages once, claim
- * them in one call with the exact support set, start each claimed task in its own slot, warn about
- * the rest. Database errors back off exponentially (with jitter) instead of spinning.
+ * Polls until `signal` aborts: wait for a free slot, then read at most that many messages once and
+ * claim them with the exact support set, in one call (`pgflow.read_and_claim`); start each claimed
+ * task in its own slot, warn about the rest. A failed call rolls its read back, so nothing is left
+ * reserved; database errors back off exponentially (with jitter) instead of spinning.
  */
 export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   const { log, signal, slots } = deps;
@@ -52,22 +50,22 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   // support set is not sent and parsed again with every batch. Should the worker's row vanish
   // (an operator deleted it), claiming goes on with the explicit pairs instead of stopping.
   let pairs: readonly SupportedPair[] | null = null;
-  const claim = async (ids: string[]) => {
+  const poll = async (options: ReadOptions) => {
     try {
-      return await claimTasks(deps.sql, deps.queue, ids, deps.workerId, pairs);
+      return await readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options);
     } catch (error) {
       if (pairs !== null || !isUnregistered(error)) throw error;
       log.warn("worker row not found; claiming with the explicit support set", {});
       pairs = deps.supported;
-      return await claimTasks(deps.sql, deps.queue, ids, deps.workerId, pairs);
+      return await readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options);
     }
   };
   while (!signal.aborted) {
     await slots.waitForFree(signal);
     // Under load slots free up one at a time, and reading at once would make batches of one or
-    // two, paying a read and a claim round trip per task. So wait a moment for half the batch to
-    // be free. Bounded: a slow task never holds the rest back; and no wait at all for an idle
-    // worker, whose slots are all free, so pickup latency is unchanged.
+    // two, paying a round trip per task. So wait a moment for half the batch to be free. Bounded:
+    // a slow task never holds the rest back; and no wait at all for an idle worker, whose slots
+    // are all free, so pickup latency is unchanged.
     await slots.waitForFreeAtLeast(
       Math.min(deps.batchSize, Math.ceil(slots.capacity / 2)),
       FILL_WAIT_MS,
@@ -75,40 +73,23 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
     );
     if (signal.aborted) break;
     try {
-      const qty = Math.min(deps.batchSize, slots.free);
-      const messages = await readMessages(deps.sql, deps.queue, {
+      const result = await poll({
         visibilityTimeout: deps.visibilityTimeout,
-        qty,
+        qty: Math.min(deps.batchSize, slots.free),
         maxPollSeconds: deps.maxPollSeconds,
         pollIntervalMs: deps.pollIntervalMs,
       });
       failures = 0;
-      if (messages.length === 0) continue;
-      // Claim even when a stop arrived during the read: the messages are reserved for us, and a
-      // claim that runs its tasks beats leaving them hidden for the visibility timeout.
-      const ids = messages.map((m) => m.msg_id);
-      const result = await retry(
-        () => claim(ids),
-        {
-          attempts: CLAIM_ATTEMPTS,
-          onRetry: (error, attempt, delayMs) =>
-            log.warn("claim failed; retrying", {
-              error: (error as Error).message,
-              retry: attempt,
-              delayMs,
-            }),
-        },
-      );
-      const byId = new Map(messages.map((m) => [m.msg_id, m]));
+      if (result.messages.size === 0) continue;
+      // Run the claimed tasks even when a stop arrived during the read: they are ours now.
       for (const task of result.claimed) {
-        const message = byId.get(task.messageId)!;
-        slots.run(() => deps.execute(task, message));
+        slots.run(() => deps.execute(task, result.messages.get(task.messageId)!));
       }
       for (const { messageId, disposition } of result.skipped) {
         // Queue and id only: the body never explains or authorises anything.
         log.warn(`message not claimed (${disposition})`, { messageId, disposition });
       }
-      log.debug("batch", { read: messages.length, claimed: result.claimed.length });
+      log.debug("batch", { read: result.messages.size, claimed: result.claimed.length });
     } catch (error) {
       failures++;
       const delayMs = backoffDelay(failures);
@@ -122,7 +103,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   }
 }
 
-/** start_tasks' answer to `supported => NULL` for a worker id with no row. */
+/** start_tasks' (and so read_and_claim's) answer to `supported => NULL` for a worker id with no row. */
 function isUnregistered(error: unknown): boolean {
   const e = error as { code?: string; message?: string };
   return e?.code === "22023" && /is not registered/.test(e.message ?? "");

@@ -1,6 +1,7 @@
 import type postgres from "postgres";
 import type { Json } from "../dsl/json.ts";
 import type { PgmqMessageRecord } from "../dsl/context.ts";
+import type { ClaimedTask, Disposition, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 
 /** How one read reserves messages. */
@@ -15,36 +16,81 @@ export interface ReadOptions {
   readonly pollIntervalMs: number;
 }
 
-interface ReadRow {
+/** One read and its claim: every message read, the tasks claimed, and the ids not claimed. */
+export interface ReadAndClaimResult {
+  /** Every message read, by exact id. */
+  readonly messages: ReadonlyMap<string, PgmqMessageRecord>;
+  /** Tasks to run. */
+  readonly claimed: readonly ClaimedTask[];
+  /** Message ids not claimed, with the reason. */
+  readonly skipped: readonly { readonly messageId: string; readonly disposition: Disposition }[];
+}
+
+interface Row {
   msg_id: string;
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
   message: Json;
-  headers?: Json | null;
+  headers: Json | null;
+  disposition: Disposition;
+  flow_slug: string | null;
+  run_id: string | null;
+  step_slug: string | null;
+  task_index: number | null;
+  input: Json;
+  attempt: number | null;
 }
 
 /**
- * One `pgmq.read_with_poll` on `queue`: the only read of these messages this worker makes. It
- * blocks in the database until messages arrive or `maxPollSeconds` pass.
+ * One `pgflow.read_and_claim` on `queue`: a single `pgmq.read_with_poll` (the only read of these
+ * messages this worker makes; it blocks in the database until messages arrive or
+ * `maxPollSeconds` pass) and `start_tasks` on exactly the ids it returned, in one round trip and
+ * one transaction. `supported` is as for `claimTasks`: `null` claims against the set the worker
+ * registered. Should the claim fail, the read is rolled back with it.
  */
-export async function readMessages(
+export async function readAndClaim(
   sql: postgres.Sql,
   queue: string,
+  workerId: string,
+  supported: readonly SupportedPair[] | null,
   options: ReadOptions,
-): Promise<PgmqMessageRecord[]> {
-  const rows = await sql<ReadRow[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers
-    from pgmq.read_with_poll(${queue}, ${options.visibilityTimeout}::integer, ${options.qty}::integer,
-                             ${options.maxPollSeconds}::integer, ${options.pollIntervalMs}::integer)`;
-  return rows.map((row) => ({
-    msg_id: toMessageId(row.msg_id),
-    read_ct: row.read_ct,
-    enqueued_at: iso(row.enqueued_at),
-    vt: iso(row.vt),
-    message: row.message,
-    headers: row.headers ?? null,
-  }));
+): Promise<ReadAndClaimResult> {
+  const pairs = supported === null ? null : JSON.stringify(supported);
+  const rows = await sql<Row[]>`
+    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
+           flow_slug, run_id, step_slug, task_index, input, attempt
+    from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
+                               ${options.qty}::integer, ${options.maxPollSeconds}::integer,
+                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb)`;
+  const messages = new Map<string, PgmqMessageRecord>();
+  const claimed: ClaimedTask[] = [];
+  const skipped: { messageId: string; disposition: Disposition }[] = [];
+  for (const row of rows) {
+    const messageId = toMessageId(row.msg_id);
+    messages.set(messageId, {
+      msg_id: messageId,
+      read_ct: row.read_ct,
+      enqueued_at: iso(row.enqueued_at),
+      vt: iso(row.vt),
+      message: row.message,
+      headers: row.headers ?? null,
+    });
+    if (row.disposition === "claimed") {
+      claimed.push({
+        messageId,
+        flowSlug: row.flow_slug!,
+        runId: row.run_id!,
+        stepSlug: row.step_slug!,
+        taskIndex: row.task_index!,
+        input: row.input,
+        attempt: row.attempt!,
+      });
+    } else {
+      skipped.push({ messageId, disposition: row.disposition });
+    }
+  }
+  return { messages, claimed, skipped };
 }
 
 function iso(value: Date | string): string {

@@ -117,9 +117,10 @@ db.test(
 /**
  * Holds a lock until a backend running `pattern` waits on it, then terminates every such backend
  * and releases the lock: the backends die inside the claim or the completion, before it commits.
- * Claims are trapped by an ACCESS EXCLUSIVE lock on pgflow.flows (start_tasks reads it, completions
- * do not, so they keep freeing pool connections); completions and failures by row locks on the
- * started runs (they lock their run first; claims never lock runs).
+ * Claims (a worker's read_and_claim, which runs start_tasks) are trapped by an ACCESS EXCLUSIVE
+ * lock on pgflow.flows (start_tasks reads it, completions do not, so they keep freeing pool
+ * connections); completions and failures by row locks on the started runs (they lock their run
+ * first; claims never lock runs). A claim killed there takes its read with it.
  */
 async function terminateWhileWaiting(
   trap: postgres.Sql,
@@ -158,7 +159,12 @@ db.test(
       for (let round = 0; round < 3; round++) {
         // Fresh runs each round, so claims and completions are certain to come.
         await startLoadRuns(sql, 10);
-        claims += await terminateWhileWaiting(trap, sql, "pgflow\\.start_tasks", "flows table");
+        claims += await terminateWhileWaiting(
+          trap,
+          sql,
+          "pgflow\\.(read_and_claim|start_tasks)",
+          "flows table",
+        );
         completions += await terminateWhileWaiting(
           trap,
           sql,
