@@ -60,7 +60,7 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     rate: 100,
     memoryTasks: quick ? 2000 : 10_000,
     // The worker's own defaults (src/worker/config.ts), so the figures describe what users get.
-    pollIntervalMs: 100,
+    pollIntervalMs: 50,
     maxPollSeconds: 2,
     claimScale: quick ? 0.3 : 1,
     only: new Set(SECTIONS),

@@ -339,7 +339,7 @@ Deno.test("3,000 generated worker configs: each is accepted or rejected naming o
         : true;
       if (bad) expected ??= key;
     }
-    const poll = (config.pollIntervalMs as number | undefined) ?? 100;
+    const poll = (config.pollIntervalMs as number | undefined) ?? 50;
     const maxPoll = (config.maxPollSeconds as number | undefined) ?? 2;
     if (expected === undefined && poll > maxPoll * 1000) expected = "pollIntervalMs";
     const error = thrown(() => createWorker(flow, config as never));
