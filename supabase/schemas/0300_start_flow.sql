@@ -76,9 +76,11 @@ begin
   if flow is null then
     return;
   end if;
+  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
+  -- claims the task row, so the opposite order could deadlock with it.
+  perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t set status = 'cancelled'
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status in ('queued', 'started');
-  perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['cancelled', 'failed']);
   perform pgflow._count_off_step(p_run_id);
 
   if p_cascade then
@@ -116,11 +118,13 @@ begin
   set status = 'failed', failed_at = now(), error_message = p_error
   where r.run_id = p_run_id;
 
+  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
+  -- claims the task row, so the opposite order could deadlock with it. A claim that wins the
+  -- message starts its task, which is cancelled right after; its completion is then ignored.
+  perform pgflow._archive_task_messages(p_run_id, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t
   set status = 'cancelled'
   where t.run_id = p_run_id and t.status in ('queued', 'started');
-
-  perform pgflow._archive_task_messages(p_run_id, array['cancelled', 'failed']);
 end;
 $$;
 

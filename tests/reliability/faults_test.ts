@@ -130,7 +130,8 @@ async function terminateWhileWaiting(
 ): Promise<number> {
   const result = await trap.begin(async (tx) => {
     if (lock === "flows table") await tx`lock table pgflow.flows in access exclusive mode`;
-    else await tx`select 1 from pgflow.runs where status = 'started' for update`;
+    // In run_id order, as complete_tasks locks them: any other order can deadlock with a batch.
+    else await tx`select 1 from pgflow.runs where status = 'started' order by run_id for update`;
     const pids = await waitFor(async () => {
       const rows = await sql<{ pid: number }[]>`
         select pid from pg_stat_activity

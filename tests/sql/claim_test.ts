@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import {
   defineFlow,
   queueMessages,
@@ -265,4 +265,42 @@ db.test("a claim whose message has vanished fails whole: no task is started with
   // The intact message is still claimable on its own.
   const [ok] = await startTasks(sql, "claim_gone_q", [ids[1]], worker, [["claim_gone", "a"]]);
   assert.equal(ok.disposition, "claimed");
+});
+
+db.test("a run failing while a claim holds one of its messages: no deadlock, one clear outcome", async ({ sql, connect }) => {
+  await defineFlow(sql, "claim_dl", [
+    { slug: "a", queue: "claim_dl_q", maxAttempts: 1 },
+    { slug: "b", queue: "claim_dl_q", maxAttempts: 1 },
+  ], { mode: "routed" });
+  const [run] = await sql`select * from pgflow.start_flow('claim_dl', '{}')`;
+  const worker = await registerWorker(sql, "claim_dl_q");
+  const tasks =
+    await sql`select step_slug, message_id::text as id from pgflow.step_tasks where run_id = ${run.run_id}`;
+  const id = (step: string) => tasks.find((t) => t.step_slug === step)!.id;
+  await startTasks(sql, "claim_dl_q", [id("a")], worker, [["claim_dl", "a"]]);
+
+  // A claims like read_and_claim: it holds b's message (read in its transaction) while it claims.
+  const a = connect();
+  const b = connect();
+  let failing!: Promise<unknown>;
+  const claim = await a.begin(async (tx) => {
+    await tx`select msg_id from pgmq.read('claim_dl_q', 30, 1)`;
+    // B fails task a for good: the run fails and must archive b's message, which A holds.
+    // postgres.js queries are lazy: .execute() sends it now.
+    failing = b`select pgflow.fail_task(${run.run_id}, 'a', 0, 'fatal', 1)`.execute();
+    await waitFor(async () =>
+      (await sql`select count(*)::int as n from pg_stat_activity
+                 where wait_event_type = 'Lock' and query like '%fail_task%'`)[0].n === 1, {
+      what: "fail_task to wait for the message A holds",
+    });
+    return await startTasks(tx, "claim_dl_q", [id("b")], worker, [["claim_dl", "b"]]);
+  });
+  await failing;
+  assert.equal(claim[0].disposition, "claimed", "the claim went first");
+  const [state] = await sql`select status from pgflow.runs where run_id = ${run.run_id}`;
+  assert.equal(state.status, "failed");
+  const rows =
+    await sql`select step_slug, status from pgflow.step_tasks where run_id = ${run.run_id} order by 1`;
+  assert.deepEqual(rows.map((r) => `${r.step_slug}:${r.status}`), ["a:failed", "b:cancelled"]);
+  assert.equal((await queueMessages(sql, "claim_dl_q")).length, 0, "both messages archived");
 });
