@@ -37,7 +37,7 @@ export type {
   StepOptions,
   WhenUnmetOption,
   WithStep,
-} from "./src/dsl/flow.ts";
+} from "./src/dsl/builder_types.ts";
 export { FlowDefinitionError } from "./src/dsl/errors.ts";
 export { MAX_SLUG_LENGTH, validateSlug } from "./src/dsl/slug.ts";
 export type {

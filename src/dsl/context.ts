@@ -121,8 +121,7 @@ export interface StepContext<TInput, TEnv extends Env = Env> {
  * import type { HandlerContext } from "@pgflow/shared";
  *
  * type Ctx = HandlerContext<{ id: string }, { redis: { get(key: string): string } }>;
- * declare const ctx: Ctx;
- * ctx.redis.get(ctx.stepTask.run_id);
+ * const lookup = (ctx: Ctx) => ctx.redis.get(ctx.stepTask.run_id);
  * ```
  */
 export type HandlerContext<TInput, TContext, TEnv extends Env = Env> =

@@ -1,6 +1,7 @@
 import type { Env, HandlerContext } from "./context.ts";
 import type { AnySteps } from "./types.ts";
-import type { DepsTable, Flow, FlowTypes } from "./flow.ts";
+import type { DepsTable, FlowTypes } from "./builder_types.ts";
+import type { Flow } from "./flow.ts";
 
 /**
  * Any flow, whatever its types. Use it as a constraint: `<F extends AnyFlow>(flow: F)`.

@@ -1,0 +1,175 @@
+/**
+ * The types of the `Flow` builder's API: its options, the checks on handler outputs, and how each
+ * added step widens the flow's type. Kept apart from the builder's run-time code in `flow.ts`.
+ *
+ * @module
+ */
+import type { Env } from "./context.ts";
+// A type-only cycle: WithStep names the Flow class it produces.
+import type { Flow } from "./flow.ts";
+import type { Json, JsonOutput } from "./json.ts";
+import type { RuntimeOptions, StepRuntimeOptions } from "./options.ts";
+import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
+
+/**
+ * Options of `new Flow(...)`: the concrete slug plus flow-wide runtime options.
+ *
+ * @example
+ * ```ts
+ * import type { FlowOptions } from "@pgflow/shared";
+ *
+ * const options: FlowOptions = { slug: "thread_triage_v1", maxAttempts: 3 };
+ * ```
+ */
+export interface FlowOptions extends RuntimeOptions {
+  /** The concrete flow slug; a new version is a new slug (`thread_triage_v2`). */
+  readonly slug: string;
+}
+
+/** Rejects a slug already in the step table (exact match; case is checked at run time). */
+export type NewSlug<TSteps extends AnySteps, Slug extends string> = Slug extends keyof TSteps
+  ? never
+  : Slug;
+
+/** `whenUnmet` is only meaningful with a condition, so without one it must be absent. */
+export type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, undefined] ? never
+  : Unmet;
+
+/** Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. */
+export interface ConditionOptions<If, IfNot, Unmet, Exhausted> extends StepRuntimeOptions {
+  /** Run the step only when its input contains this pattern (jsonb `@>`). */
+  readonly if?: If;
+  /** Run the step only when its input does NOT contain this pattern. */
+  readonly ifNot?: IfNot;
+  /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
+  readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
+  /** What to do when every attempt failed (default `'fail'`). */
+  readonly whenExhausted?: Exhausted;
+}
+
+/**
+ * Options of `.step()` and `.array()`.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * new Flow<{ text: string }>({ slug: "moderate" })
+ *   .step({ slug: "score", maxAttempts: 2, timeout: 10 }, (input) => input.text.length)
+ *   .step({ slug: "flag", dependsOn: ["score"], if: { score: 0 } }, () => true);
+ * ```
+ */
+export interface StepOptions<
+  TSteps extends AnySteps,
+  Slug extends string,
+  Deps extends readonly string[],
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> extends ConditionOptions<If, IfNot, Unmet, Exhausted> {
+  /** The step slug, unique within the flow. */
+  readonly slug: NewSlug<TSteps, Slug>;
+  /** Steps (already defined) whose outputs this step receives. */
+  readonly dependsOn?: Deps;
+}
+
+/**
+ * Options of `.map()`: `array` names the one step whose output is mapped; without it the flow
+ * input (which must then be an array) is mapped.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * new Flow<{ urls: string[] }>({ slug: "crawl" })
+ *   .array({ slug: "urls" }, (input) => input.urls)
+ *   .map({ slug: "fetch", array: "urls" }, (url) => url.length);
+ * ```
+ */
+export type MapOptions<
+  TInput,
+  TSteps extends AnySteps,
+  Slug extends string,
+  ArrayDep extends string,
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> =
+  & ConditionOptions<If, IfNot, Unmet, Exhausted>
+  & { readonly slug: NewSlug<TSteps, Slug> }
+  & ([TInput] extends [readonly unknown[]] ? { readonly array?: ArrayDep }
+    : { readonly array: ArrayDep });
+
+/**
+ * A handler's declared return: `TOut` is inferred from the handler (the `NoInfer` half takes no
+ * part in inference), then the returned value must also match its JSON-checked form. A
+ * non-JSON part of the output becomes `never` there, so the handler fails to compile.
+ */
+export type Checked<TOut> = TOut & JsonOutput<NoInfer<TOut>>;
+
+/** Like {@link Checked}, and the output must be an array (`.array()` feeds a map). */
+export type CheckedArray<TOut> = TOut & JsonArrayOutput<NoInfer<TOut>>;
+
+/** `.array()` handlers must return a JSON array. */
+export type JsonArrayOutput<T> = [T] extends [readonly unknown[]] ? JsonOutput<T> : readonly Json[];
+
+/** The item a map handler receives. */
+export type MapItem<TInput, TSteps extends AnySteps, ArrayDep extends keyof TSteps> =
+  [ArrayDep] extends [never] ? ElementOf<TInput>
+    : ElementOf<TSteps[ArrayDep]["output"]>;
+
+/** The flow type after one more step. */
+export type WithStep<
+  TInput,
+  TContext,
+  TEnv extends Env,
+  TSteps extends AnySteps,
+  TDeps extends DepsTable,
+  Slug extends string,
+  Dep extends string,
+  Output,
+  Optional extends boolean,
+> = Flow<
+  TInput,
+  TContext,
+  TEnv,
+  TSteps & { readonly [K in Slug]: StepMeta<Output, Optional> },
+  TDeps & { readonly [K in Slug]: Dep }
+>;
+
+/**
+ * Dependencies a `Flow` type carries: step slug → union of the slugs it depends on.
+ *
+ * @example
+ * ```ts
+ * import type { DepsTable } from "@pgflow/shared";
+ *
+ * const deps: DepsTable = {};
+ * ```
+ */
+export type DepsTable = { readonly [slug: string]: string };
+
+/**
+ * The types a `Flow` carries only for the compiler. The property is declared, never set.
+ *
+ * @example
+ * ```ts
+ * import type { FlowTypes } from "@pgflow/shared";
+ *
+ * type T = FlowTypes<{ id: string }, Record<never, never>, Record<string, string>, {}, {}>;
+ * ```
+ */
+export interface FlowTypes<TInput, TContext, TEnv, TSteps, TDeps> {
+  /** The run input. */
+  readonly input: TInput;
+  /** The custom handler context. */
+  readonly context: TContext;
+  /** The environment. */
+  readonly env: TEnv;
+  /** slug → {@link StepMeta}. */
+  readonly steps: TSteps;
+  /** slug → dependency slugs. */
+  readonly deps: TDeps;
+}
