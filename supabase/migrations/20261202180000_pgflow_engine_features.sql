@@ -44,6 +44,8 @@ create table if not exists pgflow.deploy_fence_functions (
 drop function if exists pgflow.register_worker(uuid, text, text);
 drop function if exists pgflow.complete_task(uuid, text, integer, jsonb);
 drop function if exists pgflow.fail_task(uuid, text, integer, text);
+-- The base release's per-task input helper; start_tasks now builds the input in its own query.
+drop function if exists pgflow._task_input(uuid, text, text, integer);
 
 -- ---- schemas/0200_messages.sql
 -- Sending and archiving task messages. Only PGMQ's public functions are used, and every call names
@@ -573,8 +575,8 @@ begin
          case when c.mid is not null then t.run_id end,
          case when c.mid is not null then t.step_slug end,
          case when c.mid is not null then t.task_index end,
-         -- pgflow._task_input, written out: a SQL function with its own search_path is planned
-         -- again on every call, and this runs once per claimed task.
+         -- The handler input, built here rather than in a helper function: a SQL function with
+         -- its own search_path is planned again on every call, and this runs once per claimed task.
          case when c.mid is not null then
            case
              when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
@@ -612,30 +614,6 @@ as $$
   from pgflow.deps d
   join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
   where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
-$$;
-
--- The handler input of one task: the run input for a root step; one element for a map task; an
--- object of completed dependency outputs for a dependent step (skipped dependencies are absent).
-create or replace function pgflow._task_input(p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer)
-returns jsonb
-language sql
-stable
-set search_path = ''
-as $$
-  select case
-    when s.step_type = 'map' and s.deps_count = 0 then
-      (select r.input -> p_task_index from pgflow.runs r where r.run_id = p_run_id)
-    when s.step_type = 'map' then
-      (select ss.output -> p_task_index
-       from pgflow.deps d
-       join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-       where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug)
-    when s.deps_count = 0 then
-      (select r.input from pgflow.runs r where r.run_id = p_run_id)
-    else pgflow._dependency_outputs(p_run_id, p_flow_slug, p_step_slug)
-  end
-  from pgflow.steps s
-  where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
 $$;
 
 -- ---- schemas/0410_read_and_claim.sql
