@@ -1,4 +1,4 @@
-import postgres from "postgres";
+import type postgres from "postgres";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { SupportedPair } from "../claim/claim.ts";
@@ -11,6 +11,7 @@ import { executeTask } from "../dispatch/execute.ts";
 import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
+import { createPool } from "../platform/pool.ts";
 import { createLogger, type Logger } from "../platform/logger.ts";
 import { prepareSupabaseClient } from "../platform/supabase_client.ts";
 import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
@@ -191,12 +192,9 @@ class Worker implements FlowWorker {
     if (config.sql !== undefined) {
       this.#sql = config.sql;
     } else {
-      this.#sql = postgres(config.connectionString!, {
-        max: config.maxPgConnections,
-        // Poolers such as Supavisor (transaction mode) cannot keep prepared statements.
-        prepare: false,
-        onnotice: () => {},
-      });
+      // Safe behind a transaction pooler: no prepared statements, no request pipelined behind
+      // an unanswered Sync (docs/connections.md).
+      this.#sql = createPool(config.connectionString!, { max: config.maxPgConnections });
       this.#ownsPool = true;
     }
     const sql = this.#sql;

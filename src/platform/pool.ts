@@ -1,0 +1,72 @@
+import postgres from "postgres";
+import { GatedSocket, type SslSetting } from "./wire_gate.ts";
+
+/** Options of {@link createPool}: postgres.js options, minus the ones the pool must own. */
+export type PoolOptions =
+  & Omit<
+    postgres.Options<Record<string, postgres.PostgresType>>,
+    "socket" | "prepare" | "ssl" | "host" | "port" | "path"
+  >
+  & {
+    /** TLS as libpq's `sslmode`, or node TLS options; default: the URL's `sslmode`, else none. */
+    readonly ssl?: SslSetting | "disable";
+  };
+
+/**
+ * Opens a postgres.js pool that is safe behind a transaction-mode pooler (Supavisor on port 6543,
+ * PgBouncer in `pool_mode = transaction`), a session pooler and a direct connection alike:
+ *
+ * - no prepared statements (a pooler hands each transaction to any server connection);
+ * - a connection never carries a message of the next request while an earlier Sync is
+ *   unanswered, whatever queries run on it (see `GatedSocket` and `docs/connections.md`);
+ * - connects time out after 10 s instead of 30 s.
+ *
+ * Use it for the `sql` option of a worker when you bring your own pool; the worker opens one like
+ * this itself from `connectionString`. Handlers get the worker's pool as `context.sql`.
+ *
+ * @example
+ * ```ts
+ * import { createPool } from "@pgflow/shared";
+ *
+ * const sql = createPool("postgres://postgres.ref:secret@aws-0-eu-central-1.pooler.supabase.com:6543/postgres", { max: 4 });
+ * // await sql`select 1`; ... await sql.end();
+ * ```
+ */
+export function createPool(connectionString: string, options: PoolOptions = {}): postgres.Sql {
+  const url = new URL(connectionString);
+  const ssl = sslSetting(options.ssl ?? url.searchParams.get("sslmode") ?? undefined);
+  // postgres.js must not negotiate TLS itself: a gate below TLS would see only ciphertext,
+  // so the socket does TLS and hands postgres.js the plaintext stream.
+  url.searchParams.delete("sslmode");
+  url.searchParams.delete("ssl");
+  const host = decodeURIComponent(url.hostname).replace(/^\[|\]$/g, "") || "localhost";
+  const port = Number(url.port || 5432);
+  const { ssl: _ssl, ...rest } = options;
+  // `socket` is a postgres.js option its type declarations leave out.
+  const owned = { prepare: false, ssl: false, socket: () => new GatedSocket({ host, port, ssl }) };
+  return postgres(url.toString(), {
+    onnotice: () => {},
+    connect_timeout: 10,
+    ...rest,
+    ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
+  });
+}
+
+function sslSetting(value: string | SslSetting | undefined): SslSetting {
+  if (value === undefined || value === false || value === "disable") return false;
+  if (typeof value === "object") return value;
+  switch (value) {
+    case "prefer":
+    case "allow":
+    case "require":
+    case "verify-full":
+      return value;
+    case "verify-ca":
+      return "verify-full";
+    default:
+      throw new Error(
+        `sslmode ${JSON.stringify(value)} is not supported; use disable, prefer, require or ` +
+          `verify-full`,
+      );
+  }
+}
