@@ -24,6 +24,8 @@ export interface PollLoopDeps {
   readonly maxPollSeconds: number;
   /** Re-check interval while a read waits. */
   readonly pollIntervalMs: number;
+  /** Margin beyond `maxPollSeconds` after which a read is abandoned (see `bounded`). */
+  readonly queryTimeoutMs: number;
   /** The concurrency bound. */
   readonly slots: Slots;
   /** Logger carrying worker and queue. */
@@ -78,6 +80,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         qty: Math.min(deps.batchSize, slots.free),
         maxPollSeconds: deps.maxPollSeconds,
         pollIntervalMs: deps.pollIntervalMs,
+        timeoutMs: deps.maxPollSeconds * 1000 + deps.queryTimeoutMs,
       });
       failures = 0;
       if (result.messages.size === 0) continue;

@@ -3,6 +3,7 @@ import type { Json } from "../dsl/json.ts";
 import type { PgmqMessageRecord } from "../dsl/context.ts";
 import type { ClaimedTask, Disposition, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
+import { bounded } from "../platform/deadline.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {
@@ -14,6 +15,8 @@ export interface ReadOptions {
   readonly maxPollSeconds: number;
   /** How often, while waiting, the database looks again. */
   readonly pollIntervalMs: number;
+  /** Milliseconds after which the call is abandoned (beyond the wait itself, a margin). */
+  readonly timeoutMs: number;
 }
 
 /** One read and its claim: every message read, the tasks claimed, and the ids not claimed. */
@@ -57,12 +60,16 @@ export async function readAndClaim(
   options: ReadOptions,
 ): Promise<ReadAndClaimResult> {
   const pairs = supported === null ? null : JSON.stringify(supported);
-  const rows = await sql<Row[]>`
+  const rows = await bounded(
+    sql<Row[]>`
     select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
            flow_slug, run_id, step_slug, task_index, input, attempt
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
-                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb)`;
+                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb)`,
+    "read_and_claim",
+    options.timeoutMs,
+  );
   const messages = new Map<string, PgmqMessageRecord>();
   const claimed: ClaimedTask[] = [];
   const skipped: { messageId: string; disposition: Disposition }[] = [];

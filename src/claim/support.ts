@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { SupportedPair } from "./claim.ts";
 
 /**
@@ -10,10 +11,15 @@ export async function loadSupportSet(
   sql: postgres.Sql,
   queue: string,
   flowSlugs: readonly string[],
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
 ): Promise<SupportedPair[]> {
-  const rows = await sql<{ flow_slug: string; step_slug: string }[]>`
-    select flow_slug, step_slug
-    from pgflow.queue_support_set(${queue}, ${flowSlugs as string[]}::text[])
-    order by flow_slug, step_slug`;
+  const rows = await bounded(
+    sql<{ flow_slug: string; step_slug: string }[]>`
+      select flow_slug, step_slug
+      from pgflow.queue_support_set(${queue}, ${flowSlugs as string[]}::text[])
+      order by flow_slug, step_slug`,
+    "queue_support_set",
+    timeoutMs,
+  );
   return rows.map((row) => [row.flow_slug, row.step_slug] as const);
 }

@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import type { ClaimedTask } from "../claim/claim.ts";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { completeTask } from "./report.ts";
 
 interface Pending {
@@ -23,6 +24,7 @@ export class CompletionBatcher {
   readonly #sql: postgres.Sql;
   readonly #maxInFlight: number;
   readonly #maxBatch: number;
+  readonly #timeoutMs: number;
   #queue: Pending[] = [];
   #inFlight = 0;
 
@@ -30,11 +32,18 @@ export class CompletionBatcher {
    * @param sql the worker's pool
    * @param maxInFlight calls running at once (keep below the pool size: reads and claims need one)
    * @param maxBatch most completions per call
+   * @param timeoutMs bound of each call (see `bounded`)
    */
-  constructor(sql: postgres.Sql, maxInFlight = 2, maxBatch = 100) {
+  constructor(
+    sql: postgres.Sql,
+    maxInFlight = 2,
+    maxBatch = 100,
+    timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
+  ) {
     this.#sql = sql;
     this.#maxInFlight = maxInFlight;
     this.#maxBatch = maxBatch;
+    this.#timeoutMs = timeoutMs;
   }
 
   /** Completes `task` with the exact JSON text `output`; resolves once SQL has done it. */
@@ -59,7 +68,7 @@ export class CompletionBatcher {
   async #send(batch: Pending[]): Promise<void> {
     if (batch.length > 1) {
       try {
-        await completeTasks(this.#sql, batch);
+        await completeTasks(this.#sql, batch, this.#timeoutMs);
         for (const p of batch) p.resolve();
         return;
       } catch {
@@ -67,7 +76,9 @@ export class CompletionBatcher {
       }
     }
     await Promise.all(
-      batch.map((p) => completeTask(this.#sql, p.task, p.output).then(p.resolve, p.reject)),
+      batch.map((p) =>
+        completeTask(this.#sql, p.task, p.output, this.#timeoutMs).then(p.resolve, p.reject)
+      ),
     );
   }
 }
@@ -76,11 +87,19 @@ export class CompletionBatcher {
  * One `pgflow.complete_tasks` call. Outputs travel as JSON text cast `::text[]::jsonb[]`, so each
  * stays exactly what the handler returned (see completeTask).
  */
-async function completeTasks(sql: postgres.Sql, batch: readonly Pending[]): Promise<void> {
-  await sql`select count(*) from pgflow.complete_tasks(
-    ${batch.map((p) => p.task.runId)}::uuid[],
-    ${batch.map((p) => p.task.stepSlug)}::text[],
-    ${batch.map((p) => p.task.taskIndex)}::integer[],
-    ${batch.map((p) => p.output)}::text[]::jsonb[],
-    ${batch.map((p) => p.task.attempt)}::integer[])`;
+async function completeTasks(
+  sql: postgres.Sql,
+  batch: readonly Pending[],
+  timeoutMs: number,
+): Promise<void> {
+  await bounded(
+    sql`select count(*) from pgflow.complete_tasks(
+      ${batch.map((p) => p.task.runId)}::uuid[],
+      ${batch.map((p) => p.task.stepSlug)}::text[],
+      ${batch.map((p) => p.task.taskIndex)}::integer[],
+      ${batch.map((p) => p.output)}::text[]::jsonb[],
+      ${batch.map((p) => p.task.attempt)}::integer[])`,
+    "complete_tasks",
+    timeoutMs,
+  );
 }

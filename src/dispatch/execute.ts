@@ -22,6 +22,8 @@ export interface ExecuteDeps {
   readonly log: Logger;
   /** Attempts for complete/fail calls before the task is left to stalled recovery. */
   readonly reportAttempts: number;
+  /** Bound of each complete/fail call (see `bounded`). */
+  readonly queryTimeoutMs?: number;
   /** Sends completions several per call under load; without it each is its own call. */
   readonly completions?: CompletionBatcher;
 }
@@ -81,8 +83,8 @@ export async function executeTask(
       () =>
         report.kind === "complete"
           ? (deps.completions?.complete(task, report.output) ??
-            completeTask(deps.sql, task, report.output))
-          : failTask(deps.sql, task, report.error),
+            completeTask(deps.sql, task, report.output, deps.queryTimeoutMs))
+          : failTask(deps.sql, task, report.error, deps.queryTimeoutMs),
       {
         attempts: deps.reportAttempts,
         onRetry: (error, attempt, delayMs) =>

@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import type { Json } from "../dsl/json.ts";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 
 /**
  * Run inputs by run id, loaded once and shared: concurrent tasks of one run make one query. The
@@ -10,14 +11,17 @@ export class FlowInputCache {
   readonly #entries = new Map<string, Promise<Json>>();
   readonly #sql: postgres.Sql;
   readonly #capacity: number;
+  readonly #timeoutMs: number;
 
   /**
    * @param sql the pool to load inputs with
    * @param capacity how many runs to remember
+   * @param timeoutMs bound of each load (see `bounded`)
    */
-  constructor(sql: postgres.Sql, capacity = 500) {
+  constructor(sql: postgres.Sql, capacity = 500, timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS) {
     this.#sql = sql;
     this.#capacity = capacity;
+    this.#timeoutMs = timeoutMs;
   }
 
   /** Seeds the cache with an input already known (a root task's input is the run input). */
@@ -47,8 +51,11 @@ export class FlowInputCache {
   }
 
   async #load(runId: string): Promise<Json> {
-    const rows = await this.#sql<{ input: Json }[]>`
-      select input from pgflow.runs where run_id = ${runId}::uuid`;
+    const rows = await bounded(
+      this.#sql<{ input: Json }[]>`select input from pgflow.runs where run_id = ${runId}::uuid`,
+      "load run input",
+      this.#timeoutMs,
+    );
     if (rows.length === 0) throw new Error(`run ${runId} does not exist`);
     return rows[0].input;
   }

@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import type { ClaimedTask } from "../claim/claim.ts";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 
 /**
  * The exact JSON text of a handler's output: `0`, `false`, `""` and `null` stay what they are;
@@ -35,10 +36,15 @@ export async function completeTask(
   sql: postgres.Sql,
   task: ClaimedTask,
   output: string,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
 ): Promise<void> {
   // The attempt makes a late retry of this report harmless once the task was claimed again.
-  await sql`select pgflow.complete_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                       ${output}::text::jsonb, ${task.attempt}::integer)`;
+  await bounded(
+    sql`select pgflow.complete_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
+                                    ${output}::text::jsonb, ${task.attempt}::integer)`,
+    "complete_task",
+    timeoutMs,
+  );
 }
 
 /** `pgflow.fail_task`: SQL decides between a retry and exhaustion. */
@@ -46,7 +52,12 @@ export async function failTask(
   sql: postgres.Sql,
   task: ClaimedTask,
   message: string,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
 ): Promise<void> {
-  await sql`select pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                   ${message}, ${task.attempt}::integer)`;
+  await bounded(
+    sql`select pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
+                                ${message}, ${task.attempt}::integer)`,
+    "fail_task",
+    timeoutMs,
+  );
 }

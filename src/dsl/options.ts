@@ -29,11 +29,11 @@ export const WHEN_MODES: readonly WhenMode[] = Object.freeze(["fail", "skip", "s
  * ```
  */
 export interface RuntimeOptions {
-  /** Attempts before the step is exhausted; an integer ≥ 1. */
+  /** Attempts before the step is exhausted; an integer from 1 to 1,000. */
   readonly maxAttempts?: number;
-  /** Retry delay base in seconds (doubles per attempt); an integer ≥ 1. */
+  /** Retry delay base in seconds (doubles per attempt); an integer from 1 to 31,536,000 (365 days). */
   readonly baseDelay?: number;
-  /** Seconds a task may run before it counts as stalled; an integer ≥ 3. */
+  /** Seconds a task may run before it counts as stalled; an integer from 3 to 31,536,000. */
   readonly timeout?: number;
 }
 
@@ -48,30 +48,44 @@ export interface RuntimeOptions {
  * ```
  */
 export interface StepRuntimeOptions extends RuntimeOptions {
-  /** Seconds to wait after the step becomes ready before its task is sent; an integer ≥ 0. */
+  /** Seconds to wait after the step becomes ready before its task is sent; 0 to 31,536,000. */
   readonly startDelay?: number;
 }
 
-/** Minimum of each numeric option, the same bounds as the SQL checks. */
-const MINIMUMS: Readonly<Record<keyof StepRuntimeOptions, number>> = {
-  maxAttempts: 1,
-  baseDelay: 1,
-  timeout: 3,
-  startDelay: 0,
-};
+/** The bounds of one numeric option: an integer from `min` to `max`, both included. */
+export interface OptionBounds {
+  /** Smallest accepted value. */
+  readonly min: number;
+  /** Largest accepted value. */
+  readonly max: number;
+}
 
-/** Largest value Postgres can hold in an `int` column. */
-const MAX_INT = 2147483647;
+/**
+ * The accepted range of every numeric option. SQL enforces the same table
+ * (`pgflow.option_bounds()`, used by `create_flow`, `add_step` and the table checks), and both are
+ * tested against `tests/fixtures/option_bounds.json`. The maxima keep every sum SQL computes from
+ * them (a claim's visibility of timeout + 2 s, stalled recovery's timeout + 30 s, the retry delay
+ * base_delay * 2^(attempt - 1)) far inside Postgres's `integer`, so no flow's options can break a
+ * claim batch or stalled recovery for other flows: 1,000 attempts, 365 days for each duration.
+ */
+export const OPTION_BOUNDS: Readonly<Record<keyof StepRuntimeOptions, OptionBounds>> = Object
+  .freeze({
+    maxAttempts: Object.freeze({ min: 1, max: 1000 }),
+    baseDelay: Object.freeze({ min: 1, max: 31_536_000 }),
+    timeout: Object.freeze({ min: 3, max: 31_536_000 }),
+    startDelay: Object.freeze({ min: 0, max: 31_536_000 }),
+  });
 
 function checkInteger(name: keyof StepRuntimeOptions, value: unknown, where: string): void {
   if (value === undefined) return;
-  const min = MINIMUMS[name];
-  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > MAX_INT) {
+  const { min, max } = OPTION_BOUNDS[name];
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    const suggestion = Math.min(max, Math.max(min, Math.round(Number(value)) || min));
     throw new FlowDefinitionError(
       `${where}: ${name} is ${JSON.stringify(value) ?? String(value)}, but it must be an ` +
-        `integer between ${min} and ${MAX_INT}; write e.g. ${name}: ${
-          Math.max(min, Math.round(Number(value)) || min)
-        }`,
+        `integer between ${min} and ${max}${
+          name === "maxAttempts" ? "" : " (seconds)"
+        }; write e.g. ${name}: ${suggestion}`,
     );
   }
 }

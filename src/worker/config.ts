@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import type { Env } from "../dsl/context.ts";
+import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { databaseUrlFromEnv, type WorkerEnv } from "../platform/env.ts";
 import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
 import { WorkerConfigError } from "./errors.ts";
@@ -43,6 +44,11 @@ export interface EdgeWorkerConfig {
   readonly heartbeatIntervalMs?: number;
   /** Milliseconds between stalled-task recovery passes (0 disables them); default 15000. */
   readonly stalledRecoveryIntervalMs?: number;
+  /**
+   * Milliseconds any database call of the worker may go unanswered before it is abandoned and
+   * its connection replaced; the poll gets `maxPollSeconds` × 1000 on top. Default 20000.
+   */
+  readonly queryTimeoutMs?: number;
   /** Environment for handlers and for reading URLs and keys; default the process environment. */
   readonly env?: Env;
   /** Where logs go; default JSON lines at `EDGE_WORKER_LOG_LEVEL` (default `info`). */
@@ -66,6 +72,7 @@ export interface ResolvedConfig {
   readonly workerId?: string;
   readonly heartbeatIntervalMs: number;
   readonly stalledRecoveryIntervalMs: number;
+  readonly queryTimeoutMs: number;
   readonly logLevel: LogLevel;
   readonly logger?: Logger;
   readonly context?: { readonly [key: string]: unknown };
@@ -84,6 +91,7 @@ const KNOWN = new Set([
   "workerId",
   "heartbeatIntervalMs",
   "stalledRecoveryIntervalMs",
+  "queryTimeoutMs",
   "env",
   "logger",
   "context",
@@ -127,6 +135,7 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
   const maxPgConnections = int(config, "maxPgConnections", 4, 2, 100);
   const heartbeatIntervalMs = int(config, "heartbeatIntervalMs", 5000, 100, 60_000);
   const stalledRecoveryIntervalMs = int(config, "stalledRecoveryIntervalMs", 15_000, 0, 3_600_000);
+  const queryTimeoutMs = int(config, "queryTimeoutMs", DEFAULT_QUERY_TIMEOUT_MS, 500, 600_000);
   if (config.sql !== undefined && config.connectionString !== undefined) {
     throw new WorkerConfigError(
       "give either sql (a ready pool) or connectionString, not both",
@@ -199,6 +208,7 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     workerId: config.workerId,
     heartbeatIntervalMs,
     stalledRecoveryIntervalMs,
+    queryTimeoutMs,
     logLevel: level,
     logger: config.logger,
     context: config.context,

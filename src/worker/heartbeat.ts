@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 
 /**
@@ -6,10 +7,18 @@ import type { Logger } from "../platform/logger.ts";
  * (then it must stop polling and drain). Errors are logged and read as "not deprecated": a
  * missed heartbeat must not stop a healthy worker.
  */
-export async function beat(sql: postgres.Sql, workerId: string, log: Logger): Promise<boolean> {
+export async function beat(
+  sql: postgres.Sql,
+  workerId: string,
+  log: Logger,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
+): Promise<boolean> {
   try {
-    const [row] = await sql<{ deprecated: boolean }[]>`
-      select pgflow.heartbeat(${workerId}::uuid) as deprecated`;
+    const [row] = await bounded(
+      sql<{ deprecated: boolean }[]>`select pgflow.heartbeat(${workerId}::uuid) as deprecated`,
+      "heartbeat",
+      timeoutMs,
+    );
     return row.deprecated === true;
   } catch (error) {
     log.warn("heartbeat failed", { error: (error as Error).message });

@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 
 /** Advisory lock key shared by every worker of a database: one recovery pass at a time. */
@@ -10,11 +11,19 @@ const RECOVERY_LOCK = "pgflow.requeue_stalled_tasks";
  * instead of queueing behind it (the function is safe concurrently, but duplicate scans are waste).
  * Returns how many tasks were handled, or `null` when another worker held the lock.
  */
-export async function recoverStalled(sql: postgres.Sql, log: Logger): Promise<number | null> {
+export async function recoverStalled(
+  sql: postgres.Sql,
+  log: Logger,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
+): Promise<number | null> {
   try {
-    const [row] = await sql<{ handled: number | null }[]>`
-      select case when pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK}))
-                  then pgflow.requeue_stalled_tasks() end as handled`;
+    const [row] = await bounded(
+      sql<{ handled: number | null }[]>`
+        select case when pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK}))
+                    then pgflow.requeue_stalled_tasks() end as handled`,
+      "requeue_stalled_tasks",
+      timeoutMs,
+    );
     if (row.handled !== null && row.handled > 0) {
       log.warn("stalled tasks recovered", { handled: row.handled });
     }

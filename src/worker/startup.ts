@@ -5,6 +5,7 @@ import {
   extractFlowShape,
   extractRoutePlan,
 } from "../compile/shape.ts";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 import { WorkerStartupError } from "./errors.ts";
 
@@ -25,17 +26,22 @@ export async function compileDefinitions(
   sql: postgres.Sql,
   definitions: readonly CompilableFlow[],
   log: Logger,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
 ): Promise<void> {
   const mismatches: string[] = [];
   for (const definition of definitions) {
     const slug = definition.slug;
     let result: CompileResult;
     try {
-      const [row] = await sql<{ result: CompileResult }[]>`
-        select pgflow.ensure_flow_compiled(
-          ${slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
-          ${JSON.stringify(extractRoutePlan(definition))}::text::jsonb,
-          ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb) as result`;
+      const [row] = await bounded(
+        sql<{ result: CompileResult }[]>`
+          select pgflow.ensure_flow_compiled(
+            ${slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
+            ${JSON.stringify(extractRoutePlan(definition))}::text::jsonb,
+            ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb) as result`,
+        "ensure_flow_compiled",
+        timeoutMs,
+      );
       result = row.result;
     } catch (error) {
       throw new WorkerStartupError(

@@ -12,6 +12,8 @@ import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { createPool } from "../platform/pool.ts";
+import { describeConnection } from "../platform/connection_kind.ts";
+import { bounded } from "../platform/deadline.ts";
 import { createLogger, type Logger } from "../platform/logger.ts";
 import { prepareSupabaseClient } from "../platform/supabase_client.ts";
 import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
@@ -198,12 +200,16 @@ class Worker implements FlowWorker {
       this.#ownsPool = true;
     }
     const sql = this.#sql;
-    await compileDefinitions(sql, this.#target.definitions, this.#log);
+    const timeoutMs = config.queryTimeoutMs;
+    const connection = await describeConnection(sql, config.connectionString, timeoutMs);
+    this.#log.info("database connection", { ...connection });
+    await compileDefinitions(sql, this.#target.definitions, this.#log, timeoutMs);
     const registry = new HandlerRegistry(this.#target.flows);
     const persisted = await loadSupportSet(
       sql,
       this.queueName,
       this.#target.flows.map((f: AnyFlow) => f.slug),
+      timeoutMs,
     );
     const supported = persisted.filter(([flow, step]) => registry.has(flow, step));
     if (supported.length === 0) {
@@ -216,8 +222,12 @@ class Worker implements FlowWorker {
     this.#supportSet = Object.freeze(supported);
     const supabase = await prepareSupabaseClient(this.#env);
     // The support set is recorded with the worker so the coverage check can see what it serves.
-    await sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName},
-                                            ${JSON.stringify(supported)}::text::jsonb)`;
+    await bounded(
+      sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName},
+                                        ${JSON.stringify(supported)}::text::jsonb)`,
+      "register_worker",
+      timeoutMs,
+    );
     this.#state = "running";
     this.#log.info("worker started", {
       function: this.functionName,
@@ -233,7 +243,7 @@ class Worker implements FlowWorker {
       shutdownSignal: this.#shutdown.signal,
       sql,
       supabase,
-      flowInputs: new FlowInputCache(sql),
+      flowInputs: new FlowInputCache(sql, undefined, config.queryTimeoutMs),
       extra: config.context,
     };
     // Completions are batched under load; at most half the pool reports at once, so reads and
@@ -241,6 +251,8 @@ class Worker implements FlowWorker {
     const completions = new CompletionBatcher(
       sql,
       Math.max(1, Math.floor(config.maxPgConnections / 2)),
+      undefined,
+      config.queryTimeoutMs,
     );
     const loop = runPollLoop({
       sql,
@@ -251,6 +263,7 @@ class Worker implements FlowWorker {
       visibilityTimeout: config.visibilityTimeout,
       maxPollSeconds: config.maxPollSeconds,
       pollIntervalMs: config.pollIntervalMs,
+      queryTimeoutMs: config.queryTimeoutMs,
       slots: this.#slots,
       log: this.#log,
       signal: this.#pollStop.signal,
@@ -263,6 +276,7 @@ class Worker implements FlowWorker {
             resources,
             log: this.#log,
             reportAttempts: 6,
+            queryTimeoutMs: config.queryTimeoutMs,
             completions,
           },
           task,
@@ -270,7 +284,7 @@ class Worker implements FlowWorker {
         ),
     });
     const heartbeat = every(config.heartbeatIntervalMs, this.#timersStop.signal, async () => {
-      if (this.#state === "running" && await beat(sql, this.id, this.#log)) {
+      if (this.#state === "running" && await beat(sql, this.id, this.#log, config.queryTimeoutMs)) {
         this.#log.warn("worker deprecated; draining in-flight tasks", {});
         void this.#stop(false);
       }
@@ -280,7 +294,7 @@ class Worker implements FlowWorker {
       const interval = config.stalledRecoveryIntervalMs;
       this.#background.push(
         every(interval, this.#timersStop.signal, async () => {
-          await recoverStalled(sql, this.#log);
+          await recoverStalled(sql, this.#log, config.queryTimeoutMs);
         }, { firstDelayMs: Math.round(interval * Math.random()) }),
       );
     }
@@ -320,7 +334,15 @@ class Worker implements FlowWorker {
     // isolate any moment now, and a stopped row lets a replacement start without waiting for the
     // heartbeat to go stale.
     try {
-      await retry(() => sql`select pgflow.mark_worker_stopped(${this.id}::uuid)`, { attempts: 3 });
+      await retry(
+        () =>
+          bounded(
+            sql`select pgflow.mark_worker_stopped(${this.id}::uuid)`,
+            "mark_worker_stopped",
+            this.#config.queryTimeoutMs,
+          ),
+        { attempts: 3 },
+      );
     } catch (error) {
       this.#log.warn("could not mark the worker stopped", { error: (error as Error).message });
     }

@@ -1,0 +1,67 @@
+import type postgres from "postgres";
+import { bounded } from "./deadline.ts";
+
+/** What the worker could tell about its database connection. */
+export interface ConnectionInfo {
+  /**
+   * `direct` (the server itself), `transaction pooler`, `session pooler`, or `pooler` when a
+   * pooler is in between but its mode cannot be told.
+   */
+  readonly kind: "direct" | "transaction pooler" | "session pooler" | "pooler";
+  /** How the kind was told, for the log line. */
+  readonly evidence: string;
+  /** Host, port, database and user of the URL (never the password); absent for a given pool. */
+  readonly host?: string;
+  readonly port?: number;
+  readonly database?: string;
+  readonly user?: string;
+}
+
+/**
+ * Tells what is between the worker and Postgres. A pooler answers the connection's startup with
+ * a backend key of its own, so the key postgres.js received differs from `pg_backend_pid()`; the
+ * pooler's mode is told from the URL (Supabase: port 6543 is Supavisor's transaction mode, port
+ * 5432 on `*.pooler.supabase.com` its session mode). The worker behaves the same in every case:
+ * this is for the startup log line and for operators.
+ *
+ * @example
+ * ```ts
+ * import { createPool, describeConnection } from "@pgflow/shared";
+ *
+ * const url = "postgres://postgres@127.0.0.1:5432/postgres";
+ * const sql = createPool(url);
+ * // const info = await describeConnection(sql, url); // { kind: "direct", ... }
+ * ```
+ */
+export async function describeConnection(
+  sql: postgres.Sql,
+  url: string | undefined,
+  timeoutMs = 10_000,
+): Promise<ConnectionInfo> {
+  const query = sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+  const [row] = await bounded(query, "pg_backend_pid", timeoutMs);
+  const keyPid = (query as unknown as { state?: { pid?: number | null } }).state?.pid;
+  const parts = url === undefined ? {} : urlParts(url);
+  if (keyPid === row.pid) {
+    return { kind: "direct", evidence: "backend key matches pg_backend_pid()", ...parts };
+  }
+  const port = parts.port;
+  const supabasePooler = parts.host?.endsWith(".pooler.supabase.com") ?? false;
+  if (port === 6543) {
+    return { kind: "transaction pooler", evidence: "pooler on port 6543", ...parts };
+  }
+  if (supabasePooler && port === 5432) {
+    return { kind: "session pooler", evidence: "Supabase pooler on port 5432", ...parts };
+  }
+  return { kind: "pooler", evidence: "backend key differs from pg_backend_pid()", ...parts };
+}
+
+function urlParts(url: string): Pick<ConnectionInfo, "host" | "port" | "database" | "user"> {
+  const u = new URL(url);
+  return {
+    host: u.hostname,
+    port: Number(u.port || 5432),
+    database: decodeURIComponent(u.pathname.slice(1)) || undefined,
+    user: decodeURIComponent(u.username) || undefined,
+  };
+}
