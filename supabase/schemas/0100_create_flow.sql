@@ -22,18 +22,9 @@ begin
       using errcode = '22023',
         hint = 'use letters, digits and single underscores, starting with a letter, at most 128 characters, not "run"';
   end if;
-  if max_attempts is null or max_attempts < 1 then
-    raise exception 'flow %: max_attempts must be at least 1, got %', flow_slug, coalesce(max_attempts::text, 'NULL')
-      using errcode = '22023';
-  end if;
-  if base_delay is null or base_delay < 1 then
-    raise exception 'flow %: base_delay must be at least 1 second, got %', flow_slug, coalesce(base_delay::text, 'NULL')
-      using errcode = '22023';
-  end if;
-  if timeout is null or timeout < 3 then
-    raise exception 'flow %: timeout must be at least 3 seconds, got %', flow_slug, coalesce(timeout::text, 'NULL')
-      using errcode = '22023';
-  end if;
+  perform pgflow._check_option('flow ' || flow_slug, 'maxAttempts', 'max_attempts', max_attempts, true);
+  perform pgflow._check_option('flow ' || flow_slug, 'baseDelay', 'base_delay', base_delay, true);
+  perform pgflow._check_option('flow ' || flow_slug, 'timeout', 'timeout', timeout, true);
   if queue_mode is null or queue_mode not in ('flow', 'step', 'routed') then
     raise exception 'flow %: queue_mode must be flow, step or routed, got %', flow_slug, coalesce(queue_mode, 'NULL')
       using errcode = '22023';
@@ -55,16 +46,11 @@ begin
   values (flow_slug, max_attempts, base_delay, timeout, queue_mode)
   returning * into created;
 
-  -- A plain flow's steps all share the flow's default queue, which must not be a declared shared
-  -- queue: its messages would mix with other flows' under a name pgflow gave away.
+  -- A plain flow's steps all share the flow's default queue. pgflow creates it and records that it
+  -- did; a name that is already taken (an application's queue under any spelling, a declared
+  -- shared queue) is refused rather than adopted, so deleting the flow can never drop it.
   if queue_mode = 'flow' then
-    perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || lower(flow_slug)));
-    if exists (select 1 from pgflow.shared_queues s where s.queue_name = lower(create_flow.flow_slug)) then
-      raise exception 'flow %: its default queue % is a declared shared queue', flow_slug, lower(flow_slug)
-        using errcode = '55000', hint = 'use another flow slug, or route this flow with routeFlow()';
-    end if;
-    perform pgmq.create(lower(flow_slug))
-    where not exists (select 1 from pgmq.list_queues() q where q.queue_name = lower(create_flow.flow_slug));
+    perform pgflow._provision_own_queue(lower(flow_slug), flow_slug);
   end if;
   return created;
 end;

@@ -37,11 +37,10 @@ begin
       using errcode = '22023',
         hint = 'use letters, digits and single underscores, starting with a letter, at most 128 characters, not "run"';
   end if;
-  if max_attempts < 1 or base_delay < 1 or timeout < 3 or start_delay is null or start_delay < 0 then
-    raise exception 'step %.%: options out of range (max_attempts %, base_delay %, timeout %, start_delay %)',
-      flow_slug, step_slug, max_attempts, base_delay, timeout, start_delay
-      using errcode = '22023', hint = 'max_attempts >= 1, base_delay >= 1, timeout >= 3, start_delay >= 0';
-  end if;
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'maxAttempts', 'max_attempts', max_attempts, false);
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'baseDelay', 'base_delay', base_delay, false);
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'timeout', 'timeout', timeout, false);
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'startDelay', 'start_delay', start_delay, true);
   if step_type is null or step_type not in ('single', 'map') then
     raise exception 'step %.%: step_type must be single or map, got %', flow_slug, step_slug, coalesce(step_type, 'NULL')
       using errcode = '22023';
@@ -112,11 +111,12 @@ begin
       using errcode = '22023', hint = 'add dependencies before the steps that use them';
   end if;
 
+  -- routed: declare or reuse a shared queue. flow and step mode: the flow's own queue, which pgflow
+  -- creates and records, and which must not already exist as anything else (never adopted).
   if flow.queue_mode = 'routed' then
     perform pgflow._provision_shared_queue(resolved_queue, flow.flow_slug);
   else
-    perform pgmq.create(resolved_queue)
-    where not exists (select 1 from pgmq.list_queues() q where q.queue_name = resolved_queue);
+    perform pgflow._provision_own_queue(resolved_queue, flow.flow_slug);
   end if;
 
   insert into pgflow.steps (

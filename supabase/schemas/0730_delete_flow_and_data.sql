@@ -1,5 +1,6 @@
--- Deleting one concrete flow: its definitions, its runtime rows and its own queues. On shared
--- queues only this flow's tracked messages go (found through its task snapshots): other flows'
+-- Deleting one concrete flow: its definitions, its runtime rows and the queues pgflow created for
+-- it (pgflow.created_queues). On every other queue (shared queues, and any queue pgflow did not
+-- create) only this flow's tracked messages go, found through its task snapshots: other flows'
 -- messages and unknown messages stay exactly as they were, and the queue and its archive stay.
 
 -- Removes the given messages from a queue and from its archive. Live messages go through
@@ -22,6 +23,12 @@ begin
 end;
 $$;
 
+-- Lock order, the same as every other writer's: the flow, then each of its runs (in run_id order,
+-- as complete_tasks takes them), then messages, then task rows. complete_task, fail_task and
+-- stalled recovery take the run first and its task and messages after; a claim takes a message and
+-- then its task. So a completion in flight finishes before the delete goes on, and the task and
+-- message it created are then seen and removed here; a completion that comes later finds its run
+-- gone and changes nothing. Neither fails, and no message of the flow is left behind.
 create or replace function pgflow.delete_flow_and_data(flow_slug text)
 returns void
 language plpgsql
@@ -32,6 +39,7 @@ as $$
 declare
   flow pgflow.flows;
   grp record;
+  dropped text[];
   own_queue text;
 begin
   perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
@@ -40,44 +48,40 @@ begin
     raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
       using errcode = '22023';
   end if;
+  perform 1 from pgflow.runs r where r.flow_slug = flow.flow_slug order by r.run_id for update;
 
-  -- Messages on shared queues: only this flow's, through its snapshots.
+  -- The queues dropped with the flow: only those pgflow created for it, that no other flow routes
+  -- to, and that PGMQ lists under this one spelling (another spelling shares the table pair, and
+  -- dropping it would destroy that queue too).
+  select coalesce(array_agg(c.queue_name order by c.queue_name), '{}') into dropped
+  from pgflow.created_queues c
+  where c.flow_slug = flow.flow_slug
+    and not exists (select 1 from pgflow.steps s where s.queue_name = c.queue_name and s.flow_slug <> flow.flow_slug)
+    and (select array_agg(q.queue_name::text) from pgmq.list_queues() q where lower(q.queue_name) = c.queue_name)
+        = array[c.queue_name];
+
+  -- Every other queue the flow's tasks used keeps everything but this flow's tracked messages,
+  -- found through the task snapshots (read after the run locks, so a completion that just
+  -- committed is included).
   for grp in
-    select t.queue_name, array_agg(t.message_id) as ids
+    select t.queue_name, array_agg(t.message_id order by t.message_id) as ids
     from pgflow.step_tasks t
     where t.flow_slug = flow.flow_slug and t.message_id is not null
-      and exists (select 1 from pgflow.shared_queues s where s.queue_name = t.queue_name)
+      and not (t.queue_name = any (dropped))
     group by t.queue_name
+    order by t.queue_name
   loop
     perform pgflow._purge_tracked_messages(grp.queue_name, grp.ids);
   end loop;
 
-  -- The flow's own queues: its default queue (flow mode) or its private step queues (step mode).
-  -- Collected before the steps go; snapshots of older routes count too.
-  for own_queue in
-    select distinct q from (
-      select s.queue_name as q from pgflow.steps s
-      where s.flow_slug = flow.flow_slug and flow.queue_mode in ('flow', 'step')
-      union
-      select t.queue_name from pgflow.step_tasks t
-      where t.flow_slug = flow.flow_slug
-        and not exists (select 1 from pgflow.shared_queues s where s.queue_name = t.queue_name)
-        -- A prefix comparison, not LIKE: underscores in the slug must not act as wildcards.
-        and (t.queue_name = lower(flow.flow_slug)
-             or left(t.queue_name, length(flow.flow_slug) + 2) = lower(flow.flow_slug) || '__')
-    ) own
-    order by 1
-  loop
-    -- Never drop a queue another flow still routes to.
-    continue when exists (select 1 from pgflow.steps s where s.queue_name = own_queue and s.flow_slug <> flow.flow_slug);
-    if exists (select 1 from pgmq.list_queues() q where q.queue_name = own_queue) then
-      perform pgmq.drop_queue(own_queue);
-    end if;
+  foreach own_queue in array dropped loop
+    perform pgmq.drop_queue(own_queue);
   end loop;
 
   delete from pgflow.step_tasks t where t.flow_slug = flow.flow_slug;
   delete from pgflow.step_states ss where ss.flow_slug = flow.flow_slug;
   delete from pgflow.runs r where r.flow_slug = flow.flow_slug;
+  delete from pgflow.created_queues c where c.flow_slug = flow.flow_slug;
   delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
   delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
   delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
