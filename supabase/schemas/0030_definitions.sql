@@ -1,6 +1,6 @@
 -- Flow definitions: flows, their steps and the dependencies between steps. The shape (steps, order,
 -- dependencies, types, conditions) is kept apart from the route (steps.queue_name) and from the
--- runtime-tunable options (opt_*).
+-- runtime-tunable options (opt_*), which stay inside pgflow.option_bounds().
 
 create table if not exists pgflow.flows (
   flow_slug text not null,
@@ -11,9 +11,9 @@ create table if not exists pgflow.flows (
   created_at timestamptz not null default now(),
   constraint flows_pkey primary key (flow_slug),
   constraint flows_slug_is_valid check (pgflow.is_valid_slug(flow_slug)),
-  constraint flows_max_attempts_range check (opt_max_attempts >= 1),
-  constraint flows_base_delay_range check (opt_base_delay >= 1),
-  constraint flows_timeout_range check (opt_timeout >= 3),
+  constraint flows_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
+  constraint flows_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
+  constraint flows_timeout_range check (pgflow.option_in_bounds('timeout', opt_timeout)),
   constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed'))
 );
 
@@ -44,10 +44,10 @@ create table if not exists pgflow.steps (
   constraint steps_index_range check (step_index >= 0),
   constraint steps_type_known check (step_type in ('single', 'map')),
   constraint steps_deps_count_range check (deps_count >= 0),
-  constraint steps_max_attempts_range check (opt_max_attempts is null or opt_max_attempts >= 1),
-  constraint steps_base_delay_range check (opt_base_delay is null or opt_base_delay >= 1),
-  constraint steps_timeout_range check (opt_timeout is null or opt_timeout >= 3),
-  constraint steps_start_delay_range check (opt_start_delay >= 0),
+  constraint steps_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
+  constraint steps_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
+  constraint steps_timeout_range check (pgflow.option_in_bounds('timeout', opt_timeout)),
+  constraint steps_start_delay_range check (pgflow.option_in_bounds('startDelay', opt_start_delay)),
   constraint steps_when_unmet_known check (when_unmet in ('fail', 'skip', 'skip-cascade')),
   constraint steps_when_exhausted_known check (when_exhausted in ('fail', 'skip', 'skip-cascade')),
   constraint steps_map_single_dep check (step_type <> 'map' or deps_count <= 1),

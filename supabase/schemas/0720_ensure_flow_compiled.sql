@@ -117,6 +117,36 @@ begin
 end;
 $$;
 
+-- Every runtime option outside pgflow.option_bounds(), one line each; empty when all are inside.
+-- Checked before anything is created, so a value the DSL would refuse (or JSON that is not an
+-- integer) is reported with the others instead of failing a cast halfway through the compile.
+-- JSON null counts as unset.
+create or replace function pgflow._option_problems(p_options jsonb)
+returns text[]
+language sql
+immutable
+set search_path = ''
+as $$
+  with given as (
+    select 'flow' as owner, e.key, e.value
+    from jsonb_each(case when jsonb_typeof(p_options -> 'flow') = 'object' then p_options -> 'flow' else '{}'::jsonb end) e
+    where e.key in ('maxAttempts', 'baseDelay', 'timeout')
+    union all
+    select 'step ' || s.key, e.key, e.value
+    from jsonb_each(case when jsonb_typeof(p_options -> 'steps') = 'object' then p_options -> 'steps' else '{}'::jsonb end) s
+    cross join lateral jsonb_each(case when jsonb_typeof(s.value) = 'object' then s.value else '{}'::jsonb end) e
+    where e.key in ('maxAttempts', 'baseDelay', 'timeout', 'startDelay')
+  )
+  select coalesce(array_agg(format('%s: %s must be an integer between %s and %s, got %s',
+                                   g.owner, g.key, b.bounds ->> 'min', b.bounds ->> 'max', g.value)
+                            order by g.owner, g.key), '{}')
+  from given g
+  cross join lateral (select pgflow.option_bounds() -> g.key as bounds) b
+  where jsonb_typeof(g.value) <> 'null'
+    and not (jsonb_typeof(g.value) = 'number' and g.value::text ~ '^-?[0-9]{1,10}$'
+             and (g.value::text)::bigint between (b.bounds ->> 'min')::bigint and (b.bounds ->> 'max')::bigint)
+$$;
+
 -- Creates a validated definition: shared queues are checked (and locked) first, so a conflict is
 -- found before anything changes; then the flow, its steps and their queues.
 create or replace function pgflow._create_flow_from_definition(
@@ -183,7 +213,8 @@ declare
   differences text[];
   q text;
 begin
-  problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan);
+  problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
+              || pgflow._option_problems(options);
   if cardinality(problems) > 0 then
     raise exception 'flow %: invalid definition: %', coalesce(ensure_flow_compiled.flow_slug, 'NULL'),
       array_to_string(problems, '; ') using errcode = '22023';

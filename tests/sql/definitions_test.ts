@@ -103,17 +103,17 @@ db.test("bad definitions get errors that name the value", async ({ sql }) => {
     [
       "attempts",
       () => sql`select pgflow.create_flow('f_att', 0)`,
-      /max_attempts must be at least 1, got 0/,
+      /flow f_att: maxAttempts \(max_attempts\) must be an integer between 1 and 1000, got 0/,
     ],
     [
       "delay",
       () => sql`select pgflow.create_flow('f_del', 3, -1)`,
-      /base_delay must be at least 1 second, got -1/,
+      /flow f_del: baseDelay \(base_delay\) must be an integer between 1 and 31536000, got -1/,
     ],
     [
       "timeout",
       () => sql`select pgflow.create_flow('f_to', 3, 1, 2)`,
-      /timeout must be at least 3 seconds, got 2/,
+      /flow f_to: timeout \(timeout\) must be an integer between 3 and 31536000, got 2/,
     ],
     [
       "mode",
@@ -154,12 +154,12 @@ db.test("add_step validates steps, dependencies, options and routes", async ({ s
     [
       () =>
         sql`select pgflow.add_step('steps_f', 'second', max_attempts => 0, queue_name => 'steps_q')`,
-      /options out of range/,
+      /step steps_f\.second: maxAttempts \(max_attempts\) must be an integer between 1 and 1000, got 0/,
     ],
     [
       () =>
         sql`select pgflow.add_step('steps_f', 'second', start_delay => -1, queue_name => 'steps_q')`,
-      /options out of range/,
+      /startDelay \(start_delay\) must be an integer between 0 and 31536000, got -1/,
     ],
     [
       () => sql`select pgflow.add_step('steps_f', 'second', queue_name => 'Steps_Q')`,
