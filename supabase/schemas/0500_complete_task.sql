@@ -1,7 +1,11 @@
 -- Completing a task. Late or duplicate completions (the task is no longer started, or its run or step
--- has moved on) change nothing and raise nothing. A worker passes the attempt it ran: a report for an
--- older attempt (its reply was lost, and the task has since been claimed again) is late too, so it
--- can never complete or fail the attempt that is running now.
+-- has moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks
+-- and read_and_claim return it with the task): a report for an older attempt (its reply was lost,
+-- and the task has since been claimed again) is late too, so it can never complete or fail the
+-- attempt that is running now. The attempt is required: a report without one cannot be told from a
+-- late one, so it would complete whichever attempt happens to be running. The parameter keeps its
+-- NULL default only so that a call without it gets this explanation instead of "function does not
+-- exist"; an operator completing a task by hand passes step_tasks.attempts_count.
 --
 -- This runs once per task, so the common path is kept to a few statements in one function: nested
 -- plpgsql calls each cost a plan and a search_path save/restore. What _complete_step and
@@ -23,6 +27,12 @@ declare
   left_tasks integer;
   ready integer;
 begin
+  if complete_task.attempt is null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', complete_task.step_slug,
+      complete_task.task_index, complete_task.run_id
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
+  end if;
   -- The run lock orders every state change of one run: completions, failures and stalled recovery.
   select r.status into run_status from pgflow.runs r where r.run_id = complete_task.run_id for update;
   if run_status is distinct from 'started' then
@@ -33,7 +43,7 @@ begin
   set status = 'completed', completed_at = now(), output = complete_task.output
   where t.run_id = complete_task.run_id and t.step_slug = complete_task.step_slug
     and t.task_index = complete_task.task_index and t.status = 'started'
-    and (complete_task.attempt is null or t.attempts_count = complete_task.attempt)
+    and t.attempts_count = complete_task.attempt
   returning * into task;
   if not found then
     return;
@@ -95,8 +105,9 @@ end;
 $$;
 
 -- Several completions in one round trip: each is exactly complete_task (same checks, same
--- idempotence; a late or duplicate one changes nothing), all in one transaction. Runs are locked in
--- run_id order, so two batches that share runs wait for each other instead of deadlocking.
+-- idempotence, the attempt required; a late or duplicate one changes nothing), all in one
+-- transaction. Runs are locked in run_id order, so two batches that share runs wait for each other
+-- instead of deadlocking.
 create or replace function pgflow.complete_tasks(
   run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
 )
@@ -111,10 +122,11 @@ begin
   if cardinality(run_ids) is distinct from cardinality(step_slugs)
      or cardinality(run_ids) is distinct from cardinality(task_indexes)
      or cardinality(run_ids) is distinct from cardinality(outputs)
-     or (attempts is not null and cardinality(run_ids) is distinct from cardinality(attempts)) then
-    raise exception 'complete_tasks: % run ids, % step slugs, % task indexes and % outputs',
-      cardinality(run_ids), cardinality(step_slugs), cardinality(task_indexes), cardinality(outputs)
-      using errcode = '22023', hint = 'pass one run id, step slug, task index and output per task';
+     or cardinality(run_ids) is distinct from cardinality(attempts) then
+    raise exception 'complete_tasks: % run ids, % step slugs, % task indexes, % outputs and % attempts',
+      cardinality(run_ids), cardinality(step_slugs), cardinality(task_indexes), cardinality(outputs),
+      coalesce(cardinality(attempts)::text, 'no')
+      using errcode = '22023', hint = 'pass one run id, step slug, task index, output and attempt per task (the attempt is required, as in complete_task)';
   end if;
   for i in select u.ord from unnest(run_ids) with ordinality as u(run_id, ord) order by u.run_id, u.ord loop
     return query select * from pgflow.complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i], attempts[i]);

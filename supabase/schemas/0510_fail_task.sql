@@ -1,6 +1,6 @@
 -- Failing a task: retry with exponential backoff on the task's own queue snapshot while attempts
--- remain; then the step's whenExhausted decides: fail the step and the run, or skip the step
--- (skip-cascade: and its dependents). The caller holds the run's lock.
+-- remain and its message is still there; then the step's whenExhausted decides: fail the step and
+-- the run, or skip the step (skip-cascade: and its dependents). The caller holds the run's lock.
 create or replace function pgflow._task_failed(
   p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer
 )
@@ -24,33 +24,44 @@ begin
   where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
 
   if task.attempts_count < max_attempts then
-    update pgflow.step_tasks t
-    set status = 'queued', error_message = p_error, queued_at = now()
-    where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
-    returning * into task;
     -- base_delay * 2^(attempt - 1): the first retry waits base_delay, each later one twice as long.
-    perform pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
+    -- The message is made visible again first, and the retry happens only if PGMQ still had it: a
+    -- message purged or deleted outside pgflow would leave the task queued with nothing to claim,
+    -- and its run waiting forever.
+    perform 1 from pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
       least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
-  else
-    update pgflow.step_tasks t
-    set status = 'failed', error_message = p_error, failed_at = now()
-    where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
-    returning * into task;
-    if when_exhausted = 'fail' then
-      perform pgflow._fail_run(p_run_id, p_step_slug, p_error);
-    else
-      -- The step gives up without failing the run: skipped, with the last error kept on it.
-      update pgflow.step_states ss set error_message = p_error
-      where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
-      perform pgflow._skip_step(p_run_id, p_step_slug, 'handler_failed', when_exhausted = 'skip-cascade');
-      perform pgflow._start_ready_steps(p_run_id);
+    if found then
+      update pgflow.step_tasks t
+      set status = 'queued', error_message = p_error, queued_at = now()
+      where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+      returning * into task;
+      return task;
     end if;
+    -- Nothing can deliver a retry: the attempts end here, visibly, with the reason.
+    p_error := format('%s; not retried: its message %s is gone from queue %s (purged or deleted outside pgflow)',
+                      p_error, task.message_id, task.queue_name);
+    raise warning 'pgflow: task %.% [%] of run %: %', task.flow_slug, task.step_slug, task.task_index, task.run_id, p_error;
+  end if;
+
+  update pgflow.step_tasks t
+  set status = 'failed', error_message = p_error, failed_at = now()
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+  returning * into task;
+  if when_exhausted = 'fail' then
+    perform pgflow._fail_run(p_run_id, p_step_slug, p_error);
+  else
+    -- The step gives up without failing the run: skipped, with the last error kept on it.
+    update pgflow.step_states ss set error_message = p_error
+    where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
+    perform pgflow._skip_step(p_run_id, p_step_slug, 'handler_failed', when_exhausted = 'skip-cascade');
+    perform pgflow._start_ready_steps(p_run_id);
   end if;
   return task;
 end;
 $$;
 
--- Like complete_task, a report for an attempt other than the current one is late and changes nothing.
+-- Like complete_task, a report for an attempt other than the current one is late and changes
+-- nothing, and the attempt is required (see complete_task).
 create or replace function pgflow.fail_task(
   run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null
 )
@@ -64,6 +75,12 @@ declare
   run pgflow.runs;
   task pgflow.step_tasks;
 begin
+  if fail_task.attempt is null then
+    raise exception 'fail_task: attempt is required (task % [%] of run %)', fail_task.step_slug,
+      fail_task.task_index, fail_task.run_id
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could fail a newer attempt';
+  end if;
   select * into run from pgflow.runs r where r.run_id = fail_task.run_id for update;
   if not found or run.status <> 'started' then
     return;
@@ -71,7 +88,7 @@ begin
   select * into task from pgflow.step_tasks t
   where t.run_id = fail_task.run_id and t.step_slug = fail_task.step_slug and t.task_index = fail_task.task_index
   for update;
-  if not found or task.status <> 'started' or task.attempts_count <> coalesce(fail_task.attempt, task.attempts_count) then
+  if not found or task.status <> 'started' or task.attempts_count <> fail_task.attempt then
     return;
   end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,

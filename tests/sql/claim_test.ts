@@ -106,7 +106,7 @@ db.test("a supported task of a completed step or failed run is ineligible and no
   const [run] = await sql`select * from pgflow.start_flow('claim_done', '{}')`;
   const worker = await registerWorker(sql, "claim_done_q");
   const [row] = await readAndStart(sql, "claim_done_q", worker, [["claim_done", "a"]]);
-  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '1')`;
+  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '1', ${row.attempt})`;
   const again = await startTasks(sql, "claim_done_q", [row.message_id], worker, [[
     "claim_done",
     "a",
@@ -154,7 +154,7 @@ db.test("message ids above 2^53 round-trip exactly", async ({ sql }) => {
     ["9007199254740994", "claimed"],
     ["9007199254740995", "unknown"],
   ]);
-  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '"done"')`;
+  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '"done"', 1)`;
   const [archived] = await sql`select msg_id::text as id from pgmq.a_claim_big_q`;
   assert.equal(archived.id, "9007199254740994");
 });

@@ -144,7 +144,7 @@ db.test("a production mismatch changes nothing and tasks keep their queues", asy
     0,
   );
   // The started task still completes through its snapshot, and the next step goes to the old route.
-  await sql`select pgflow.complete_task(${run.run_id}, 'classify', 0, '{"label": "x"}')`;
+  await sql`select pgflow.complete_task(${run.run_id}, 'classify', 0, '{"label": "x"}', ${claimed.attempt})`;
   assert.equal(claimed.disposition, "claimed");
   const [task] =
     await sql`select queue_name from pgflow.step_tasks where run_id = ${run.run_id} and step_slug = 'enrich'`;

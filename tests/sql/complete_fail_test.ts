@@ -25,7 +25,7 @@ db.test('outputs are stored exactly: 0, false, "" and null stay distinct', async
     const value = values[Number(r.step_slug!.slice(1))];
     await sql`select pgflow.complete_task(${r.run_id}, ${r.step_slug}, 0, ${
       sql.json(value as never)
-    })`;
+    }, ${r.attempt})`;
   }
   const states =
     await sql`select step_slug, output from pgflow.step_states where run_id = ${run.run_id} order by step_slug`;
@@ -46,10 +46,12 @@ db.test("completion releases dependents onto their own queues with an object of 
   const wb = await registerWorker(sql, "fanin_b");
   const wc = await registerWorker(sql, "fanin_c");
   const [l] = await readAndStart(sql, "fanin_a", wa, [["fanin", "left"]]);
-  await sql`select pgflow.complete_task(${run.run_id}, 'left', 0, ${sql.json(l.input as never)})`;
+  await sql`select pgflow.complete_task(${run.run_id}, 'left', 0, ${
+    sql.json(l.input as never)
+  }, ${l.attempt})`;
   assert.equal((await queueMessages(sql, "fanin_c")).length, 0, "join waits for right");
   const [r] = await readAndStart(sql, "fanin_b", wb, [["fanin", "right"]]);
-  await sql`select pgflow.complete_task(${run.run_id}, 'right', 0, '"r"')`;
+  await sql`select pgflow.complete_task(${run.run_id}, 'right', 0, '"r"', ${r.attempt})`;
   const msgs = await queueMessages(sql, "fanin_c");
   assert.equal(msgs.length, 1);
   const [task] = await sql`select queue_name, message_id::text from pgflow.step_tasks
@@ -71,13 +73,13 @@ db.test("late and duplicate completions are ignored without error", async ({ sql
   const [run] = await sql`select * from pgflow.start_flow('dup', '{}')`;
   const worker = await registerWorker(sql, "dup_q");
   await readAndStart(sql, "dup_q", worker, [["dup", "a"]]);
-  const first = await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '1')`;
+  const first = await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '1', 1)`;
   assert.equal(first.length, 1);
-  const second = await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '2')`;
+  const second = await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '2', 1)`;
   assert.equal(second.length, 0);
-  const unknown = await sql`select * from pgflow.complete_task(gen_random_uuid(), 'a', 0, '2')`;
+  const unknown = await sql`select * from pgflow.complete_task(gen_random_uuid(), 'a', 0, '2', 1)`;
   assert.equal(unknown.length, 0);
-  const queuedB = await sql`select * from pgflow.complete_task(${run.run_id}, 'b', 0, '3')`;
+  const queuedB = await sql`select * from pgflow.complete_task(${run.run_id}, 'b', 0, '3', 0)`;
   assert.equal(queuedB.length, 0, "a queued (unclaimed) task cannot be completed");
   const [a] =
     await sql`select output from pgflow.step_states where run_id = ${run.run_id} and step_slug = 'a'`;
@@ -96,7 +98,7 @@ db.test("a failure retries on the task's own queue with exponential backoff", as
   for (const [attempt, delay] of [[1, 4], [2, 8]]) {
     const [row] = await readAndStart(sql, "retry_q", worker, [["retry", "a"]]);
     assert.equal(row.attempt, attempt);
-    await sql`select pgflow.fail_task(${run.run_id}, 'a', 0, ${`boom ${attempt}`})`;
+    await sql`select pgflow.fail_task(${run.run_id}, 'a', 0, ${`boom ${attempt}`}, ${attempt})`;
     const [task] =
       await sql`select status, error_message, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
     assert.deepEqual([task.status, task.error_message, task.attempts_count], [
@@ -113,7 +115,7 @@ db.test("a failure retries on the task's own queue with exponential backoff", as
   }
   const [row] = await readAndStart(sql, "retry_q", worker, [["retry", "a"]]);
   assert.equal(row.attempt, 3);
-  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '"third time"')`;
+  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '"third time"', ${row.attempt})`;
   const [done] = await sql`select status, output from pgflow.runs where run_id = ${run.run_id}`;
   assert.deepEqual([done.status, done.output], ["completed", { a: "third time" }]);
 });
@@ -131,7 +133,7 @@ db.test("exhaustion fails step and run and leaves no message of the run in any q
   const wb = await registerWorker(sql, "doomed_b");
   const wc = await registerWorker(sql, "doomed_c");
   for (const r of await readAndStart(sql, "doomed_a", wa, [["doomed", "root"]])) {
-    await sql`select pgflow.complete_task(${r.run_id}, 'root', 0, '{}')`;
+    await sql`select pgflow.complete_task(${r.run_id}, 'root', 0, '{}', ${r.attempt})`;
   }
   // sib2 of our run is started, sib3 queued, when sib1 fails for good.
   const claimedC = await sql`select * from pgflow.start_tasks('doomed_c',
@@ -141,7 +143,7 @@ db.test("exhaustion fails step and run and leaves no message of the run in any q
   const [b] = (await readAndStart(sql, "doomed_b", wb, [["doomed", "sib1"]])).filter((r) =>
     r.run_id === run.run_id
   );
-  await sql`select pgflow.fail_task(${run.run_id}, 'sib1', 0, 'fatal')`;
+  await sql`select pgflow.fail_task(${run.run_id}, 'sib1', 0, 'fatal', 1)`;
   assert.equal(b.attempt, 1);
 
   const [failed] =
@@ -183,11 +185,11 @@ db.test("exhaustion fails step and run and leaves no message of the run in any q
   ]);
   // A late completion of the cancelled task changes nothing.
   assert.equal(
-    (await sql`select * from pgflow.complete_task(${run.run_id}, 'sib2', 0, '1')`).length,
+    (await sql`select * from pgflow.complete_task(${run.run_id}, 'sib2', 0, '1', 1)`).length,
     0,
   );
   assert.equal(
-    (await sql`select * from pgflow.fail_task(${run.run_id}, 'sib2', 0, 'x')`).length,
+    (await sql`select * from pgflow.fail_task(${run.run_id}, 'sib2', 0, 'x', 1)`).length,
     0,
   );
 });
@@ -224,7 +226,7 @@ db.test("complete_tasks completes a batch exactly like complete_task, duplicates
   const done = await sql`select run_id, output from pgflow.complete_tasks(
     ${[...rows.map((r) => r.run_id!), rows[0].run_id!]}::uuid[],
     ${[...rows.map(() => "a"), "a"]}::text[], ${[...rows.map(() => 0), 0]}::integer[],
-    ${[...outputs, '"dup"']}::text[]::jsonb[])`;
+    ${[...outputs, '"dup"']}::text[]::jsonb[], ${[...rows.map((r) => r.attempt!), 1]}::integer[])`;
   assert.equal(done.length, values.length);
   const states = await sql`select run_id, output, status from pgflow.step_states
     where step_slug = 'a' and run_id = any (${runs}::uuid[])`;
@@ -242,8 +244,8 @@ db.test("complete_tasks completes a batch exactly like complete_task, duplicates
   );
   assert.equal((await archivedMessages(sql, "batchdone_q")).length, values.length);
   await assert.rejects(
-    () => sql`select * from pgflow.complete_tasks('{}'::uuid[], '{a}', '{}', '{}')`,
-    /complete_tasks: 0 run ids, 1 step slugs, 0 task indexes and 0 outputs/,
+    () => sql`select * from pgflow.complete_tasks('{}'::uuid[], '{a}', '{}', '{}', '{}')`,
+    /complete_tasks: 0 run ids, 1 step slugs, 0 task indexes, 0 outputs and 0 attempts/,
   );
 });
 
@@ -283,11 +285,59 @@ db.test("a report for an older attempt is late: it neither completes nor fails t
     "first failed",
   ]);
 
-  // The current attempt's report counts; omitting the attempt still works for older callers.
+  // The current attempt's report counts.
   assert.equal(
     (await sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '"fresh"', 2)`).length,
     1,
   );
   const [done] = await sql`select status, output from pgflow.runs where run_id = ${run.run_id}`;
   assert.deepEqual([done.status, done.output], ["completed", { a: "fresh" }]);
+});
+
+db.test("a report without its attempt is refused, naming what to pass, and changes nothing", async ({ sql }) => {
+  await defineFlow(sql, "no_attempt", [{ slug: "a", queue: "no_attempt_q", maxAttempts: 3 }], {
+    mode: "routed",
+  });
+  const [run] = await sql`select * from pgflow.start_flow('no_attempt', '{}')`;
+  const worker = await registerWorker(sql, "no_attempt_q");
+  const [claimed] = await readAndStart(sql, "no_attempt_q", worker, [["no_attempt", "a"]]);
+  assert.equal(claimed.attempt, 1);
+  const refusals: [string, () => Promise<unknown>][] = [
+    ["complete_task", () => sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '1')`],
+    [
+      "complete_task",
+      () => sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '1', null)`,
+    ],
+    ["fail_task", () => sql`select * from pgflow.fail_task(${run.run_id}, 'a', 0, 'boom')`],
+    [
+      "complete_tasks",
+      () =>
+        sql`select * from pgflow.complete_tasks(${[run.run_id]}::uuid[], '{a}', '{0}', '{"1"}')`,
+    ],
+    [
+      "complete_task",
+      () =>
+        sql`select * from pgflow.complete_tasks(${[
+          run.run_id,
+        ]}::uuid[], '{a}', '{0}', '{"1"}', '{NULL}')`,
+    ],
+  ];
+  for (const [fn, call] of refusals) {
+    await assert.rejects(
+      call,
+      new RegExp(`${fn}: .*attempt`),
+      `${fn} without an attempt is refused`,
+    );
+  }
+  await assert.rejects(
+    () => sql`select * from pgflow.complete_task(${run.run_id}, 'a', 0, '1')`,
+    /complete_task: attempt is required \(task a \[0\] of run [0-9a-f-]{36}\)/,
+  );
+  const [task] =
+    await sql`select status, attempts_count from pgflow.step_tasks where run_id = ${run.run_id}`;
+  assert.deepEqual([task.status, task.attempts_count], ["started", 1]);
+  // With the attempt it was claimed with, the same report counts.
+  await sql`select pgflow.complete_task(${run.run_id}, 'a', 0, '1', ${claimed.attempt})`;
+  const [done] = await sql`select status from pgflow.runs where run_id = ${run.run_id}`;
+  assert.equal(done.status, "completed");
 });

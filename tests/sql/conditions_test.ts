@@ -62,10 +62,10 @@ async function work(
   );
   for (const r of rows) {
     if (outcome instanceof Error) {
-      await sql`select pgflow.fail_task(${runId}, ${step}, ${r.task_index}, ${outcome.message})`;
+      await sql`select pgflow.fail_task(${runId}, ${step}, ${r.task_index}, ${outcome.message}, ${r.attempt})`;
     } else {await sql`select pgflow.complete_task(${runId}, ${step}, ${r.task_index}, ${
         sql.json(outcome as never)
-      })`;}
+      }, ${r.attempt})`;}
   }
   return rows;
 }
@@ -170,7 +170,9 @@ db.test("whenExhausted skip-cascade on a map archives its outstanding messages a
   const worker = await registerWorker(sql, "exc_a");
   const rows = await readAndStart(sql, "exc_a", worker, [["exhaust_cascade", "items"]], 1);
   assert.equal(rows.length, 1);
-  await sql`select pgflow.fail_task(${run.run_id}, 'items', ${rows[0].task_index}, 'bad item')`;
+  await sql`select pgflow.fail_task(${run.run_id}, 'items', ${rows[0].task_index}, 'bad item', ${
+    rows[0].attempt
+  })`;
   assert.deepEqual(await states(sql, run.run_id), {
     audit: "started",
     items: "skipped:handler_failed",

@@ -24,7 +24,9 @@ async function runToCompletion(sql: Sql, flow: string, queue: string) {
   const [run] = await sql`select * from pgflow.start_flow(${flow}, '{"n": 1}')`;
   const worker = await registerWorker(sql, queue);
   for (const r of await readAndStart(sql, queue, worker, [[flow, "a"]])) {
-    if (r.run_id === run.run_id) await sql`select pgflow.complete_task(${r.run_id}, 'a', 0, '1')`;
+    if (r.run_id === run.run_id) {
+      await sql`select pgflow.complete_task(${r.run_id}, 'a', 0, '1', ${r.attempt})`;
+    }
   }
   return run.run_id as string;
 }

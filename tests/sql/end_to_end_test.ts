@@ -43,7 +43,7 @@ db.test("three steps on three queues complete end to end", async ({ sql }) => {
     assert.equal(rows[0].step_slug, step);
     await sql`select pgflow.complete_task(${rows[0].run_id}, ${step}, 0, ${
       sql.json(handler(rows[0].input) as never)
-    })`;
+    }, ${rows[0].attempt})`;
     assert.equal((await queueMessages(sql, queue)).length, 0, `${step}'s message left ${queue}`);
     assert.equal(
       (await archivedMessages(sql, queue)).length,

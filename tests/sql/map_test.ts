@@ -27,7 +27,7 @@ async function completeAll(
   for (const r of [...rows].reverse()) {
     await sql`select pgflow.complete_task(${r.run_id}, ${step}, ${r.task_index}, ${
       sql.json(fn(r.input) as never)
-    })`;
+    }, ${r.attempt})`;
   }
   return rows;
 }
@@ -123,7 +123,7 @@ db.test("a 10,000-element map on a shared queue is sent in batches and completes
         exit when ids is null;
         for r in select * from pgflow.start_tasks('big_shared', ids, '${worker}', '[["big_map", "each"]]')
                  where disposition = 'claimed' loop
-          perform pgflow.complete_task(r.run_id, r.step_slug, r.task_index, to_jsonb((r.input::text)::int + 1));
+          perform pgflow.complete_task(r.run_id, r.step_slug, r.task_index, to_jsonb((r.input::text)::int + 1), r.attempt);
         end loop;
       end loop;
     end

@@ -98,7 +98,7 @@ db.test("a deploy fence drains workers, blocks registration and restores exactly
     "fn_fence_new live=0 started=0 drained=true",
   ]);
   // The worker finishes what it holds and stops; the other one's heartbeat goes stale.
-  await sql`select pgflow.complete_task(${claimed.run_id}, 'a', 0, '1')`;
+  await sql`select pgflow.complete_task(${claimed.run_id}, 'a', 0, '1', ${claimed.attempt})`;
   await sql`select pgflow.mark_worker_stopped(${worker})`;
   await sql`update pgflow.workers set last_heartbeat_at = now() - interval '1 minute' where function_name = 'fn_fence_b'`;
   assert.ok((await status()).every((s) => s.endsWith("drained=true")));

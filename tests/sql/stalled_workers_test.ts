@@ -76,7 +76,7 @@ db.test("a completion racing stalled recovery has exactly one outcome", async ({
   await Promise.all([
     a`select pgflow.requeue_stalled_tasks()`,
     (async () => {
-      for (const runId of runs) await b`select pgflow.complete_task(${runId}, 'a', 0, '"late"')`;
+      for (const runId of runs) await b`select pgflow.complete_task(${runId}, 'a', 0, '"late"', 1)`;
     })(),
   ]);
   const rows =

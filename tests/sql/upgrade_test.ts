@@ -98,7 +98,7 @@ db.test(
     assert.equal((await compileFlow(sql, flow)).status, "verified");
     for (
       const t of started
-    ) await sql`select pgflow.complete_task(${t.run_id}, 'classify', 0, '1')`;
+    ) await sql`select pgflow.complete_task(${t.run_id}, 'classify', 0, '1', ${t.attempt})`;
     const [{ n }] =
       await sql`select count(*)::int as n from pgflow.step_tasks where step_slug = 'enrich'`;
     assert.equal(n, 2, "completions after the upgrade release dependents");
