@@ -49,3 +49,15 @@ begin
     using errcode = '22023', hint = 'use a flow slug of at most ' || (45 - length(step_index::text)) || ' characters, or route the step to a shared queue';
 end;
 $$;
+
+-- Worker function names (Supabase Edge Function names): 1-128 letters, digits, '_' or '-', the same
+-- rule as the worker's functionName option (src/worker/config.ts). The keep-alive puts the name
+-- into a URL path (/functions/v1/<name>), so nothing else ('/', '.', '?', '%', spaces) may appear.
+create or replace function pgflow.is_valid_function_name(function_name text)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select function_name is not null and function_name ~ '^[A-Za-z0-9_-]{1,128}$'
+$$;

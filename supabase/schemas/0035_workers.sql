@@ -1,5 +1,6 @@
 -- Workers and the functions that host them. A worker polls exactly one queue. worker_functions
--- carries the enable flag the deploy fence and the keep-alive respect.
+-- carries the enable flag the deploy fence and the keep-alive respect. Function names are checked
+-- where they are stored: the keep-alive joins them into a URL path.
 
 create table if not exists pgflow.workers (
   worker_id uuid not null,
@@ -16,11 +17,17 @@ create table if not exists pgflow.workers (
   -- claim against the registered set is a key lookup instead of unpacking the pairs per batch.
   -- NULL for rows written without register_worker; start_tasks then derives it from `supported`.
   supported_keys jsonb,
-  constraint workers_pkey primary key (worker_id)
+  constraint workers_pkey primary key (worker_id),
+  constraint workers_function_name_is_valid check (pgflow.is_valid_function_name(function_name))
 );
 
 create index if not exists workers_queue_heartbeat_idx on pgflow.workers (queue_name, last_heartbeat_at);
 create index if not exists workers_function_idx on pgflow.workers (function_name);
+-- Every worker start adds a row (an Edge isolate lives a few minutes), and old rows go only after
+-- the retention (pgflow.worker_retention()), so the hot reads (the keep-alive every few seconds,
+-- coverage, fence status) must not scan the history: they read the recently seen workers by
+-- heartbeat range (pgflow._recent_workers), and pruning reads the oldest by the same index.
+create index if not exists workers_heartbeat_idx on pgflow.workers (last_heartbeat_at);
 
 create table if not exists pgflow.worker_functions (
   function_name text not null,
@@ -30,5 +37,6 @@ create table if not exists pgflow.worker_functions (
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   constraint worker_functions_pkey primary key (function_name),
+  constraint worker_functions_name_is_valid check (pgflow.is_valid_function_name(function_name)),
   constraint worker_functions_debounce_range check (debounce >= '1 second')
 );

@@ -79,3 +79,7 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
 create index if not exists step_tasks_run_status_idx on pgflow.step_tasks (run_id, status);
+-- Pruning a worker clears last_worker_id on its tasks (on delete set null) and first checks that it
+-- holds no started task: both look tasks up by worker, which must not scan every task.
+create index if not exists step_tasks_last_worker_idx on pgflow.step_tasks (last_worker_id)
+  where last_worker_id is not null;

@@ -13,12 +13,13 @@ create table if not exists pgflow.shared_queues (
 
 -- Engine settings an operator sets on purpose. 'local_development' = true lets a changed flow be
 -- recompiled in place (deleting that flow's runs); it is never inferred, and absent means production.
+-- 'worker_retention' is how long a stopped or silent worker's row is kept (pgflow.worker_retention()).
 create table if not exists pgflow.settings (
   key text not null,
   value jsonb not null,
   updated_at timestamptz not null default now(),
   constraint settings_pkey primary key (key),
-  constraint settings_key_known check (key in ('local_development'))
+  constraint settings_key_known check (key in ('local_development', 'worker_retention'))
 );
 
 create or replace function pgflow.is_local_development()

@@ -19,6 +19,10 @@ begin
   if register_worker.worker_id is null or register_worker.queue_name is null or register_worker.function_name is null then
     raise exception 'register_worker: worker_id, queue_name and function_name are required' using errcode = '22004';
   end if;
+  if not pgflow.is_valid_function_name(register_worker.function_name) then
+    raise exception 'register_worker: invalid function name %', quote_literal(register_worker.function_name)
+      using errcode = '22023', hint = 'use 1-128 letters, digits, "_" or "-" (the Edge Function''s name)';
+  end if;
   if jsonb_typeof(supported) is distinct from 'array' then
     raise exception 'register_worker: supported must be a JSON array of [flow_slug, step_slug] pairs' using errcode = '22023';
   end if;
@@ -34,6 +38,9 @@ begin
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
           pgflow._support_keys(register_worker.supported))
   returning * into result;
+  -- Every start adds a row; each registration also removes a bounded batch of expired ones, so the
+  -- table stays about the size of the retention window without a scheduler.
+  perform pgflow.prune_workers(100);
   return result;
 end;
 $$;
@@ -88,4 +95,23 @@ as $$
     returning 1
   )
   select count(*)::integer from deprecated
+$$;
+
+-- The workers seen since p_since that have not stopped: what the keep-alive, the coverage check and
+-- the deploy fence's status count as live (each adds its own conditions). plpgsql plans this with
+-- the actual p_since, so the planner sees how few rows are that recent and reads them by heartbeat
+-- range (workers_heartbeat_idx); a cutoff it cannot see (a parameter, clock_timestamp()) looks to
+-- it like a third of the table, and it scanned every worker the database ever had instead.
+create or replace function pgflow._recent_workers(p_since timestamptz)
+returns table (worker_id uuid, queue_name text, function_name text, deprecated boolean, supported jsonb)
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return query
+  select w.worker_id, w.queue_name, w.function_name, w.deprecated_at is not null, w.supported
+  from pgflow.workers w
+  where w.last_heartbeat_at > p_since and w.stopped_at is null;
+end;
 $$;

@@ -23,7 +23,12 @@ language sql
 stable
 set search_path = ''
 as $$
-  with needed as (
+  -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
+  with live as materialized (
+    select w.queue_name, w.supported from pgflow._recent_workers(clock_timestamp() - stale_after) w
+    where not w.deprecated
+  ),
+  needed as (
     select s.queue_name, s.flow_slug, s.step_slug from pgflow.steps s
     union
     select t.queue_name, t.flow_slug, t.step_slug
@@ -43,9 +48,8 @@ as $$
          w.live > 0
   from needed n
   cross join lateral (
-    select count(*) as live from pgflow.workers w
-    where w.queue_name = n.queue_name and w.stopped_at is null and w.deprecated_at is null
-      and w.last_heartbeat_at > clock_timestamp() - stale_after
+    select count(*) as live from live w
+    where w.queue_name = n.queue_name
       and w.supported @> jsonb_build_array(jsonb_build_array(n.flow_slug, n.step_slug))
   ) w
   where queue_coverage.queue_name is null or n.queue_name = queue_coverage.queue_name

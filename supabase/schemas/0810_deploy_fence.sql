@@ -17,6 +17,12 @@ begin
   if function_names is null or cardinality(function_names) = 0 then
     raise exception 'begin_deploy_fence: name at least one worker function' using errcode = '22023';
   end if;
+  select array_agg(coalesce(quote_literal(f), 'NULL')) into busy
+  from unnest(function_names) f where not pgflow.is_valid_function_name(f);
+  if busy is not null then
+    raise exception 'begin_deploy_fence: invalid function name(s) %', array_to_string(busy, ', ')
+      using errcode = '22023', hint = 'use 1-128 letters, digits, "_" or "-" (the Edge Function''s name)';
+  end if;
   -- Functions never registered yet get a row, so the fence also keeps them from registering.
   insert into pgflow.worker_functions (function_name)
   select distinct f from unnest(function_names) f
@@ -52,13 +58,15 @@ language sql
 stable
 set search_path = ''
 as $$
+  -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
+  with recent as materialized (
+    select w.function_name from pgflow._recent_workers(clock_timestamp() - stale_after) w
+  )
   select ff.function_name, ff.was_enabled, wf.enabled, lw.n, st.n, lw.n = 0 and st.n = 0
   from pgflow.deploy_fence_functions ff
   join pgflow.worker_functions wf on wf.function_name = ff.function_name
   cross join lateral (
-    select count(*) as n from pgflow.workers w
-    where w.function_name = ff.function_name and w.stopped_at is null
-      and w.last_heartbeat_at > clock_timestamp() - stale_after
+    select count(*) as n from recent w where w.function_name = ff.function_name
   ) lw
   cross join lateral (
     select count(*) as n from pgflow.step_tasks t join pgflow.workers w on w.worker_id = t.last_worker_id

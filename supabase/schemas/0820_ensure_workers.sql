@@ -26,10 +26,11 @@ begin
     update pgflow.worker_functions wf set last_invoked_at = now()
     where wf.enabled
       and (wf.last_invoked_at is null or wf.last_invoked_at < now() - wf.debounce)
+      -- Read by heartbeat range (pgflow._recent_workers): this runs every few seconds, and must
+      -- not scan every worker the function ever had.
       and not exists (
-        select 1 from pgflow.workers w
-        where w.function_name = wf.function_name and w.stopped_at is null and w.deprecated_at is null
-          and w.last_heartbeat_at > clock_timestamp() - wf.debounce)
+        select 1 from pgflow._recent_workers(clock_timestamp() - wf.debounce) w
+        where w.function_name = wf.function_name and not w.deprecated)
     returning wf.function_name
   loop
     if can_ping then
