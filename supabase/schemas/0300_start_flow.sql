@@ -230,10 +230,15 @@ $$;
 
 -- Creates a run of a flow and starts its root steps. Every task's message is sent to its step's
 -- routed queue in the same transaction that records the task's queue snapshot and message id.
+--
+-- security definer: a client role granted only this function (service_role, see 0900_privileges
+-- and docs/permissions.md) can start a run without write access to pgflow's tables or to PGMQ's
+-- queues. It is safe because search_path is pinned to '' and every name is schema-qualified.
 create or replace function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid default null)
 returns pgflow.runs
 language plpgsql
 volatile
+security definer
 set search_path = ''
 as $$
 #variable_conflict use_column

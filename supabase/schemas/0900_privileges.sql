@@ -1,3 +1,28 @@
--- No pgflow function is executable by PUBLIC (and so by anon or authenticated on Supabase); the
--- service role and postgres own the engine. Grants, where needed, are documented and explicit.
+-- No pgflow function is executable by PUBLIC (and so by anon or authenticated on Supabase). The
+-- owner (postgres on Supabase) runs workers and maintenance. Grants are explicit and documented in
+-- docs/permissions.md.
 revoke execute on all functions in schema pgflow from public;
+
+-- service_role (supabase-js with the service key; server code only) may start runs and read them:
+-- start_flow (security definer, so no write access to tables or queues is needed) and select on the
+-- definition and run tables. Nothing else: it cannot claim, complete or fail tasks, change
+-- definitions or touch workers. Where the role does not exist (plain Postgres) it is created
+-- without login, so the grant model is the same everywhere; grant it to your own backend role. A
+-- migrating role that may not create roles skips this with a notice, and nothing is granted.
+do $$
+begin
+  if not exists (select 1 from pg_roles where rolname = 'service_role') then
+    begin
+      create role service_role nologin;
+    exception when insufficient_privilege or duplicate_object then
+      raise notice 'pgflow: role service_role was not created: %', sqlerrm;
+    end;
+  end if;
+  if exists (select 1 from pg_roles where rolname = 'service_role') then
+    grant usage on schema pgflow to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
+    grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
+      pgflow.step_tasks to service_role;
+  end if;
+end
+$$;

@@ -98,3 +98,107 @@ db.test("every dynamic execute is a constant with bind parameters or format() wi
   }
   assert.ok(seen >= 3, `found ${seen} dynamic statements`);
 });
+
+/** A connection acting as `role` (the test server's superuser may become any role). */
+async function actingAs(connect: () => import("postgres").Sql, role: string) {
+  const conn = connect();
+  await conn.unsafe(`set role ${role}`);
+  return conn;
+}
+
+async function supabaseRoles(sql: import("postgres").Sql) {
+  await sql.unsafe(`do $$ begin
+    if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
+    if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
+  end $$;`);
+}
+
+db.test("service_role may start a flow and read its runs, and nothing more", async ({ sql, connect }) => {
+  await supabaseRoles(sql);
+  await sql`select pgflow.create_flow('granted_flow')`;
+  await sql`select pgflow.add_step('granted_flow', 'a')`;
+  // The migration creates service_role where Supabase has not (plain Postgres), so the model is
+  // the same everywhere.
+  assert.equal(
+    (await sql`select count(*)::int as n from pg_roles where rolname = 'service_role'`)[0].n,
+    1,
+  );
+
+  const service = await actingAs(connect, "service_role");
+  // supabase-js: rpc('start_flow', ...) and from('runs').select() run exactly these as service_role.
+  const [run] = await service`select * from pgflow.start_flow('granted_flow', '{"n": 1}')`;
+  assert.equal(run.status, "started");
+  const [read] = await service`select status, input from pgflow.runs where run_id = ${run.run_id}`;
+  assert.deepEqual(read, { status: "started", input: { n: 1 } });
+  const steps = await service`select s.step_slug, s.status, t.status as task
+    from pgflow.step_states s join pgflow.step_tasks t using (run_id, step_slug)
+    where s.run_id = ${run.run_id}`;
+  assert.deepEqual(steps.map((s) => `${s.step_slug}:${s.status}:${s.task}`), ["a:started:queued"]);
+  assert.equal(
+    (await sql`select count(*)::int as n from pgmq.q_granted_flow`)[0].n,
+    1,
+    "the task's message was sent for it",
+  );
+  // Everything else stays with the owner.
+  for (
+    const call of [
+      "select pgflow.complete_task(gen_random_uuid(), 'a', 0, '1', 1)",
+      "select pgflow.fail_task(gen_random_uuid(), 'a', 0, 'x', 1)",
+      "select * from pgflow.read_and_claim('granted_flow', gen_random_uuid(), 5, 1, 0)",
+      "select pgflow.delete_flow_and_data('granted_flow')",
+      "select pgflow.create_flow('service_made')",
+      "select pgflow.register_worker(gen_random_uuid(), 'q', 'fn')",
+      "select pgflow.set_local_development(true)",
+      "update pgflow.runs set status = 'completed'",
+      "insert into pgflow.flows (flow_slug) values ('x')",
+      "select * from pgflow.workers",
+      "select * from pgflow.settings",
+    ]
+  ) {
+    await assert.rejects(() => service.unsafe(call), /permission denied/, call);
+  }
+});
+
+db.test("anon and authenticated can neither start flows nor read runs", async ({ sql, connect }) => {
+  await supabaseRoles(sql);
+  await sql`select pgflow.create_flow('closed_flow')`;
+  for (const role of ["anon", "authenticated"]) {
+    const conn = await actingAs(connect, role);
+    for (
+      const call of [
+        "select pgflow.start_flow('closed_flow', '{}')",
+        "select * from pgflow.runs",
+        "select * from pgflow.step_tasks",
+      ]
+    ) {
+      await assert.rejects(() => conn.unsafe(call), /permission denied/, `${role}: ${call}`);
+    }
+  }
+});
+
+db.test("the grants to service_role are exactly the documented ones", async ({ sql }) => {
+  const functions = await sql`
+    select p.oid::regprocedure::text as fn from pg_proc p
+    where p.pronamespace = 'pgflow'::regnamespace and has_function_privilege('service_role', p.oid, 'execute')
+    order by 1`;
+  assert.deepEqual(functions.map((r) => r.fn), ["pgflow.start_flow(text,jsonb,uuid)"]);
+  const tables = await sql`
+    select c.relname, array_agg(a.privilege_type order by a.privilege_type) as privileges
+    from pg_class c cross join lateral aclexplode(c.relacl) a
+    where c.relnamespace = 'pgflow'::regnamespace and a.grantee = 'service_role'::regrole
+    group by c.relname order by c.relname`;
+  assert.deepEqual(
+    tables.map((t) => `${t.relname}: ${t.privileges.join(",")}`),
+    [
+      "deps: SELECT",
+      "flows: SELECT",
+      "runs: SELECT",
+      "step_states: SELECT",
+      "step_tasks: SELECT",
+      "steps: SELECT",
+    ],
+  );
+  const [{ definer }] = await sql`
+    select prosecdef as definer from pg_proc where oid = 'pgflow.start_flow(text,jsonb,uuid)'::regprocedure`;
+  assert.equal(definer, true);
+});
