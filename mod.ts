@@ -128,6 +128,16 @@ export { toMessageId } from "./src/claim/message_id.ts";
 export type { SupportedPair } from "./src/claim/claim.ts";
 export { databaseUrlFromEnv, readWorkerEnv } from "./src/platform/env.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
+export { createPool } from "./src/platform/pool.ts";
+export type { PoolOptions } from "./src/platform/pool.ts";
+export type { SslSetting } from "./src/platform/wire_gate.ts";
+export {
+  bounded,
+  DatabaseTimeoutError,
+  DEFAULT_QUERY_TIMEOUT_MS,
+} from "./src/platform/deadline.ts";
+export { describeConnection } from "./src/platform/connection_kind.ts";
+export type { ConnectionInfo } from "./src/platform/connection_kind.ts";
 export { createLogger, isLogLevel } from "./src/platform/logger.ts";
 export type {
   LogFields,

@@ -1,4 +1,5 @@
 import postgres from "postgres";
+import { guardSql } from "./guarded_sql.ts";
 import { GatedSocket, type SslSetting } from "./wire_gate.ts";
 
 /** Options of {@link createPool}: postgres.js options, minus the ones the pool must own. */
@@ -19,6 +20,8 @@ export type PoolOptions =
  * - no prepared statements (a pooler hands each transaction to any server connection);
  * - a connection never carries a message of the next request while an earlier Sync is
  *   unanswered, whatever queries run on it (see `GatedSocket` and `docs/connections.md`);
+ * - a query with an `undefined` parameter is rejected before it is sent (postgres.js would
+ *   otherwise fail the query running before it and never send it: see `guardSql`);
  * - connects time out after 10 s instead of 30 s.
  *
  * Use it for the `sql` option of a worker when you bring your own pool; the worker opens one like
@@ -44,12 +47,12 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   const { ssl: _ssl, ...rest } = options;
   // `socket` is a postgres.js option its type declarations leave out.
   const owned = { prepare: false, ssl: false, socket: () => new GatedSocket({ host, port, ssl }) };
-  return postgres(url.toString(), {
+  return guardSql(postgres(url.toString(), {
     onnotice: () => {},
     connect_timeout: 10,
     ...rest,
     ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
-  });
+  }));
 }
 
 function sslSetting(value: string | SslSetting | undefined): SslSetting {
