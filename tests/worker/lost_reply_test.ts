@@ -1,0 +1,80 @@
+/**
+ * Replies lost on the way back (what a pooler that lost track of a connection does): every call of
+ * the worker that waits on one is abandoned after its bound, the error is logged with queue and
+ * worker, the connection is replaced, and the worker goes on. A completion whose reply was lost is
+ * reported again (idempotently); no handler slot stays held.
+ */
+import assert from "node:assert/strict";
+import { Flow, type FlowWorker } from "../../mod.ts";
+import { testDatabase } from "../support/db.ts";
+import { startWireProxy } from "../support/wire_proxy.ts";
+import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
+
+const db = testDatabase(import.meta.url);
+
+let release: (() => void) | undefined;
+let entered: (() => void) | undefined;
+
+const flow = new Flow<{ n: number }>({ slug: "lost_reply" })
+  .step({ slug: "only" }, async (input) => {
+    if (input.n === 1) {
+      entered?.();
+      await new Promise<void>((resolve) => (release = resolve));
+    }
+    return input.n * 10;
+  });
+
+db.test("a lost completion reply and a lost poll reply do not stop the worker", async ({ sql, url }) => {
+  const proxy = startWireProxy(Number(new URL(url).port));
+  const workers: FlowWorker[] = [];
+  try {
+    const { worker, logs } = await startWorker(workers, flow, {
+      connectionString: proxy.via(url),
+      queryTimeoutMs: 800,
+      // Two connections, both open (the poll's and the heartbeat's) when replies start to be lost.
+      maxPgConnections: 2,
+      maxPollSeconds: 1,
+      heartbeatIntervalMs: 300,
+    });
+    const handlerRunning = new Promise<void>((resolve) => (entered = resolve));
+    const first = await startRun(sql, "lost_reply", { n: 1 });
+    await handlerRunning;
+    await new Promise((r) => setTimeout(r, 700));
+    // Every connection open now loses its replies: the waiting poll, the heartbeat's, and the
+    // one the completion will be sent on.
+    proxy.loseReplies();
+    release!();
+    assert.deepEqual(await waitForRun(sql, first, 20_000), {
+      status: "completed",
+      output: { only: 10 },
+    });
+    const [task] =
+      await sql`select attempts_count from pgflow.step_tasks where run_id = ${first}::uuid`;
+    assert.equal(task.attempts_count, 1, "the handler ran once; the report was repeated");
+    // The worker goes on: new work is picked up on new connections.
+    const second = await startRun(sql, "lost_reply", { n: 2 });
+    assert.deepEqual(await waitForRun(sql, second, 20_000), {
+      status: "completed",
+      output: { only: 20 },
+    });
+    assert.equal(worker.state, "running");
+    assert.equal(worker.inFlight, 0, "no handler slot is held by a lost reply");
+    const abandoned = logs.filter((l) => /no answer within \d+ ms/.test(String(l.fields.error)));
+    assert.ok(abandoned.length > 0, JSON.stringify(logs.filter((l) => l.level !== "debug")));
+    for (const line of abandoned) {
+      assert.equal(line.fields.queue, "lost_reply");
+      assert.equal(line.fields.worker, worker.id);
+    }
+    const events = new Set(abandoned.map((l) => l.event));
+    assert.ok(
+      [...events].some((e) => /complete_task|complete_tasks/.test(e)),
+      `a completion was retried: ${[...events]}`,
+    );
+    assert.ok(proxy.connections > 2, "connections were replaced");
+  } finally {
+    release?.();
+    // A worker wedged by a lost reply would never stop: fail the test instead of stalling the run.
+    await Promise.race([stopAll(workers), new Promise((r) => setTimeout(r, 10_000))]);
+    await proxy.close();
+  }
+});
