@@ -75,6 +75,9 @@ interface HandlerCtx {
 async function execute(ctx: HandlerCtx): Promise<void> {
   const load = ctx.load ?? { failRate: 0, seed: 0, delayMs: 0 };
   const t = ctx.stepTask;
+  // A query without parameters, as handlers write them: postgres.js pipelines these, which a
+  // transaction pooler cannot route unless the pool holds them back (docs/connections.md).
+  await ctx.sql`select 1`;
   const [row] = await ctx.sql<{ failed: boolean }[]>`
     insert into public.rel_exec (run_id, step_slug, task_index, attempt, failed)
     select t.run_id, t.step_slug, t.task_index, t.attempts_count,
