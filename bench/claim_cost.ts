@@ -88,7 +88,8 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
       // Finish the claimed tasks so nothing is left started for stalled recovery to find.
       await sql`
         select count(*) from pgflow.step_tasks t
-        cross join lateral pgflow.complete_task(t.run_id, t.step_slug, t.task_index, 'null'::jsonb) c
+        cross join lateral pgflow.complete_task(t.run_id, t.step_slug, t.task_index, 'null'::jsonb,
+                                               t.attempts_count) c
         where t.flow_slug = ${QUEUE} and t.status = 'started'`;
     }
     return cells;

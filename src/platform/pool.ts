@@ -1,6 +1,7 @@
 import postgres from "postgres";
 import { guardSql } from "./guarded_sql.ts";
 import { GatedSocket, type SslSetting } from "./wire_gate.ts";
+import { installTypeFetchGuard } from "./type_fetch_guard.ts";
 
 /** Options of {@link createPool}: postgres.js options, minus the ones the pool must own. */
 export type PoolOptions =
@@ -36,6 +37,7 @@ export type PoolOptions =
  * ```
  */
 export function createPool(connectionString: string, options: PoolOptions = {}): postgres.Sql {
+  installTypeFetchGuard(); // postgres.js 3.4.7 would end the process: see type_fetch_guard.ts
   const url = new URL(connectionString);
   const ssl = sslSetting(options.ssl ?? url.searchParams.get("sslmode") ?? undefined);
   // postgres.js must not negotiate TLS itself: a gate below TLS would see only ciphertext,
