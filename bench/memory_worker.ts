@@ -3,7 +3,12 @@
  * set is not mixed with the benchmark's. Prints one JSON line when polling and one after it has
  * run the given number of tasks.
  *
- * usage: deno run -A bench/memory_worker.ts URL TASKS POLL_INTERVAL_MS
+ * usage: deno run -A bench/memory_worker.ts URL TASKS POLL_INTERVAL_MS [SAMPLE_SECONDS]
+ *
+ * With SAMPLE_SECONDS (and TASKS 0), the worker reads with a visibility timeout of 1 s and the
+ * second line, printed after SAMPLE_SECONDS, carries the highest resident set and heap seen
+ * meanwhile (sampled every 20 ms): for a message another sender puts on the queue, which every
+ * read sees again.
  *
  * @module
  */
@@ -12,8 +17,9 @@ import { createLogger } from "../src/platform/logger.ts";
 import { instantiateWorker } from "../src/worker/worker.ts";
 import { sleep } from "../src/worker/backoff.ts";
 
-const [url, tasksArg, pollArg] = Deno.args;
+const [url, tasksArg, pollArg, sampleArg] = Deno.args;
 const tasks = Number(tasksArg);
+const sampleSeconds = sampleArg === undefined ? 0 : Number(sampleArg);
 let handled = 0;
 // A counter only: a handler that kept anything would measure itself, not the worker.
 const flow = new Flow<unknown>({ slug: "bench_memory" }).step({ slug: "work" }, () => {
@@ -26,14 +32,27 @@ const worker = instantiateWorker(flow, {
   batchSize: 10,
   pollIntervalMs: Number(pollArg),
   functionName: "bench",
+  ...(sampleSeconds > 0 ? { visibilityTimeout: 1 } : {}),
   logger: createLogger({ level: "warn" }),
 });
+let peak = { rss: 0, heapUsed: 0 };
 const report = (event: string) => {
   const m = Deno.memoryUsage();
-  console.log(JSON.stringify({ event, handled, rss: m.rss, heapUsed: m.heapUsed }));
+  const rss = Math.max(m.rss, peak.rss);
+  console.log(
+    JSON.stringify({ event, handled, rss, heapUsed: Math.max(m.heapUsed, peak.heapUsed) }),
+  );
 };
 await worker.start();
 report("ready");
+if (sampleSeconds > 0) {
+  const until = performance.now() + sampleSeconds * 1000;
+  while (performance.now() < until) {
+    const m = Deno.memoryUsage();
+    peak = { rss: Math.max(peak.rss, m.rss), heapUsed: Math.max(peak.heapUsed, m.heapUsed) };
+    await sleep(20);
+  }
+}
 while (handled < tasks || worker.inFlight > 0) await sleep(20);
 // Let the last completions return their connections before reading the figure.
 await sleep(300);

@@ -83,7 +83,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         timeoutMs: deps.maxPollSeconds * 1000 + deps.queryTimeoutMs,
       });
       failures = 0;
-      if (result.messages.size === 0) continue;
+      if (result.read === 0) continue;
       // Run the claimed tasks even when a stop arrived during the read: they are ours now.
       for (const task of result.claimed) {
         slots.run(() => deps.execute(task, result.messages.get(task.messageId)!));
@@ -92,7 +92,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         // Queue and id only: the body never explains or authorises anything.
         log.warn(`message not claimed (${disposition})`, { messageId, disposition });
       }
-      log.debug("batch", { read: result.messages.size, claimed: result.claimed.length });
+      log.debug("batch", { read: result.read, claimed: result.claimed.length });
     } catch (error) {
       failures++;
       const delayMs = backoffDelay(failures);

@@ -19,9 +19,14 @@ export interface ReadOptions {
   readonly timeoutMs: number;
 }
 
-/** One read and its claim: every message read, the tasks claimed, and the ids not claimed. */
+/** One read and its claim: how many messages were read, the tasks claimed, and the ids not claimed. */
 export interface ReadAndClaimResult {
-  /** Every message read, by exact id. */
+  /** How many messages the read returned (claimed or not). */
+  readonly read: number;
+  /**
+   * The message record of every claimed task, by exact id (the handler context's `rawMessage`).
+   * Messages not claimed are not here: their bodies never leave the database.
+   */
   readonly messages: ReadonlyMap<string, PgmqMessageRecord>;
   /** Tasks to run. */
   readonly claimed: readonly ClaimedTask[];
@@ -34,7 +39,8 @@ interface Row {
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
-  message: Json;
+  /** NULL unless claimed: the body of a message not claimed is never sent. */
+  message: Json | null;
   headers: Json | null;
   disposition: Disposition;
   flow_slug: string | null;
@@ -50,7 +56,9 @@ interface Row {
  * messages this worker makes; it blocks in the database until messages arrive or
  * `maxPollSeconds` pass) and `start_tasks` on exactly the ids it returned, in one round trip and
  * one transaction. `supported` is as for `claimTasks`: `null` claims against the set the worker
- * registered. Should the claim fail, the read is rolled back with it.
+ * registered. Should the claim fail, the read is rolled back with it. Only claimed rows bring a
+ * message body and headers: a message not claimed (another sender's, of any size) comes back as
+ * its id and disposition alone.
  */
 export async function readAndClaim(
   sql: postgres.Sql,
@@ -75,15 +83,15 @@ export async function readAndClaim(
   const skipped: { messageId: string; disposition: Disposition }[] = [];
   for (const row of rows) {
     const messageId = toMessageId(row.msg_id);
-    messages.set(messageId, {
-      msg_id: messageId,
-      read_ct: row.read_ct,
-      enqueued_at: iso(row.enqueued_at),
-      vt: iso(row.vt),
-      message: row.message,
-      headers: row.headers ?? null,
-    });
     if (row.disposition === "claimed") {
+      messages.set(messageId, {
+        msg_id: messageId,
+        read_ct: row.read_ct,
+        enqueued_at: iso(row.enqueued_at),
+        vt: iso(row.vt),
+        message: row.message,
+        headers: row.headers ?? null,
+      });
       claimed.push({
         messageId,
         flowSlug: row.flow_slug!,
@@ -97,7 +105,7 @@ export async function readAndClaim(
       skipped.push({ messageId, disposition: row.disposition });
     }
   }
-  return { messages, claimed, skipped };
+  return { read: rows.length, messages, claimed, skipped };
 }
 
 function iso(value: Date | string): string {

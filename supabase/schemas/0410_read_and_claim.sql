@@ -3,10 +3,14 @@
 -- before a task starts. This does both in one call and one transaction, against the support set
 -- the worker registered (start_tasks(..., supported => NULL)) or, when given, the explicit pairs.
 --
--- Every message read is returned once with its PGMQ record and its disposition; only claimed rows
--- carry identity, input and attempt. A message that is not claimed is changed by nothing but PGMQ's
--- own read (read_ct and a visibility of visibility_timeout), exactly as with the two calls. Should
--- the claim fail, the read is rolled back with it and the messages stay visible.
+-- Every message read is returned once with its id, read count, times and disposition; only claimed
+-- rows carry identity, input, attempt, and the message's body and headers (the handler context's
+-- rawMessage; a claimed message is the one pgflow sent for the task, so it is small). A message
+-- that is not claimed comes back without body or headers (NULL): it may be anything another sender
+-- put on the queue, of any size, and every worker on the queue would receive it again at every
+-- visibility timeout. It is changed by nothing but PGMQ's own read (read_ct and a visibility of
+-- visibility_timeout), exactly as with the two calls. Should the claim fail, the read is rolled
+-- back with it and the messages stay visible.
 create or replace function pgflow.read_and_claim(
   queue_name text,
   worker_id uuid,
@@ -53,7 +57,10 @@ begin
   end if;
 
   return query
-  select m.msg_id, m.read_ct, m.enqueued_at, m.vt, m.message, to_jsonb(m) -> 'headers',
+  select m.msg_id, m.read_ct, m.enqueued_at, m.vt,
+         case when c.disposition = 'claimed' then m.message end,
+         -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
+         case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
          c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
   from unnest(msgs) m
   join pgflow.start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported) c
