@@ -23,7 +23,7 @@ export type PoolOptions =
  *   unanswered, whatever queries run on it (see `GatedSocket` and `docs/connections.md`);
  * - a query with an `undefined` parameter is rejected before it is sent (postgres.js would
  *   otherwise fail the query running before it and never send it: see `guardSql`);
- * - connects time out after 10 s instead of 30 s.
+ * - connects time out after 10 s instead of 30 s, and reconnects wait at most 2 s (not 20 s).
  *
  * Use it for the `sql` option of a worker when you bring your own pool; the worker opens one like
  * this itself from `connectionString`. Handlers get the worker's pool as `context.sql`.
@@ -52,6 +52,9 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   return guardSql(postgres(url.toString(), {
     onnotice: () => {},
     connect_timeout: 10,
+    // postgres.js waits up to 20 s between reconnects after repeated failures; a worker that
+    // waits that long after a pooler restart holds its tasks for nothing. At most 2 s, jittered.
+    backoff: (retries: number) => Math.min(2, 0.05 * 2 ** retries) * (0.5 + Math.random() / 2),
     ...rest,
     ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
   }));
