@@ -130,6 +130,7 @@ export { databaseUrlFromEnv, readWorkerEnv } from "./src/platform/env.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
 export { createPool } from "./src/platform/pool.ts";
 export type { PoolOptions } from "./src/platform/pool.ts";
+export { installTypeFetchGuard } from "./src/platform/type_fetch_guard.ts";
 export type { SslSetting } from "./src/platform/wire_gate.ts";
 export {
   bounded,

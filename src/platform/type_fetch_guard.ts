@@ -56,9 +56,12 @@ export function isTypeFetchRejection(reason: unknown): boolean {
  *
  * @example
  * ```ts
- * import { installTypeFetchGuard } from "./type_fetch_guard.ts";
+ * import postgres from "postgres";
+ * import { installTypeFetchGuard } from "@pgflow/shared";
  *
  * installTypeFetchGuard();
+ * const sql = postgres("postgres://postgres@127.0.0.1:5432/postgres", { prepare: false });
+ * // EdgeWorker.start(flow, { sql });
  * ```
  */
 export function installTypeFetchGuard(): boolean {
