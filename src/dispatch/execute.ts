@@ -1,12 +1,21 @@
 import type postgres from "postgres";
 import type { PgmqMessageRecord } from "../dsl/context.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
-import type { Logger } from "../platform/logger.ts";
+import type { LogFields, Logger } from "../platform/logger.ts";
 import { retry } from "../worker/backoff.ts";
 import { buildContext, type ContextResources } from "./context.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import type { CompletionBatcher } from "./completions.ts";
-import { completeTask, errorMessage, failTask, outputJson } from "./report.ts";
+import {
+  completeTask,
+  databaseErrorText,
+  errorFields,
+  errorMessage,
+  failTask,
+  isUnstorableOutput,
+  outputJson,
+  unstorableOutputMessage,
+} from "./report.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
@@ -50,10 +59,13 @@ export async function executeTask(
   });
   const started = performance.now();
   let report: { kind: "complete"; output: string } | { kind: "fail"; error: string };
+  // What the "task failed" line may say: never a handler's error text (it may quote input).
+  let failFields: LogFields = {};
   const registered = deps.registry.get(task.flowSlug, task.stepSlug);
   if (registered === undefined) {
     // The support set only names pairs with handlers, so this means the support set is wrong.
     report = { kind: "fail", error: `worker has no handler for ${task.flowSlug}.${task.stepSlug}` };
+    failFields = { error: report.error };
   } else {
     const { step } = registered;
     if (step.kind !== "map" && step.dependencies.length === 0) {
@@ -75,29 +87,45 @@ export async function executeTask(
       report = { kind: "complete", output: outputJson(output) };
     } catch (error) {
       report = { kind: "fail", error: errorMessage(error) };
+      failFields = errorFields(error);
     }
   }
   const ms = Math.round(performance.now() - started);
-  try {
-    await retry(
+  const send = (r: typeof report) =>
+    retry(
       () =>
-        report.kind === "complete"
-          ? (deps.completions?.complete(task, report.output) ??
-            completeTask(deps.sql, task, report.output, deps.queryTimeoutMs))
-          : failTask(deps.sql, task, report.error, deps.queryTimeoutMs),
+        r.kind === "complete"
+          ? (deps.completions?.complete(task, r.output) ??
+            completeTask(deps.sql, task, r.output, deps.queryTimeoutMs))
+          : failTask(deps.sql, task, r.error, deps.queryTimeoutMs),
       {
         attempts: deps.reportAttempts,
+        // An output Postgres refuses is refused again: no retry, the attempt fails (below).
+        retryable: (error) => r.kind !== "complete" || !isUnstorableOutput(error),
         onRetry: (error, attempt, delayMs) =>
-          log.warn(`${report.kind}_task failed; retrying`, {
-            error: errorMessage(error),
+          log.warn(`${r.kind}_task failed; retrying`, {
+            error: databaseErrorText(error),
             retry: attempt,
             delayMs,
           }),
       },
     );
+  try {
+    try {
+      await send(report);
+    } catch (error) {
+      if (report.kind !== "complete" || !isUnstorableOutput(error)) throw error;
+      // The output cannot be stored (e.g. a string with U+0000): fail the attempt with that cause
+      // now, rather than leave the task started for stalled recovery to fail as "stalled".
+      const code = (error as { code: string }).code;
+      log.warn("output could not be stored", { code });
+      report = { kind: "fail", error: unstorableOutputMessage(error) };
+      failFields = { errorKind: "unstorable output", errorCode: code };
+      await send(report);
+    }
   } catch (error) {
     log.error(`${report.kind}_task failed; stalled recovery will take the task back`, {
-      error: errorMessage(error),
+      error: databaseErrorText(error),
     });
     return "unreported";
   }
@@ -105,7 +133,7 @@ export async function executeTask(
     log.info("task completed", { ms });
     return "completed";
   }
-  // The error text may quote input; log only its length-limited first line.
-  log.info("task failed", { ms, error: report.error.split("\n")[0].slice(0, 200) });
+  // The error's text is in step_tasks.error_message; the log says what kind it was.
+  log.info("task failed", { ms, ...failFields });
   return "failed";
 }

@@ -1,6 +1,10 @@
 /**
  * Structured logging: one JSON object per line, with the fields that identify work (queue,
  * message id, flow, step, worker). Message bodies, inputs, outputs and secrets are never logged.
+ * Nor is a handler's error text, which may quote any of them: a failed task's line carries the
+ * error's kind, code and length (`errorFields` in src/dispatch/report.ts), and the text, at most
+ * 2,000 characters, is stored by `fail_task` in `step_tasks.error_message`. Errors of the
+ * worker's own database calls are logged as their first line, at most 200 characters.
  */
 
 /**

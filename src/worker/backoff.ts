@@ -54,6 +54,8 @@ export interface RetryOptions {
   readonly backoff?: BackoffOptions;
   /** Called before each wait, e.g. to log the error. */
   readonly onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
+  /** Whether an error is worth another attempt; default every error is. Others are thrown at once. */
+  readonly retryable?: (error: unknown) => boolean;
 }
 
 /** Runs `op`, retrying failures with backoff; throws the last error when attempts run out. */
@@ -63,6 +65,7 @@ export async function retry<T>(op: () => Promise<T>, options: RetryOptions): Pro
       return await op();
     } catch (error) {
       if (attempt >= options.attempts || options.signal?.aborted) throw error;
+      if (options.retryable && !options.retryable(error)) throw error;
       const delay = backoffDelay(attempt, options.backoff);
       options.onRetry?.(error, attempt, delay);
       await sleep(delay, options.signal);
