@@ -9,6 +9,7 @@
  */
 import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
+import { findPgBouncer, startPgBouncer } from "../local/pgbouncer.ts";
 import { PAIRS } from "./claim_cost.ts";
 import { clockOffsetMs } from "./clock.ts";
 import {
@@ -92,6 +93,7 @@ async function run(o: BenchOptions): Promise<Figures> {
               privateFlow.flow.slug,
             ]),
         ],
+        ...pooledScenario(s, db.local),
         ...[1, 10, 100].map((n): [string, () => Promise<EngineResult>] => {
           const { queue, flows } = sharedFlows(n);
           const name = `shared queue, ${n} flow${n === 1 ? "" : "s"}`;
@@ -134,6 +136,31 @@ async function run(o: BenchOptions): Promise<Figures> {
     await sql.end();
     await db.close();
   }
+}
+
+/**
+ * The plain-flow scenario again, with the worker behind a throw-away PgBouncer in transaction
+ * mode (the stand-in for Supavisor, port 6543): what the pooler costs. The producer stays direct.
+ * Only on a server started here (PgBouncer logs in without a password) with PgBouncer installed.
+ */
+function pooledScenario(
+  s: EngineSettings,
+  local: boolean,
+): [string, () => Promise<EngineResult>][] {
+  const name = "plain flow queue, via PgBouncer (transaction mode)";
+  if (!local || findPgBouncer() === undefined) {
+    console.error(`[bench] skipping "${name}": needs a local server and PgBouncer installed`);
+    return [];
+  }
+  return [[name, async () => {
+    const bouncer = await startPgBouncer({ serverPort: Number(new URL(s.url).port) });
+    try {
+      const pooled = { ...s, url: bouncer.via(s.url) };
+      return await singleStepScenario(pooled, name, { target: plainFlow }, [plainFlow.slug]);
+    } finally {
+      await bouncer.destroy();
+    }
+  }]];
 }
 
 /** The part of an existing results file kept across runs: the hand-written optimisation log. */
