@@ -105,12 +105,7 @@ export type {
   WorkerStartArgs,
   WorkerTarget,
 } from "./src/routing/selection.ts";
-export {
-  extractFlowOptions,
-  extractFlowShape,
-  extractRoutePlan,
-  flowQueueName,
-} from "./src/compile/shape.ts";
+export { extractFlowOptions, extractFlowShape, extractRoutePlan } from "./src/compile/shape.ts";
 export type {
   CompilableFlow,
   FlowOptionsPlan,
@@ -124,10 +119,9 @@ export { createWorker } from "./src/worker/worker.ts";
 export type { FlowWorker, WorkerState } from "./src/worker/worker.ts";
 export type { EdgeWorkerConfig } from "./src/worker/config.ts";
 export { WorkerConfigError, WorkerStartupError } from "./src/worker/errors.ts";
-export { toMessageId } from "./src/claim/message_id.ts";
 export type { SupportedPair } from "./src/claim/claim.ts";
-export { databaseUrlFromEnv, readWorkerEnv } from "./src/platform/env.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
+export type { Sql, SupabaseClient } from "./src/platform/types.ts";
 export { createPool } from "./src/platform/pool.ts";
 export type { PoolOptions } from "./src/platform/pool.ts";
 export { installTypeFetchGuard } from "./src/platform/type_fetch_guard.ts";
@@ -139,7 +133,7 @@ export {
 } from "./src/platform/deadline.ts";
 export { describeConnection } from "./src/platform/connection_kind.ts";
 export type { ConnectionInfo } from "./src/platform/connection_kind.ts";
-export { createLogger, isLogLevel } from "./src/platform/logger.ts";
+export { createLogger } from "./src/platform/logger.ts";
 export type {
   LogFields,
   Logger,

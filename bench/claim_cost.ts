@@ -6,7 +6,12 @@
  * worker and claimed with `supported => NULL`, exactly as a running worker claims.
  */
 import postgres from "postgres";
-import { claimTasks, type SupportedPair } from "../src/claim/claim.ts";
+import {
+  type ClaimResult,
+  type ClaimRow,
+  decodeClaimRows,
+  type SupportedPair,
+} from "../src/claim/claim.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { compileDefinitions } from "../src/worker/startup.ts";
 import { resolveTarget } from "../src/worker/target.ts";
@@ -67,13 +72,7 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
           const ids = await sql<{ id: string }[]>`
             select msg_id::text as id from pgmq.read(${QUEUE}, 300, ${batch})`;
           const t0 = wallMs();
-          const result = await claimTasks(
-            sql,
-            QUEUE,
-            ids.map((r) => r.id),
-            workers.get(pairs)!,
-            null,
-          );
+          const result = await claimTasks(sql, ids.map((r) => r.id), workers.get(pairs)!);
           const ms = wallMs() - t0;
           if (result.claimed.length !== batch) {
             throw new Error(`claim of ${batch} (pairs ${pairs}) claimed ${result.claimed.length}`);
@@ -96,4 +95,20 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
   } finally {
     await sql.end();
   }
+}
+
+/**
+ * One `pgflow.start_tasks` call on the benchmark queue against the set the worker registered,
+ * decoded as the worker decodes its claims. Ids travel as decimal strings cast to `bigint[]`.
+ */
+async function claimTasks(
+  sql: postgres.Sql,
+  messageIds: readonly string[],
+  workerId: string,
+): Promise<ClaimResult> {
+  const rows = await sql<ClaimRow[]>`
+    select message_id::text as msg_id, disposition, flow_slug, run_id, step_slug, task_index,
+           input, attempt
+    from pgflow.start_tasks(${QUEUE}, ${messageIds as string[]}::bigint[], ${workerId}::uuid, null)`;
+  return decodeClaimRows(rows);
 }

@@ -15,7 +15,7 @@
 import { Flow } from "../mod.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { instantiateWorker } from "../src/worker/worker.ts";
-import { sleep } from "../src/worker/backoff.ts";
+import { sleep } from "../src/util/backoff.ts";
 
 const [url, tasksArg, pollArg, sampleArg] = Deno.args;
 const tasks = Number(tasksArg);

@@ -1,4 +1,5 @@
 /** Command-line options of `deno task bench`. */
+import { WORKER_OPTIONS } from "../src/worker/options.ts";
 
 export const SECTIONS = ["floor", "single", "peer", "chain", "claim", "memory"] as const;
 export type Section = typeof SECTIONS[number];
@@ -60,8 +61,8 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     rate: 100,
     memoryTasks: quick ? 2000 : 10_000,
     // The worker's own defaults (src/worker/config.ts), so the figures describe what users get.
-    pollIntervalMs: 50,
-    maxPollSeconds: 2,
+    pollIntervalMs: WORKER_OPTIONS.pollIntervalMs.default,
+    maxPollSeconds: WORKER_OPTIONS.maxPollSeconds.default,
     claimScale: quick ? 0.3 : 1,
     only: new Set(SECTIONS),
     out: defaultOut,
@@ -94,10 +95,20 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
         o.memoryTasks = count(flag, value, 10, 1_000_000);
         break;
       case "--poll-interval":
-        o.pollIntervalMs = count(flag, value, 10, 10_000);
+        o.pollIntervalMs = count(
+          flag,
+          value,
+          WORKER_OPTIONS.pollIntervalMs.min,
+          WORKER_OPTIONS.pollIntervalMs.max,
+        );
         break;
       case "--max-poll-seconds":
-        o.maxPollSeconds = count(flag, value, 1, 60);
+        o.maxPollSeconds = count(
+          flag,
+          value,
+          WORKER_OPTIONS.maxPollSeconds.min,
+          WORKER_OPTIONS.maxPollSeconds.max,
+        );
         break;
       case "--only": {
         const names = (value ?? "").split(",").filter(Boolean);

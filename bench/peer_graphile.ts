@@ -4,7 +4,7 @@
  * `now()` (the job's run_at) to the task function's first line, on jobs added at the same rate.
  */
 import { Logger, run } from "graphile-worker";
-import { sleep } from "../src/worker/backoff.ts";
+import { sleep } from "../src/util/backoff.ts";
 import { wallMs } from "./clock.ts";
 import type { EngineResult, EngineSettings } from "./engine.ts";
 import { percentile } from "./stats.ts";

@@ -5,8 +5,8 @@
  * this.
  */
 import postgres from "postgres";
-import { Slots } from "../src/claim/slots.ts";
-import { sleep } from "../src/worker/backoff.ts";
+import { Slots } from "../src/util/slots.ts";
+import { sleep } from "../src/util/backoff.ts";
 import { wallMs } from "./clock.ts";
 import type { EngineResult, EngineSettings } from "./engine.ts";
 import { percentile } from "./stats.ts";

@@ -1,5 +1,4 @@
-import type postgres from "postgres";
-import type { Json } from "../dsl/json.ts";
+import type { Json } from "../util/json.ts";
 import { toMessageId } from "./message_id.ts";
 
 /**
@@ -43,40 +42,28 @@ export interface ClaimResult {
   readonly skipped: readonly { readonly messageId: string; readonly disposition: Disposition }[];
 }
 
-interface ClaimRow {
-  message_id: string;
-  disposition: Disposition;
-  flow_slug: string | null;
-  run_id: string | null;
-  step_slug: string | null;
-  task_index: number | null;
-  input: Json;
-  attempt: number | null;
+/** A row of `pgflow.start_tasks` / `pgflow.read_and_claim` as the claim decoder reads it. */
+export interface ClaimRow {
+  /** The message id as text (cast `::text` in the query, so it stays exact). */
+  readonly msg_id: string;
+  readonly disposition: Disposition;
+  readonly flow_slug: string | null;
+  readonly run_id: string | null;
+  readonly step_slug: string | null;
+  readonly task_index: number | null;
+  readonly input: Json;
+  readonly attempt: number | null;
 }
 
 /**
- * One `pgflow.start_tasks` call: claims the tasks behind `messageIds` on `queue`, restricted to
- * exactly the `supported` pairs, or, with `null`, to the pairs the worker registered for `queue`
- * (what a running worker uses: its set is then not sent, nor parsed, with every batch). Ids travel
- * as decimal strings cast to `bigint[]` so they stay exact.
+ * The one decoder of claim rows: only `claimed` rows carry identity and input; every other row is
+ * a message id with its disposition.
  */
-export async function claimTasks(
-  sql: postgres.Sql,
-  queue: string,
-  messageIds: readonly string[],
-  workerId: string,
-  supported: readonly SupportedPair[] | null,
-): Promise<ClaimResult> {
-  const ids = messageIds.map(toMessageId);
-  const pairs = supported === null ? null : JSON.stringify(supported);
-  const rows = await sql<ClaimRow[]>`
-    select message_id::text as message_id, disposition, flow_slug, run_id, step_slug, task_index,
-           input, attempt
-    from pgflow.start_tasks(${queue}, ${ids}::bigint[], ${workerId}::uuid, ${pairs}::text::jsonb)`;
+export function decodeClaimRows(rows: readonly ClaimRow[]): ClaimResult {
   const claimed: ClaimedTask[] = [];
   const skipped: { messageId: string; disposition: Disposition }[] = [];
   for (const row of rows) {
-    const messageId = toMessageId(row.message_id);
+    const messageId = toMessageId(row.msg_id);
     if (row.disposition === "claimed") {
       claimed.push({
         messageId,

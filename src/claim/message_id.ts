@@ -12,7 +12,7 @@ const MAX_BIGINT = 9223372036854775807n;
  *
  * @example
  * ```ts
- * import { toMessageId } from "@pgflow/shared";
+ * import { toMessageId } from "./message_id.ts";
  *
  * toMessageId("9007199254740993"); // "9007199254740993"
  * toMessageId(42); // "42"

@@ -1,10 +1,10 @@
 import type postgres from "postgres";
-import type { PgmqMessageRecord } from "../dsl/context.ts";
+import type { PgmqMessageRecord } from "./message.ts";
 import type { Logger } from "../platform/logger.ts";
-import { backoffDelay, sleep } from "../worker/backoff.ts";
+import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { readAndClaim, type ReadOptions } from "./read.ts";
-import type { Slots } from "./slots.ts";
+import type { Slots } from "../util/slots.ts";
 
 /** What the poll loop needs. */
 export interface PollLoopDeps {

@@ -1,7 +1,13 @@
 import type postgres from "postgres";
-import type { Json } from "../dsl/json.ts";
-import type { PgmqMessageRecord } from "../dsl/context.ts";
-import type { ClaimedTask, Disposition, SupportedPair } from "./claim.ts";
+import type { Json } from "../util/json.ts";
+import type { PgmqMessageRecord } from "./message.ts";
+import {
+  type ClaimedTask,
+  type ClaimRow,
+  decodeClaimRows,
+  type Disposition,
+  type SupportedPair,
+} from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
 
@@ -34,29 +40,21 @@ export interface ReadAndClaimResult {
   readonly skipped: readonly { readonly messageId: string; readonly disposition: Disposition }[];
 }
 
-interface Row {
-  msg_id: string;
+interface Row extends ClaimRow {
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
   /** NULL unless claimed: the body of a message not claimed is never sent. */
   message: Json | null;
   headers: Json | null;
-  disposition: Disposition;
-  flow_slug: string | null;
-  run_id: string | null;
-  step_slug: string | null;
-  task_index: number | null;
-  input: Json;
-  attempt: number | null;
 }
 
 /**
  * One `pgflow.read_and_claim` on `queue`: a single `pgmq.read_with_poll` (the only read of these
  * messages this worker makes; it blocks in the database until messages arrive or
  * `maxPollSeconds` pass) and `start_tasks` on exactly the ids it returned, in one round trip and
- * one transaction. `supported` is as for `claimTasks`: `null` claims against the set the worker
- * registered. Should the claim fail, the read is rolled back with it. Only claimed rows bring a
+ * one transaction. `supported` is the exact support set, or `null` to claim against the set the
+ * worker registered. Should the claim fail, the read is rolled back with it. Only claimed rows bring a
  * message body and headers: a message not claimed (another sender's, of any size) comes back as
  * its id and disposition alone.
  */
@@ -79,32 +77,19 @@ export async function readAndClaim(
     options.timeoutMs,
   );
   const messages = new Map<string, PgmqMessageRecord>();
-  const claimed: ClaimedTask[] = [];
-  const skipped: { messageId: string; disposition: Disposition }[] = [];
   for (const row of rows) {
+    if (row.disposition !== "claimed") continue;
     const messageId = toMessageId(row.msg_id);
-    if (row.disposition === "claimed") {
-      messages.set(messageId, {
-        msg_id: messageId,
-        read_ct: row.read_ct,
-        enqueued_at: iso(row.enqueued_at),
-        vt: iso(row.vt),
-        message: row.message,
-        headers: row.headers ?? null,
-      });
-      claimed.push({
-        messageId,
-        flowSlug: row.flow_slug!,
-        runId: row.run_id!,
-        stepSlug: row.step_slug!,
-        taskIndex: row.task_index!,
-        input: row.input,
-        attempt: row.attempt!,
-      });
-    } else {
-      skipped.push({ messageId, disposition: row.disposition });
-    }
+    messages.set(messageId, {
+      msg_id: messageId,
+      read_ct: row.read_ct,
+      enqueued_at: iso(row.enqueued_at),
+      vt: iso(row.vt),
+      message: row.message,
+      headers: row.headers ?? null,
+    });
   }
+  const { claimed, skipped } = decodeClaimRows(rows);
   return { read: rows.length, messages, claimed, skipped };
 }
 

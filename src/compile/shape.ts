@@ -1,8 +1,7 @@
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "../dsl/options.ts";
 import type { PatternSlot } from "../dsl/types.ts";
-import { RoutingError } from "../routing/errors.ts";
-import { validateQueueName } from "../routing/queue_name.ts";
+import { flowQueueName } from "../routing/flow_queue.ts";
 import type { RoutedFlow, StepQueuedFlow } from "../routing/routed.ts";
 
 /**
@@ -193,30 +192,6 @@ export function extractRoutePlan(target: CompilableFlow): RoutePlan {
   const queues: Record<string, string> = {};
   for (const step of flow.stepOrder as readonly string[]) queues[step] = queue;
   return { mode: "flow", queues };
-}
-
-/**
- * The queue of a plain flow: its slug lowercased. Throws a {@link RoutingError} when that is not
- * a valid queue name (longer than 47 characters).
- *
- * @example
- * ```ts
- * import { flowQueueName } from "@pgflow/shared";
- *
- * flowQueueName("Thread_Triage_v1"); // "thread_triage_v1"
- * ```
- */
-export function flowQueueName(flowSlug: string): string {
-  const queue = flowSlug.toLowerCase();
-  try {
-    validateQueueName(queue, `queue of flow "${flowSlug}"`);
-  } catch (error) {
-    throw new RoutingError(
-      `${(error as Error).message}. A plain flow uses its slug as its queue; use a shorter flow ` +
-        `slug, or route it with routeFlow() or withStepQueues()`,
-    );
-  }
-  return queue;
 }
 
 /** Plain code-unit order: locale-independent, the same as SQL `COLLATE "C"`. */

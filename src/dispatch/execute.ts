@@ -1,8 +1,8 @@
 import type postgres from "postgres";
-import type { PgmqMessageRecord } from "../dsl/context.ts";
+import type { PgmqMessageRecord } from "../claim/message.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import type { LogFields, Logger } from "../platform/logger.ts";
-import { retry } from "../worker/backoff.ts";
+import { retry } from "../util/backoff.ts";
 import { buildContext, type ContextResources } from "./context.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import type { CompletionBatcher } from "./completions.ts";
@@ -37,9 +37,6 @@ export interface ExecuteDeps {
   readonly completions?: CompletionBatcher;
 }
 
-/** How a task ended, from the worker's point of view. */
-export type TaskOutcome = "completed" | "failed" | "unreported";
-
 /**
  * Runs one claimed task: handler(input, context), then `complete_task` with the exact output or
  * `fail_task` with the error's message. Report calls are retried with backoff; if they still fail
@@ -49,7 +46,7 @@ export async function executeTask(
   deps: ExecuteDeps,
   task: ClaimedTask,
   message: PgmqMessageRecord,
-): Promise<TaskOutcome> {
+): Promise<void> {
   const log = deps.log.with({
     messageId: task.messageId,
     flow: task.flowSlug,
@@ -127,13 +124,12 @@ export async function executeTask(
     log.error(`${report.kind}_task failed; stalled recovery will take the task back`, {
       error: databaseErrorText(error),
     });
-    return "unreported";
+    return;
   }
   if (report.kind === "complete") {
     log.info("task completed", { ms });
-    return "completed";
+    return;
   }
   // The error's text is in step_tasks.error_message; the log says what kind it was.
   log.info("task failed", { ms, ...failFields });
-  return "failed";
 }

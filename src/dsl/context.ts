@@ -1,54 +1,10 @@
-import type postgres from "postgres";
-import type { SupabaseClient } from "@supabase/supabase-js";
+import type { PgmqMessageRecord } from "../claim/message.ts";
+import type { Env } from "../platform/env.ts";
+import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Json } from "./json.ts";
 
-/**
- * The environment a worker exposes to handlers. Declare a narrower type as the third type
- * parameter of `Flow` to get typed keys.
- *
- * @example
- * ```ts
- * import { Flow, type Env } from "@pgflow/shared";
- *
- * type MyEnv = Env & { SLACK_WEBHOOK_URL: string };
- * const flow = new Flow<{ id: string }, Record<never, never>, MyEnv>({ slug: "notify" })
- *   .step({ slug: "send" }, (_input, ctx) => ctx.env.SLACK_WEBHOOK_URL);
- * ```
- */
-export type Env = { readonly [key: string]: string | undefined };
-
-/**
- * A PGMQ message as the worker read it. Message ids are `bigint` in SQL and travel as exact
- * decimal strings in JavaScript, because ids past 2^53 would lose digits as numbers.
- *
- * @example
- * ```ts
- * import type { PgmqMessageRecord } from "@pgflow/shared";
- *
- * const message: PgmqMessageRecord = {
- *   msg_id: "9007199254740993",
- *   read_ct: 1,
- *   enqueued_at: "2025-01-01T00:00:00Z",
- *   vt: "2025-01-01T00:00:30Z",
- *   message: { run_id: "4f1c..." },
- *   headers: null,
- * };
- * ```
- */
-export interface PgmqMessageRecord {
-  /** The message id as an exact decimal string. */
-  readonly msg_id: string;
-  /** How many times the message has been read. */
-  readonly read_ct: number;
-  /** When the message was sent (ISO timestamp). */
-  readonly enqueued_at: string;
-  /** When the message becomes visible again (ISO timestamp). */
-  readonly vt: string;
-  /** The message body. It never authorises work: claims use ids only. */
-  readonly message: Json;
-  /** PGMQ headers, when present. */
-  readonly headers?: Json | null;
-}
+export type { Env } from "../platform/env.ts";
+export type { PgmqMessageRecord } from "../claim/message.ts";
 
 /**
  * The task a handler is running, as returned by the claim. Its message identity is the pair
@@ -101,7 +57,7 @@ export interface StepContext<TInput, TEnv extends Env = Env> {
   /** Aborted when the worker shuts down; long handlers should honour it. */
   readonly shutdownSignal: AbortSignal;
   /** The worker's postgres.js pool. */
-  readonly sql: postgres.Sql;
+  readonly sql: Sql;
   /** A service-role Supabase client. */
   readonly supabase: SupabaseClient;
   /** The run's input, loaded lazily (and cached per run) for non-root steps. */

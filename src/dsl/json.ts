@@ -1,17 +1,6 @@
-/** A JSON scalar: what `JSON.stringify` writes as-is. */
-export type JsonPrimitive = string | number | boolean | null;
+import type { Json, JsonPrimitive } from "../util/json.ts";
 
-/**
- * Any JSON value: step outputs, flow inputs and condition patterns are stored as `jsonb`.
- *
- * @example
- * ```ts
- * import type { Json } from "@pgflow/shared";
- *
- * const value: Json = { labels: ["bug", "urgent"], score: 0.9, archived: false, owner: null };
- * ```
- */
-export type Json = JsonPrimitive | readonly Json[] | { readonly [key: string]: Json };
+export type { Json, JsonPrimitive } from "../util/json.ts";
 
 /**
  * Maps `T` to itself when every part of it survives a JSON round trip and to a type with `never`

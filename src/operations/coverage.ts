@@ -4,18 +4,34 @@
  *
  * @module
  */
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 
-/** One needed (flow, step) pair on one queue. */
+/**
+ * One needed (flow, step) pair on one queue.
+ *
+ * @example
+ * ```ts
+ * import type { CoverageRow } from "@pgflow/shared";
+ *
+ * const missing = (rows: CoverageRow[]) => rows.filter((r) => !r.served);
+ * ```
+ */
 export interface CoverageRow {
+  /** The queue. */
   queueName: string;
+  /** The concrete flow slug. */
   flowSlug: string;
+  /** The step slug. */
   stepSlug: string;
   /** The pair is a persisted route (not only a snapshot of in-flight tasks). */
   routed: boolean;
+  /** Tasks of the pair waiting on the queue. */
   queuedTasks: number;
+  /** Tasks of the pair running now. */
   startedTasks: number;
+  /** Live workers of the queue that have a handler for the pair. */
   liveWorkers: number;
+  /** Whether at least one live worker serves the pair. */
   served: boolean;
 }
 
@@ -32,7 +48,7 @@ export interface CoverageRow {
  * ```
  */
 export async function queueCoverage(
-  sql: postgres.Sql,
+  sql: Sql,
   queueName?: string,
   staleAfterSeconds = 30,
 ): Promise<CoverageRow[]> {

@@ -1,7 +1,16 @@
-import type postgres from "postgres";
 import { bounded } from "./deadline.ts";
+import type { Sql } from "./types.ts";
 
-/** What the worker could tell about its database connection. */
+/**
+ * What the worker could tell about its database connection.
+ *
+ * @example
+ * ```ts
+ * import type { ConnectionInfo } from "@pgflow/shared";
+ *
+ * const info: ConnectionInfo = { kind: "transaction pooler", evidence: "pooler on port 6543" };
+ * ```
+ */
 export interface ConnectionInfo {
   /**
    * `direct` (the server itself), `transaction pooler`, `session pooler`, or `pooler` when a
@@ -10,10 +19,13 @@ export interface ConnectionInfo {
   readonly kind: "direct" | "transaction pooler" | "session pooler" | "pooler";
   /** How the kind was told, for the log line. */
   readonly evidence: string;
-  /** Host, port, database and user of the URL (never the password); absent for a given pool. */
+  /** The URL's host; absent for a pool given without its URL. */
   readonly host?: string;
+  /** The URL's port. */
   readonly port?: number;
+  /** The URL's database. */
   readonly database?: string;
+  /** The URL's user (the password is never kept). */
   readonly user?: string;
 }
 
@@ -34,7 +46,7 @@ export interface ConnectionInfo {
  * ```
  */
 export async function describeConnection(
-  sql: postgres.Sql,
+  sql: Sql,
   url: string | undefined,
   timeoutMs = 10_000,
 ): Promise<ConnectionInfo> {

@@ -24,6 +24,8 @@ export class DatabaseTimeoutError extends Error {
   readonly timeoutMs: number;
 
   /**
+   * Names the call and its bound.
+   *
    * @param what the call, e.g. `complete_task`
    * @param timeoutMs its bound
    */

@@ -1,4 +1,17 @@
-import type { Env } from "../dsl/context.ts";
+/**
+ * The environment a worker exposes to handlers. Declare a narrower type as the third type
+ * parameter of `Flow` to get typed keys.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type Env } from "@pgflow/shared";
+ *
+ * type MyEnv = Env & { SLACK_WEBHOOK_URL: string };
+ * const flow = new Flow<{ id: string }, Record<never, never>, MyEnv>({ slug: "notify" })
+ *   .step({ slug: "send" }, (_input, ctx) => ctx.env.SLACK_WEBHOOK_URL);
+ * ```
+ */
+export type Env = { readonly [key: string]: string | undefined };
 
 /**
  * The environment variables the worker itself reads. Every key is optional: a missing database
@@ -6,7 +19,7 @@ import type { Env } from "../dsl/context.ts";
  *
  * @example
  * ```ts
- * import { readWorkerEnv } from "@pgflow/shared";
+ * import { readWorkerEnv } from "./env.ts";
  *
  * const env = readWorkerEnv({ DATABASE_URL: "postgres://postgres@127.0.0.1:5432/postgres" });
  * console.log(env.DATABASE_URL !== undefined); // true
@@ -42,7 +55,7 @@ export interface WorkerEnv extends Env {
  * @param source the variables to read; defaults to `Deno.env.toObject()`
  * @example
  * ```ts
- * import { readWorkerEnv } from "@pgflow/shared";
+ * import { readWorkerEnv } from "./env.ts";
  *
  * const env = readWorkerEnv();
  * console.log(typeof env.EDGE_WORKER_LOG_LEVEL);
@@ -67,7 +80,7 @@ function processEnv(): Env {
  *
  * @example
  * ```ts
- * import { databaseUrlFromEnv } from "@pgflow/shared";
+ * import { databaseUrlFromEnv } from "./env.ts";
  *
  * databaseUrlFromEnv({ DATABASE_URL: "postgres://localhost/db" }); // "postgres://localhost/db"
  * ```

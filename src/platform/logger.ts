@@ -126,7 +126,7 @@ const RANK: Readonly<Record<LogLevel, number>> = { error: 0, warn: 1, info: 2, d
  *
  * @example
  * ```ts
- * import { isLogLevel } from "@pgflow/shared";
+ * import { isLogLevel } from "./logger.ts";
  *
  * isLogLevel("debug"); // true
  * ```

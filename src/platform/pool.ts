@@ -1,18 +1,36 @@
 import postgres from "postgres";
 import { guardSql } from "./guarded_sql.ts";
+import type { Sql } from "./types.ts";
 import { GatedSocket, type SslSetting } from "./wire_gate.ts";
 import { installTypeFetchGuard } from "./type_fetch_guard.ts";
 
-/** Options of {@link createPool}: postgres.js options, minus the ones the pool must own. */
-export type PoolOptions =
-  & Omit<
-    postgres.Options<Record<string, postgres.PostgresType>>,
-    "socket" | "prepare" | "ssl" | "host" | "port" | "path"
-  >
-  & {
-    /** TLS as libpq's `sslmode`, or node TLS options; default: the URL's `sslmode`, else none. */
-    readonly ssl?: SslSetting | "disable";
-  };
+/**
+ * Options of {@link createPool}. Everything else (prepared statements, the socket) is the pool's
+ * own, because it is what keeps the pool safe behind a transaction pooler.
+ *
+ * @example
+ * ```ts
+ * import type { PoolOptions } from "@pgflow/shared";
+ *
+ * const options: PoolOptions = { max: 4, ssl: "require", application_name: "pgflow-worker" };
+ * ```
+ */
+export interface PoolOptions {
+  /** Most connections; default 10. */
+  readonly max?: number;
+  /** TLS as libpq's `sslmode`, or explicit options; default: the URL's `sslmode`, else none. */
+  readonly ssl?: SslSetting | "disable";
+  /** Seconds a connection may stay idle before it is closed; default: never. */
+  readonly idle_timeout?: number;
+  /** Seconds a connection lives at most; default: 30 to 60 minutes, at random. */
+  readonly max_lifetime?: number;
+  /** Seconds to wait for a connection to be established; default 10. */
+  readonly connect_timeout?: number;
+  /** Shown in `pg_stat_activity`; default `postgres.js`. */
+  readonly application_name?: string;
+  /** Receives server notices; default: ignored. */
+  readonly onnotice?: (notice: { readonly [field: string]: unknown }) => void;
+}
 
 /**
  * Opens a postgres.js pool that is safe behind a transaction-mode pooler (Supavisor on port 6543,
@@ -36,7 +54,7 @@ export type PoolOptions =
  * // await sql`select 1`; ... await sql.end();
  * ```
  */
-export function createPool(connectionString: string, options: PoolOptions = {}): postgres.Sql {
+export function createPool(connectionString: string, options: PoolOptions = {}): Sql {
   installTypeFetchGuard(); // postgres.js 3.4.7 would end the process: see type_fetch_guard.ts
   const url = new URL(connectionString);
   const ssl = sslSetting(options.ssl ?? url.searchParams.get("sslmode") ?? undefined);
@@ -46,7 +64,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   url.searchParams.delete("ssl");
   const host = decodeURIComponent(url.hostname).replace(/^\[|\]$/g, "") || "localhost";
   const port = Number(url.port || 5432);
-  const { ssl: _ssl, ...rest } = options;
+  const { ssl: _ssl, application_name, ...rest } = options;
   // `socket` is a postgres.js option its type declarations leave out.
   const owned = { prepare: false, ssl: false, socket: () => new GatedSocket({ host, port, ssl }) };
   return guardSql(postgres(url.toString(), {
@@ -56,6 +74,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     // waits that long after a pooler restart holds its tasks for nothing. At most 2 s, jittered.
     backoff: (retries: number) => Math.min(2, 0.05 * 2 ** retries) * (0.5 + Math.random() / 2),
     ...rest,
+    ...(application_name === undefined ? {} : { connection: { application_name } }),
     ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
   }));
 }

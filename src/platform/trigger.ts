@@ -29,10 +29,8 @@ export interface TriggerDeps {
   readonly start: (functionName: string | undefined) => Promise<TriggeredWorker>;
 }
 
-/** The trigger's current worker, for `EdgeWorker.stop()`. */
+/** What `EdgeWorker.stop()` needs of the trigger. */
 export interface Trigger {
-  /** The running worker, if any. */
-  current(): TriggeredWorker | undefined;
   /** Stops the running worker, if any. */
   stop(): Promise<void>;
 }
@@ -102,7 +100,6 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
   });
 
   return {
-    current: () => worker,
     stop: async () => {
       await worker?.stop();
     },

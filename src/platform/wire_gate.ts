@@ -4,8 +4,17 @@ import net from "node:net";
 import tls from "node:tls";
 
 /**
- * How the socket negotiates TLS: as libpq's `sslmode` (`disable`, `prefer`, `require`,
- * `verify-full`), or node `tls.connect` options (verified as given).
+ * How a pool negotiates TLS: `false` (none), libpq's `sslmode` names (`prefer` and `allow` try
+ * TLS and fall back, `require` insists without verifying the certificate, `verify-full`
+ * verifies it against the system's CAs and the host name), or explicit options (verified unless
+ * `rejectUnauthorized` is false).
+ *
+ * @example
+ * ```ts
+ * import type { SslSetting } from "@pgflow/shared";
+ *
+ * const pinned: SslSetting = { ca: "-----BEGIN CERTIFICATE-----...", servername: "db.example.com" };
+ * ```
  */
 export type SslSetting =
   | false
@@ -13,7 +22,14 @@ export type SslSetting =
   | "require"
   | "allow"
   | "verify-full"
-  | tls.ConnectionOptions;
+  | {
+    /** CA certificates (PEM) to verify the server with, instead of the system's. */
+    readonly ca?: string | readonly string[];
+    /** `false` accepts any certificate (as `require`). */
+    readonly rejectUnauthorized?: boolean;
+    /** The host name to verify, when it differs from the connection's. */
+    readonly servername?: string;
+  };
 
 /** Where and how a {@link GatedSocket} connects. */
 export interface GateTarget {
@@ -168,7 +184,7 @@ export class GatedSocket extends EventEmitter {
       }
       const ssl = target.ssl;
       const options: tls.ConnectionOptions = typeof ssl === "object"
-        ? { ...ssl }
+        ? { ...ssl, ca: ssl.ca as string | string[] | undefined }
         : ssl === "verify-full"
         ? {}
         : { rejectUnauthorized: false };

@@ -1,9 +1,9 @@
-import type postgres from "postgres";
-import type { Env } from "../dsl/context.ts";
-import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
+import type { Env } from "../platform/env.ts";
 import { databaseUrlFromEnv, type WorkerEnv } from "../platform/env.ts";
 import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
+import type { Sql } from "../platform/types.ts";
 import { WorkerConfigError } from "./errors.ts";
+import { type NumericOptionName, WORKER_OPTIONS } from "./options.ts";
 
 /**
  * Options of a worker. The queue is chosen separately (`queueName` for routed flows, `stepSlug`
@@ -34,8 +34,9 @@ export interface EdgeWorkerConfig {
   readonly maxPgConnections?: number;
   /** Postgres URL; else `sql`; else env `EDGE_WORKER_DB_URL`, then `DATABASE_URL`. */
   readonly connectionString?: string;
-  /** A ready postgres.js pool (create it with `prepare: false`); the worker never closes it. */
-  readonly sql?: postgres.Sql;
+  /** A ready pool, made with `createPool` (safe behind a transaction pooler); never closed by the
+   * worker. */
+  readonly sql?: Sql;
   /** The function name recorded with the worker row (the deploy fence); default: the queue name. */
   readonly functionName?: string;
   /** The worker id (a UUID); default: `SB_EXECUTION_ID` when it is a UUID, else a random one. */
@@ -58,40 +59,23 @@ export interface EdgeWorkerConfig {
 }
 
 /** A config with every default applied and every value checked. */
-export interface ResolvedConfig {
-  readonly maxConcurrent: number;
-  readonly batchSize: number;
-  readonly visibilityTimeout: number;
-  readonly maxPollSeconds: number;
-  readonly pollIntervalMs: number;
-  readonly maxPgConnections: number;
+export type ResolvedConfig = { readonly [K in NumericOptionName]: number } & {
   /** Exactly one of `sql` and `connectionString` is set. */
-  readonly sql?: postgres.Sql;
+  readonly sql?: Sql;
   readonly connectionString?: string;
   readonly functionName?: string;
   readonly workerId?: string;
-  readonly heartbeatIntervalMs: number;
-  readonly stalledRecoveryIntervalMs: number;
-  readonly queryTimeoutMs: number;
   readonly logLevel: LogLevel;
   readonly logger?: Logger;
   readonly context?: { readonly [key: string]: unknown };
-}
+};
 
 const KNOWN = new Set([
-  "maxConcurrent",
-  "batchSize",
-  "visibilityTimeout",
-  "maxPollSeconds",
-  "pollIntervalMs",
-  "maxPgConnections",
+  ...Object.keys(WORKER_OPTIONS),
   "connectionString",
   "sql",
   "functionName",
   "workerId",
-  "heartbeatIntervalMs",
-  "stalledRecoveryIntervalMs",
-  "queryTimeoutMs",
   "env",
   "logger",
   "context",
@@ -121,21 +105,15 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
       );
     }
   }
-  const maxConcurrent = int(config, "maxConcurrent", 10, 1, 1000);
-  const batchSize = int(config, "batchSize", 10, 1, 1000);
-  const visibilityTimeout = int(config, "visibilityTimeout", 5, 1, 3600);
-  const maxPollSeconds = int(config, "maxPollSeconds", 2, 1, 60);
-  const pollIntervalMs = int(config, "pollIntervalMs", 50, 10, 10_000);
-  if (pollIntervalMs > maxPollSeconds * 1000) {
+  const numbers = Object.fromEntries(
+    (Object.keys(WORKER_OPTIONS) as NumericOptionName[]).map((key) => [key, int(config, key)]),
+  ) as { [K in NumericOptionName]: number };
+  if (numbers.pollIntervalMs > numbers.maxPollSeconds * 1000) {
     throw new WorkerConfigError(
-      `pollIntervalMs (${pollIntervalMs}) must not exceed maxPollSeconds (${maxPollSeconds}) ` +
-        `× 1000, or the read would never look again while it waits`,
+      `pollIntervalMs (${numbers.pollIntervalMs}) must not exceed maxPollSeconds ` +
+        `(${numbers.maxPollSeconds}) × 1000, or the read would never look again while it waits`,
     );
   }
-  const maxPgConnections = int(config, "maxPgConnections", 4, 2, 100);
-  const heartbeatIntervalMs = int(config, "heartbeatIntervalMs", 5000, 100, 60_000);
-  const stalledRecoveryIntervalMs = int(config, "stalledRecoveryIntervalMs", 15_000, 0, 3_600_000);
-  const queryTimeoutMs = int(config, "queryTimeoutMs", DEFAULT_QUERY_TIMEOUT_MS, 500, 600_000);
   if (config.sql !== undefined && config.connectionString !== undefined) {
     throw new WorkerConfigError(
       "give either sql (a ready pool) or connectionString, not both",
@@ -196,32 +174,19 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     );
   }
   return Object.freeze({
-    maxConcurrent,
-    batchSize,
-    visibilityTimeout,
-    maxPollSeconds,
-    pollIntervalMs,
-    maxPgConnections,
+    ...numbers,
     sql: config.sql,
     connectionString,
     functionName,
     workerId: config.workerId,
-    heartbeatIntervalMs,
-    stalledRecoveryIntervalMs,
-    queryTimeoutMs,
     logLevel: level,
     logger: config.logger,
     context: config.context,
   });
 }
 
-function int(
-  config: EdgeWorkerConfig,
-  key: keyof EdgeWorkerConfig,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
+function int(config: EdgeWorkerConfig, key: NumericOptionName): number {
+  const { default: fallback, min, max } = WORKER_OPTIONS[key];
   const value = config[key];
   if (value === undefined) return fallback;
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {

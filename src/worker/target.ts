@@ -1,5 +1,6 @@
 import type { AnyFlow } from "../dsl/extract.ts";
-import { type CompilableFlow, flowQueueName } from "../compile/shape.ts";
+import type { CompilableFlow } from "../compile/shape.ts";
+import { flowQueueName } from "../routing/flow_queue.ts";
 import type { RoutedFlow, StepQueuedFlow } from "../routing/routed.ts";
 import type { WorkerTarget } from "../routing/selection.ts";
 import { WorkerConfigError } from "./errors.ts";

@@ -4,11 +4,11 @@ import {
   extractFlowShape,
   extractRoutePlan,
   Flow,
-  flowQueueName,
   routeFlow,
   RoutingError,
   withStepQueues,
 } from "../../mod.ts";
+import { flowQueueName } from "../../src/routing/flow_queue.ts";
 
 function build(order: "ab" | "ba") {
   const deps = order === "ab" ? ["a", "b"] as const : ["b", "a"] as const;

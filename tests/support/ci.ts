@@ -22,6 +22,7 @@ const checks: [string, string[]][] = [
   ["fmt", ["fmt", "--check"]],
   ["lint", ["lint"]],
   ["check", ["task", "check"]],
+  ["doc", ["doc", "--lint", "mod.ts"]],
 ];
 let failedStages = 0;
 for (const [name, args] of checks) if (!(await stage(name, args))) failedStages++;

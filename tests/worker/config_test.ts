@@ -10,6 +10,7 @@ import {
   WorkerConfigError,
   type WorkerTarget,
 } from "../../mod.ts";
+import { WORKER_OPTIONS } from "../../src/worker/options.ts";
 
 const URL_ = "postgres://postgres@127.0.0.1:1/none";
 const flow = new Flow<{ id: string }>({ slug: "cfg_flow" })
@@ -151,4 +152,33 @@ Deno.test("types: queueName autocompletes from routes; stepSlug on a plain flow 
     createWorker([routed]);
   };
   assert.equal(typeof check, "function");
+});
+
+Deno.test("every numeric option accepts exactly its range from the one options table", () => {
+  for (const [key, option] of Object.entries(WORKER_OPTIONS)) {
+    // pollIntervalMs may not exceed maxPollSeconds × 1000: give the read room.
+    const room = key === "pollIntervalMs" ? { maxPollSeconds: 60 } : {};
+    const start = (value: number) =>
+      loose(flow, { connectionString: URL_, ...room, [key]: value }).queueName;
+    for (const ok of [option.min, option.max]) assert.equal(start(ok), "cfg_flow", `${key} ${ok}`);
+    for (const out of [option.min - 1, option.max + 1]) {
+      assert.throws(
+        () => start(out),
+        new RegExp(`${key} must be an integer from ${option.min} to ${option.max}, got ${out}`),
+      );
+    }
+  }
+});
+
+Deno.test("EdgeWorkerConfig's docs state the defaults of the options table", () => {
+  const source = Deno.readTextFileSync(new URL("../../src/worker/config.ts", import.meta.url));
+  for (const [key, option] of Object.entries(WORKER_OPTIONS)) {
+    const doc = new RegExp(`/\\*\\*((?:(?!\\*/)[\\s\\S])*)\\*/\\s*readonly ${key}\\?:`).exec(
+      source,
+    );
+    assert.ok(doc, `${key} is documented in EdgeWorkerConfig`);
+    const stated = /default (\d[\d_,]*)/i.exec(doc[1].replace(/\s+\*\s*/g, " "));
+    assert.ok(stated, `${key}'s doc states its default`);
+    assert.equal(Number(stated[1].replace(/[_,]/g, "")), option.default, `${key}'s default`);
+  }
 });

@@ -1,7 +1,7 @@
 /** Backoff instead of hot loops, bounded caches, and run input loaded by a worker that never saw it. */
 import assert from "node:assert/strict";
 import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
-import { backoffDelay, retry } from "../../src/worker/backoff.ts";
+import { backoffDelay, retry } from "../../src/util/backoff.ts";
 import { FlowInputCache } from "../../src/dispatch/flow_input.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";

@@ -1,0 +1,35 @@
+import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
+import type { EdgeWorkerConfig } from "./config.ts";
+
+/** The names of the worker's numeric options: every `number` property of `EdgeWorkerConfig`. */
+export type NumericOptionName = {
+  [K in keyof EdgeWorkerConfig]-?: NonNullable<EdgeWorkerConfig[K]> extends number ? K : never;
+}[keyof EdgeWorkerConfig];
+
+/** An integer option: its default and its inclusive range. */
+export interface IntegerOption {
+  readonly default: number;
+  readonly min: number;
+  readonly max: number;
+  /** The unit, for docs and errors. */
+  readonly unit: "" | "ms" | "s";
+}
+
+/**
+ * The one table of the worker's numeric options: `resolveConfig` validates and defaults from it,
+ * the benchmarks take their defaults from it, and a test checks that `EdgeWorkerConfig`'s docs say
+ * the same defaults. The type makes it name exactly the numeric options of `EdgeWorkerConfig`.
+ */
+export const WORKER_OPTIONS: { readonly [K in NumericOptionName]: IntegerOption } = Object.freeze(
+  {
+    maxConcurrent: { default: 10, min: 1, max: 1000, unit: "" },
+    batchSize: { default: 10, min: 1, max: 1000, unit: "" },
+    visibilityTimeout: { default: 5, min: 1, max: 3600, unit: "s" },
+    maxPollSeconds: { default: 2, min: 1, max: 60, unit: "s" },
+    pollIntervalMs: { default: 50, min: 10, max: 10_000, unit: "ms" },
+    maxPgConnections: { default: 4, min: 2, max: 100, unit: "" },
+    heartbeatIntervalMs: { default: 5000, min: 100, max: 60_000, unit: "ms" },
+    stalledRecoveryIntervalMs: { default: 15_000, min: 0, max: 3_600_000, unit: "ms" },
+    queryTimeoutMs: { default: DEFAULT_QUERY_TIMEOUT_MS, min: 500, max: 600_000, unit: "ms" },
+  } as const,
+);
