@@ -1,7 +1,7 @@
 // Reading: read, conditional reads, read_with_poll (reference §2.8–2.9, §4 cases 25–32).
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { freshQueue, pgError, pgmqTarget, sortedIds } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });
@@ -114,13 +114,30 @@ db.test("30 [all] read_with_poll returns a delayed message once it becomes visib
 db.test("[all] read_with_poll sees a message committed by another session while it waits", async ({ sql, connect }) => {
   const q = await queueWith(sql, "t_poll_commit", 0);
   const writer = connect();
-  const polling = sql`
-    select *, clock_timestamp() as got_at from pgmq.read_with_poll(${q}::text, 30, 1, 5, 50)`;
+  const poller = connect({ connection: { application_name: "t_poll_commit_poller" } });
+  // Sent now, not when awaited (postgres.js queries are lazy): otherwise the read would begin
+  // after the send, and find the message without waiting.
+  const polling = poller`
+    select *, clock_timestamp() as got_at from pgmq.read_with_poll(${q}::text, 30, 1, 5, 50)`
+    .execute();
+  let returned = false;
+  polling.then(() => (returned = true), () => (returned = true));
+  await waitFor(
+    async () =>
+      returned ||
+      (await sql`select 1 from pg_stat_activity
+                 where application_name = 't_poll_commit_poller' and state = 'active'
+                   and query like '%read_with_poll%'`).length > 0,
+    { what: "read_with_poll to wait on the server" },
+  );
+  assert.equal(returned, false, "read_with_poll returned before anything was sent");
   await new Promise((r) => setTimeout(r, 300));
-  await writer`select pgmq.send(${q}::text, '{"late":true}'::jsonb)`;
+  const [{ sent_at }] = await writer`
+    select clock_timestamp() as sent_at, pgmq.send(${q}::text, '{"late":true}'::jsonb)`;
   const rows = await polling;
   assert.equal(rows.length, 1);
   assert.deepEqual(rows[0].message, { late: true });
+  assert.ok(rows[0].got_at >= sent_at, "read while waiting, after the send");
 });
 
 db.test("[all] read_with_poll sleeps the poll interval between attempts", async ({ sql }) => {

@@ -4,8 +4,8 @@
  * failed claim rolling its read back.
  */
 import assert from "node:assert/strict";
-import type { Sql } from "postgres";
-import { testDatabase } from "../support/db.ts";
+import type { PendingQuery, Sql } from "postgres";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, makeVisible, queueMessages, startTasks } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
@@ -25,12 +25,13 @@ interface Row {
   attempt: number | null;
 }
 
+/** The call, not yet sent: postgres.js sends a query when it is awaited or `.execute()`d. */
 function readAndClaim(
   sql: Sql,
   queue: string,
   worker: string,
   opts: { vt?: number; qty?: number; wait?: number; supported?: unknown } = {},
-): Promise<Row[]> {
+): PendingQuery<Row[]> {
   const supported = opts.supported === undefined ? null : JSON.stringify(opts.supported);
   return sql<Row[]>`
     select msg_id::text as msg_id, read_ct, vt, message, headers, disposition, flow_slug,
@@ -188,8 +189,20 @@ db.test("a task claimed after the read waited is stamped with when it started, n
   await defineFlow(sql, "rac_wait", [{ slug: "a", queue: "rac_wait_q" }], { mode: "routed" });
   const worker = crypto.randomUUID();
   await sql`select pgflow.register_worker(${worker}, 'rac_wait_q', 'test_fn', '[["rac_wait", "a"]]'::jsonb)`;
-  const poller = connect();
-  const pending = readAndClaim(poller, "rac_wait_q", worker, { wait: 5 });
+  const poller = connect({ connection: { application_name: "rac_wait_poller" } });
+  // Sent now (a query that is only built is sent when awaited, after the message is there, and
+  // then the read never waits); seen waiting on the server before the message is sent.
+  const pending = readAndClaim(poller, "rac_wait_q", worker, { wait: 5 }).execute();
+  let returned = false;
+  pending.then(() => (returned = true), () => (returned = true));
+  const { xact_start: readBegan } = await waitFor(
+    async () =>
+      (await sql`select xact_start from pg_stat_activity
+               where application_name = 'rac_wait_poller' and state = 'active'
+                 and query like '%read_and_claim%'`)[0] ?? (returned && { xact_start: null }),
+    { what: "the read to wait on the server" },
+  );
+  assert.equal(returned, false, "read_and_claim returned before anything was sent");
   await new Promise((resolve) => setTimeout(resolve, 1200));
   const [{ now: sentAt }] = await sql`select clock_timestamp() as now`;
   await sql`select pgflow.start_flow('rac_wait', '{}')`;
@@ -197,5 +210,6 @@ db.test("a task claimed after the read waited is stamped with when it started, n
   assert.deepEqual(rows.map((r) => r.disposition), ["claimed"]);
   const [task] =
     await sql`select started_at from pgflow.step_tasks where queue_name = 'rac_wait_q'`;
+  assert.ok(readBegan < sentAt, `the read began ${readBegan}, before the send ${sentAt}`);
   assert.ok(task.started_at >= sentAt, `started_at ${task.started_at} before the send ${sentAt}`);
 });
