@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import type { PgmqMessageRecord } from "./message.ts";
 import type { Logger } from "../platform/logger.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
@@ -9,7 +9,7 @@ import type { Slots } from "../util/slots.ts";
 /** What the poll loop needs. */
 export interface PollLoopDeps {
   /** The worker's pool. */
-  readonly sql: postgres.Sql;
+  readonly sql: Sql;
   /** The one queue polled. */
   readonly queue: string;
   /** The registered worker id. */

@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import type { Json } from "../util/json.ts";
 import type { PgmqMessageRecord } from "./message.ts";
 import {
@@ -59,7 +59,7 @@ interface Row extends ClaimRow {
  * its id and disposition alone.
  */
 export async function readAndClaim(
-  sql: postgres.Sql,
+  sql: Sql,
   queue: string,
   workerId: string,
   supported: readonly SupportedPair[] | null,

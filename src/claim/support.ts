@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { SupportedPair } from "./claim.ts";
 
@@ -8,7 +8,7 @@ import type { SupportedPair } from "./claim.ts";
  * its own code merely believes.
  */
 export async function loadSupportSet(
-  sql: postgres.Sql,
+  sql: Sql,
   queue: string,
   flowSlugs: readonly string[],
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,

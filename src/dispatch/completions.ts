@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { completeTask } from "./report.ts";
@@ -21,7 +21,7 @@ interface Pending {
  * others and a lost reply never loses one.
  */
 export class CompletionBatcher {
-  readonly #sql: postgres.Sql;
+  readonly #sql: Sql;
   readonly #maxInFlight: number;
   readonly #maxBatch: number;
   readonly #timeoutMs: number;
@@ -35,7 +35,7 @@ export class CompletionBatcher {
    * @param timeoutMs bound of each call (see `bounded`)
    */
   constructor(
-    sql: postgres.Sql,
+    sql: Sql,
     maxInFlight = 2,
     maxBatch = 100,
     timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
@@ -88,7 +88,7 @@ export class CompletionBatcher {
  * stays exactly what the handler returned (see completeTask).
  */
 async function completeTasks(
-  sql: postgres.Sql,
+  sql: Sql,
   batch: readonly Pending[],
   timeoutMs: number,
 ): Promise<void> {

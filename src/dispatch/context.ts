@@ -1,5 +1,4 @@
-import type postgres from "postgres";
-import type { SupabaseClient } from "@supabase/supabase-js";
+import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Env, PgmqMessageRecord, StepContext, StepTaskRecord } from "../dsl/context.ts";
 import type { Json } from "../dsl/json.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
@@ -12,7 +11,7 @@ export interface ContextResources {
   /** Aborted when the worker shuts down. */
   readonly shutdownSignal: AbortSignal;
   /** The worker's pool. */
-  readonly sql: postgres.Sql;
+  readonly sql: Sql;
   /** Creates (once) or returns the Supabase client; throws when it cannot be created. */
   readonly supabase: () => SupabaseClient;
   /** Run inputs by run id. */

@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import type { PgmqMessageRecord } from "../claim/message.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import type { LogFields, Logger } from "../platform/logger.ts";
@@ -20,7 +20,7 @@ import {
 /** What running one task needs. */
 export interface ExecuteDeps {
   /** The worker's pool (for complete/fail). */
-  readonly sql: postgres.Sql;
+  readonly sql: Sql;
   /** The queue the task was claimed on. */
   readonly queue: string;
   /** Handlers by (flow, step). */

@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import type { Json } from "../dsl/json.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 
@@ -9,7 +9,7 @@ import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
  */
 export class FlowInputCache {
   readonly #entries = new Map<string, Promise<Json>>();
-  readonly #sql: postgres.Sql;
+  readonly #sql: Sql;
   readonly #capacity: number;
   readonly #timeoutMs: number;
 
@@ -18,7 +18,7 @@ export class FlowInputCache {
    * @param capacity how many runs to remember
    * @param timeoutMs bound of each load (see `bounded`)
    */
-  constructor(sql: postgres.Sql, capacity = 500, timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS) {
+  constructor(sql: Sql, capacity = 500, timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS) {
     this.#sql = sql;
     this.#capacity = capacity;
     this.#timeoutMs = timeoutMs;

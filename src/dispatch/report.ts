@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 
@@ -189,7 +189,7 @@ function boundedJson(value: unknown, max: number): string | undefined {
  * by postgres.js, and a JS `null` would become SQL NULL instead of JSON `null`.
  */
 export async function completeTask(
-  sql: postgres.Sql,
+  sql: Sql,
   task: ClaimedTask,
   output: string,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
@@ -205,7 +205,7 @@ export async function completeTask(
 
 /** `pgflow.fail_task`: SQL decides between a retry and exhaustion. */
 export async function failTask(
-  sql: postgres.Sql,
+  sql: Sql,
   task: ClaimedTask,
   message: string,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,

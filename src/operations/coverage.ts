@@ -40,7 +40,7 @@ export interface CoverageRow {
  *
  * @example
  * ```ts
- * import postgres from "postgres";
+ * import postgres from "npm:postgres@3.4.7";
  * import { queueCoverage } from "@pgflow/shared";
  *
  * const sql = postgres(Deno.env.get("DATABASE_URL")!);

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import postgres from "postgres";
+import postgres from "npm:postgres@3.4.7";
 import { formatCoverage, queueCoverage } from "./coverage.ts";
 
 const USAGE = "usage: deno task coverage [--queue NAME] [--stale-after SECONDS]";

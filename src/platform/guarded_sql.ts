@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type postgres from "npm:postgres@3.4.7";
 
 /**
  * Wraps a postgres.js pool so that a query with an `undefined` parameter is rejected before it

@@ -1,4 +1,4 @@
-import postgres from "postgres";
+import postgres from "npm:postgres@3.4.7";
 import { guardSql } from "./guarded_sql.ts";
 import type { Sql } from "./types.ts";
 import { GatedSocket, type SslSetting } from "./wire_gate.ts";

@@ -56,7 +56,7 @@ export function isTypeFetchRejection(reason: unknown): boolean {
  *
  * @example
  * ```ts
- * import postgres from "postgres";
+ * import postgres from "npm:postgres@3.4.7";
  * import { installTypeFetchGuard } from "@pgflow/shared";
  *
  * installTypeFetchGuard();

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import type postgres from "postgres";
-import type { SupabaseClient as SupabaseJsClient } from "@supabase/supabase-js";
+import type postgres from "npm:postgres@3.4.7";
+import type { SupabaseClient as SupabaseJsClient } from "npm:@supabase/supabase-js@2.49.4";
 
 /**
  * A postgres.js pool (`postgres.Sql`): what `createPool` returns, what `context.sql` is, and what

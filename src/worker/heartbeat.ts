@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 
@@ -8,7 +8,7 @@ import type { Logger } from "../platform/logger.ts";
  * missed heartbeat must not stop a healthy worker.
  */
 export async function beat(
-  sql: postgres.Sql,
+  sql: Sql,
   workerId: string,
   log: Logger,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,

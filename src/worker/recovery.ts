@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 
@@ -12,7 +12,7 @@ const RECOVERY_LOCK = "pgflow.requeue_stalled_tasks";
  * Returns how many tasks were handled, or `null` when another worker held the lock.
  */
 export async function recoverStalled(
-  sql: postgres.Sql,
+  sql: Sql,
   log: Logger,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
 ): Promise<number | null> {

@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Sql } from "../platform/types.ts";
 import {
   type CompilableFlow,
   extractFlowOptions,
@@ -23,7 +23,7 @@ export interface CompileResult {
  * is a startup error; the database changed nothing for it.
  */
 export async function compileDefinitions(
-  sql: postgres.Sql,
+  sql: Sql,
   definitions: readonly CompilableFlow[],
   log: Logger,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,

@@ -1,5 +1,4 @@
-import type postgres from "postgres";
-import type { SupabaseClient } from "@supabase/supabase-js";
+import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { SupportedPair } from "../claim/claim.ts";
 import { runPollLoop } from "../claim/poll_loop.ts";
@@ -136,7 +135,7 @@ class Worker implements FlowWorker {
   readonly #pollStop = new AbortController();
   readonly #shutdown = new AbortController();
   readonly #timersStop = new AbortController();
-  #sql?: postgres.Sql;
+  #sql?: Sql;
   #ownsPool = false;
   #starting?: Promise<void>;
   #stopping?: Promise<void>;
@@ -236,7 +235,7 @@ class Worker implements FlowWorker {
     this.#launch(sql, registry, supabase);
   }
 
-  #launch(sql: postgres.Sql, registry: HandlerRegistry, supabase: () => SupabaseClient): void {
+  #launch(sql: Sql, registry: HandlerRegistry, supabase: () => SupabaseClient): void {
     const config = this.#config;
     const resources: ContextResources = {
       env: this.#env,
