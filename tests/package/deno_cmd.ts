@@ -124,3 +124,31 @@ export async function projectFileAbove(dir: string): Promise<string | undefined>
     current = parent;
   }
 }
+
+/** A `deno` subprocess left running, with the output it wrote so far. */
+export interface RunningDeno {
+  readonly process: Deno.ChildProcess;
+  output(): string;
+}
+
+/**
+ * Starts `deno <args>` and keeps collecting its output; stop it with `process.kill` and await
+ * `process.status`.
+ */
+export function spawnDeno(args: string[], options: DenoOptions = {}): RunningDeno {
+  const process = new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: options.cwd,
+    env: { NO_COLOR: "1", ...options.env },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let text = "";
+  const decoder = new TextDecoder();
+  const drain = async (stream: ReadableStream<Uint8Array>) => {
+    for await (const chunk of stream) text += decoder.decode(chunk, { stream: true });
+  };
+  drain(process.stdout);
+  drain(process.stderr);
+  return { process, output: () => text };
+}

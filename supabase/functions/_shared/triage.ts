@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { Flow, routeFlow } from "../../../mod.ts";
+import { Flow, routeFlow } from "@pgflow/shared";
 
 /** The run input of both versions. */
 export interface ThreadInput {
