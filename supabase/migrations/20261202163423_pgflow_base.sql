@@ -1,4 +1,7 @@
 -- Generated from supabase/schemas/ by local/new_migration.ts.
+-- One transaction: applied whole or not at all, however it is run (psql -f, supabase db push,
+-- pgflow migrate).
+begin;
 
 -- ---- schemas/0010_schema.sql
 -- The pgflow schema. PGMQ comes from the extension where the server has it; on servers without it
@@ -1101,3 +1104,5 @@ $$;
 -- No pgflow function is executable by PUBLIC (and so by anon or authenticated on Supabase); the
 -- service role and postgres own the engine. Grants, where needed, are documented and explicit.
 revoke execute on all functions in schema pgflow from public;
+
+commit;

@@ -5,6 +5,8 @@
 --
 -- Lock waits are bounded: if a worker holds a definition table for longer than lock_timeout, the
 -- migration fails and rolls back completely instead of queueing every worker behind it.
+begin;
+
 set local lock_timeout = '5s';
 
 do $$
@@ -864,3 +866,5 @@ on conflict (queue_name) do nothing;
 -- No pgflow function is executable by PUBLIC (and so by anon or authenticated on Supabase); the
 -- service role and postgres own the engine. Grants, where needed, are documented and explicit.
 revoke execute on all functions in schema pgflow from public;
+
+commit;

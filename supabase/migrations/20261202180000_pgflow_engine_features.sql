@@ -12,6 +12,8 @@
 -- - ensure_flow_compiled rejects a route plan whose queue is JSON null.
 -- Functions are replaced in place; the tables gain columns with defaults, so runs in flight keep
 -- going across the upgrade.
+begin;
+
 set local lock_timeout = '5s';
 
 alter table pgflow.workers add column if not exists supported jsonb not null default '[]'::jsonb;
@@ -1437,3 +1439,4 @@ $$;
 -- service role and postgres own the engine. Grants, where needed, are documented and explicit.
 revoke execute on all functions in schema pgflow from public;
 
+commit;

@@ -19,6 +19,8 @@
 -- Function signatures do not change. Existing data: option values above the new bounds are lowered
 -- to them, worker rows with names the keep-alive could not use are deleted (each with a notice),
 -- and the queues existing plain and step-mode flows were given by pgflow are recorded.
+begin;
+
 set local lock_timeout = '5s';
 
 -- ---- schemas/0020_names.sql: pgflow.is_valid_function_name
@@ -1251,3 +1253,5 @@ begin
   end if;
 end
 $$;
+
+commit;

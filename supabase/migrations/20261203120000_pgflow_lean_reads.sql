@@ -3,6 +3,8 @@
 -- every visibility timeout (one 20 MB message raised a worker's memory by 160-230 MB each time);
 -- unclaimed rows now carry NULL there, and only claimed rows carry the body and headers the
 -- handler context exposes as rawMessage. The signature does not change.
+begin;
+
 set local lock_timeout = '5s';
 
 -- ---- schemas/0410_read_and_claim.sql
@@ -88,3 +90,5 @@ begin
   end if;
 end;
 $$;
+
+commit;
