@@ -106,8 +106,11 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   }
 }
 
-/** start_tasks' (and so read_and_claim's) answer to `supported => NULL` for a worker id with no row. */
+/**
+ * start_tasks' (and so read_and_claim's) answer to `supported => NULL` for a worker id with no
+ * row: SQLSTATE `PFW01`, pgflow's own code for an unregistered worker. Recognised by the code
+ * alone, never by the message text.
+ */
 function isUnregistered(error: unknown): boolean {
-  const e = error as { code?: string; message?: string };
-  return e?.code === "22023" && /is not registered/.test(e.message ?? "");
+  return (error as { code?: unknown } | null)?.code === "PFW01";
 }

@@ -20,6 +20,11 @@ $$;
 
 -- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
 -- once by register_worker): a worker with 1,000 pairs then sends none of them with each batch.
+-- A worker id with no row (never registered, or its row deleted since) fails with SQLSTATE PFW01,
+-- pgflow's own code for an unregistered worker (class PF is used by neither Postgres nor the SQL
+-- standard), so a caller tells it from every other error by its code alone. With explicit pairs
+-- such a worker still claims (its poll falls back to them): the tasks it claims then record no
+-- last_worker_id, which can only name a registered worker.
 create or replace function pgflow.start_tasks(
   queue_name text,
   msg_ids bigint[],
@@ -54,6 +59,8 @@ declare
   changed integer;
   malformed boolean;
   reg_queue text;
+  -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
+  stamp uuid := start_tasks.worker_id;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
@@ -65,7 +72,7 @@ begin
     from pgflow.workers w where w.worker_id = start_tasks.worker_id;
     if not found then
       raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', start_tasks.worker_id
-        using errcode = '22023', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+        using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
     end if;
     -- A set registered for another queue says nothing about this one.
     if reg_queue is distinct from q then
@@ -84,6 +91,11 @@ begin
                         else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
     into sup_keys, malformed
     from jsonb_array_elements(supported) e;
+    -- Key-share locked, as the foreign key would: the row cannot vanish before the claim.
+    perform 1 from pgflow.workers w where w.worker_id = start_tasks.worker_id for key share;
+    if not found then
+      stamp := null;
+    end if;
   end if;
   if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
     raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
@@ -93,7 +105,7 @@ begin
   with claimed as (
     update pgflow.step_tasks t
     set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
-        last_worker_id = start_tasks.worker_id
+        last_worker_id = stamp
     -- One index lookup per id: `message_id = any (msg_ids)` let the planner scan every task the
     -- queue ever had.
     from (select distinct m from unnest(msg_ids) m where m is not null) i(mid),

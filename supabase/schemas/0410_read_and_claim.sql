@@ -69,14 +69,15 @@ begin
 
   -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
   -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
-  -- (started_at = now() singles them out) with the time they really started, so stalled recovery
-  -- measures from there.
+  -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
+  -- start_tasks) with the time they really started, so stalled recovery measures from there.
   if clock_timestamp() - now() > interval '500 milliseconds' then
     update pgflow.step_tasks t
     set started_at = clock_timestamp()
     from unnest(ids) i(mid)
     where t.queue_name = q and t.message_id = i.mid and t.status = 'started'
-      and t.last_worker_id = read_and_claim.worker_id and t.started_at = now();
+      and (t.last_worker_id = read_and_claim.worker_id or t.last_worker_id is null)
+      and t.started_at = now();
   end if;
 end;
 $$;

@@ -46,6 +46,7 @@ end;
 $$;
 
 -- Records a heartbeat and tells the worker whether it has been deprecated (it should stop polling).
+-- A worker id with no row fails with SQLSTATE PFW01, as in start_tasks.
 create or replace function pgflow.heartbeat(worker_id uuid)
 returns boolean
 language plpgsql
@@ -65,7 +66,7 @@ begin
   returning w.deprecated_at is not null into deprecated;
   if not found then
     raise exception 'worker % is not registered', heartbeat.worker_id
-      using errcode = '22023', hint = 'register it with pgflow.register_worker first';
+      using errcode = 'PFW01', hint = 'register it with pgflow.register_worker first';
   end if;
   return deprecated;
 end;

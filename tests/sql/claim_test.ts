@@ -205,11 +205,12 @@ db.test("supported => NULL claims against the set the worker registered, for its
   const before = await snapshot(sql, "claim_reg_q");
   await assert.rejects(
     () => sql`select * from pgflow.start_tasks('other_q', '{1}', ${worker}, null)`,
-    /worker .* is registered for queue 'claim_reg_q', not 'other_q'/,
+    // Not PFW01: the worker is registered, only not for this queue (no fallback should hide it).
+    { code: "22023", message: /worker .* is registered for queue 'claim_reg_q', not 'other_q'/ },
   );
   await assert.rejects(
     () => sql`select * from pgflow.start_tasks('claim_reg_q', '{1}', ${crypto.randomUUID()}, null)`,
-    /is not registered, so it has no recorded support set/,
+    { code: "PFW01", message: /is not registered, so it has no recorded support set/ },
   );
   assert.deepEqual(await snapshot(sql, "claim_reg_q"), before);
 });

@@ -174,7 +174,7 @@ db.test("a claim that fails rolls its read back: the messages stay visible and u
   const before = await queueMessages(sql, "rac_fail_q");
   await assert.rejects(
     () => readAndClaim(sql, "rac_fail_q", crypto.randomUUID()),
-    /is not registered, so it has no recorded support set/,
+    { code: "PFW01", message: /is not registered, so it has no recorded support set/ },
   );
   await assert.rejects(
     () => sql`select * from pgflow.read_and_claim(null, ${crypto.randomUUID()}::uuid, 30, 10)`,
@@ -185,24 +185,42 @@ db.test("a claim that fails rolls its read back: the messages stay visible and u
   assert.ok(after[0].vt_in_seconds <= 0, "still visible");
 });
 
-db.test("a task claimed after the read waited is stamped with when it started, not when the read began", async ({ sql, connect }) => {
-  await defineFlow(sql, "rac_wait", [{ slug: "a", queue: "rac_wait_q" }], { mode: "routed" });
-  const worker = crypto.randomUUID();
-  await sql`select pgflow.register_worker(${worker}, 'rac_wait_q', 'test_fn', '[["rac_wait", "a"]]'::jsonb)`;
-  const poller = connect({ connection: { application_name: "rac_wait_poller" } });
-  // Sent now (a query that is only built is sent when awaited, after the message is there, and
-  // then the read never waits); seen waiting on the server before the message is sent.
-  const pending = readAndClaim(poller, "rac_wait_q", worker, { wait: 5 }).execute();
+/**
+ * Sends a read_and_claim on its own connection now (a query only built is sent when awaited:
+ * after the message is there, and then the read never waits), and returns once it is seen
+ * waiting on the server, with when its transaction began.
+ */
+async function waitingRead(
+  sql: Sql,
+  poller: Sql,
+  appName: string,
+  read: (poller: Sql) => PendingQuery<Row[]>,
+): Promise<{ pending: Promise<Row[]>; readBegan: Date }> {
+  const pending = read(poller).execute();
   let returned = false;
   pending.then(() => (returned = true), () => (returned = true));
   const { xact_start: readBegan } = await waitFor(
     async () =>
       (await sql`select xact_start from pg_stat_activity
-               where application_name = 'rac_wait_poller' and state = 'active'
-                 and query like '%read_and_claim%'`)[0] ?? (returned && { xact_start: null }),
+                 where application_name = ${appName} and state = 'active'
+                   and query like '%read_and_claim%'`)[0] ?? (returned && { xact_start: null }),
     { what: "the read to wait on the server" },
   );
   assert.equal(returned, false, "read_and_claim returned before anything was sent");
+  return { pending, readBegan };
+}
+
+db.test("a task claimed after the read waited is stamped with when it started, not when the read began", async ({ sql, connect }) => {
+  await defineFlow(sql, "rac_wait", [{ slug: "a", queue: "rac_wait_q" }], { mode: "routed" });
+  const worker = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${worker}, 'rac_wait_q', 'test_fn', '[["rac_wait", "a"]]'::jsonb)`;
+  const poller = connect({ connection: { application_name: "rac_wait_poller" } });
+  const { pending, readBegan } = await waitingRead(
+    sql,
+    poller,
+    "rac_wait_poller",
+    (p) => readAndClaim(p, "rac_wait_q", worker, { wait: 5 }),
+  );
   await new Promise((resolve) => setTimeout(resolve, 1200));
   const [{ now: sentAt }] = await sql`select clock_timestamp() as now`;
   await sql`select pgflow.start_flow('rac_wait', '{}')`;
@@ -211,5 +229,30 @@ db.test("a task claimed after the read waited is stamped with when it started, n
   const [task] =
     await sql`select started_at from pgflow.step_tasks where queue_name = 'rac_wait_q'`;
   assert.ok(readBegan < sentAt, `the read began ${readBegan}, before the send ${sentAt}`);
+  assert.ok(task.started_at >= sentAt, `started_at ${task.started_at} before the send ${sentAt}`);
+});
+
+db.test("a worker with no row claims with explicit pairs: its tasks name no worker, a long read re-stamps them", async ({ sql, connect }) => {
+  // A worker whose row vanished (an operator deleted it) polls on with its explicit pairs; the
+  // foreign key to pgflow.workers allows no other last_worker_id than NULL.
+  await defineFlow(sql, "rac_gone", [{ slug: "a", queue: "rac_gone_q" }], { mode: "routed" });
+  const worker = crypto.randomUUID();
+  const poller = connect({ connection: { application_name: "rac_gone_poller" } });
+  const { pending } = await waitingRead(
+    sql,
+    poller,
+    "rac_gone_poller",
+    (p) => readAndClaim(p, "rac_gone_q", worker, { wait: 5, supported: [["rac_gone", "a"]] }),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const [{ now: sentAt }] = await sql`select clock_timestamp() as now`;
+  const [run] = await sql`select run_id from pgflow.start_flow('rac_gone', '{"k": 1}')`;
+  const rows = await pending;
+  assert.deepEqual(rows.map((r) => [r.disposition, r.run_id, r.attempt, r.input]), [
+    ["claimed", run.run_id, 1, { k: 1 }],
+  ]);
+  const [task] = await sql`select status, started_at, last_worker_id from pgflow.step_tasks
+                           where queue_name = 'rac_gone_q'`;
+  assert.deepEqual([task.status, task.last_worker_id], ["started", null]);
   assert.ok(task.started_at >= sentAt, `started_at ${task.started_at} before the send ${sentAt}`);
 });

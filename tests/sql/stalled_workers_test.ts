@@ -130,7 +130,7 @@ db.test("workers register, heartbeat, learn of deprecation and stop", async ({ s
   assert.equal((await sql`select pgflow.heartbeat(${w3}) as d`)[0].d, false);
   await assert.rejects(
     () => sql`select pgflow.heartbeat(gen_random_uuid())`,
-    /worker .* is not registered/,
+    { code: "PFW01", message: /worker .* is not registered/ },
   );
   await assert.rejects(
     () => sql`select pgflow.register_worker(${w1}, 'reg_q', 'fn_a')`,

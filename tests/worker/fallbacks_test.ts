@@ -1,0 +1,216 @@
+/**
+ * The fallbacks, each through real behaviour against real Postgres: the completion batcher sends a
+ * failed batch again one by one, the poll loop claims with its explicit pairs once its worker row
+ * is gone (recognised by SQLSTATE PFW01), the run-input cache forgets the least recently used run
+ * first, and fail_task is given the attempt that ran.
+ */
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { Flow, type FlowWorker } from "../../mod.ts";
+import type { ClaimedTask } from "../../src/claim/claim.ts";
+import { CompletionBatcher } from "../../src/dispatch/completions.ts";
+import { FlowInputCache } from "../../src/dispatch/flow_input.ts";
+import { failTask } from "../../src/dispatch/report.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
+import { type ClaimRow, defineFlow, makeVisible, readAndStart } from "../support/engine.ts";
+import { runRow, startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
+
+const db = testDatabase(import.meta.url);
+
+function claimedTask(row: ClaimRow): ClaimedTask {
+  assert.equal(row.disposition, "claimed");
+  return {
+    messageId: String(row.message_id),
+    flowSlug: row.flow_slug!,
+    runId: row.run_id!,
+    stepSlug: row.step_slug!,
+    taskIndex: row.task_index!,
+    input: row.input as ClaimedTask["input"],
+    attempt: row.attempt!,
+  };
+}
+
+/** Starts `runs` runs of a one-step flow and claims their tasks as `worker`. */
+async function claimRuns(
+  sql: postgres.Sql,
+  flow: string,
+  runs: number,
+  options: { maxAttempts?: number } = {},
+): Promise<{ worker: string; tasks: ClaimedTask[] }> {
+  await defineFlow(sql, flow, [{ slug: "a" }], { maxAttempts: options.maxAttempts ?? 3 });
+  const worker = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${worker}, ${flow}, 'test_fn')`;
+  for (let i = 0; i < runs; i++) await sql`select pgflow.start_flow(${flow}, ${sql.json({ i })})`;
+  const rows = await readAndStart(sql, flow, worker, [[flow, "a"]], runs);
+  assert.equal(rows.length, runs);
+  return { worker, tasks: rows.map(claimedTask) };
+}
+
+async function taskStatus(sql: postgres.Sql, task: ClaimedTask) {
+  const [row] = await sql<{ status: string; attempts_count: number; error_message: string }[]>`
+    select status, attempts_count, error_message from pgflow.step_tasks
+    where run_id = ${task.runId}::uuid and step_slug = ${task.stepSlug}
+      and task_index = ${task.taskIndex}`;
+  return row;
+}
+
+db.test("completion batcher: a batch that fails is sent again one by one, and each completion gets its own answer", async ({ sql, connect }) => {
+  const { tasks: [first, good, bad] } = await claimRuns(sql, "fb_batch", 3);
+  // Every statement the batcher sends, as Postgres receives it (postgres.js's debug hook).
+  const sent: string[] = [];
+  const pool = connect({
+    max: 2,
+    debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
+  });
+  // One call in flight: the first completion goes alone, the next two wait and go as one batch.
+  const batcher = new CompletionBatcher(pool, 1, 100);
+  const settled = await Promise.allSettled([
+    batcher.complete(first, '"first"'),
+    batcher.complete(good, '"good"'),
+    // JSON text jsonb refuses (22P05): the batch call fails as a whole.
+    batcher.complete(bad, '"bad \\u0000"'),
+  ]);
+
+  assert.deepEqual(settled.slice(0, 2).map((s) => s.status), ["fulfilled", "fulfilled"]);
+  assert.equal(settled[2].status, "rejected");
+  assert.equal((settled[2] as PromiseRejectedResult).reason.code, "22P05");
+  assert.deepEqual(
+    [(await taskStatus(sql, first)).status, (await taskStatus(sql, good)).status],
+    ["completed", "completed"],
+  );
+  assert.equal(
+    (await taskStatus(sql, bad)).status,
+    "started",
+    "the bad completion changed nothing",
+  );
+  // The batch was tried, and failed, before the one-by-one calls.
+  const calls = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).map((q) =>
+    /pgflow\.complete_tasks\(/.test(q) ? "batch" : "one"
+  );
+  assert.deepEqual(calls, ["one", "batch", "one", "one"]);
+});
+
+db.test("poll loop: a worker whose row vanished goes on claiming with its explicit pairs", async ({ sql, url }) => {
+  const flow = new Flow<{ n: number }>({ slug: "fb_row_gone" }).step(
+    { slug: "double" },
+    (input) => input.n * 2,
+  );
+  const workers: FlowWorker[] = [];
+  try {
+    const { worker, logs } = await startWorker(workers, flow, { connectionString: url });
+    const before = await startRun(sql, "fb_row_gone", { n: 1 });
+    assert.equal((await waitForRun(sql, before)).status, "completed");
+    // An operator deletes the worker's row while it polls.
+    const deleted = await sql`delete from pgflow.workers where worker_id = ${worker.id}::uuid`;
+    assert.equal(deleted.count, 1);
+    const pollFailures = () =>
+      logs.filter((l) => l.event === "poll failed; backing off").map((l) => l.fields.error);
+    for (const n of [2, 3]) {
+      const run = await startRun(sql, "fb_row_gone", { n });
+      // Done when the run ends, or at the first failed poll (the fallback did not take over).
+      await waitFor(
+        async () => pollFailures().length > 0 || (await runRow(sql, run)).status !== "started",
+        { timeoutMs: 8_000, what: `run ${n} to end` },
+      );
+      assert.deepEqual(pollFailures(), [], "no poll failed");
+      assert.deepEqual(await runRow(sql, run), { status: "completed", output: { double: n * 2 } });
+    }
+    const fallbacks = logs.filter((l) =>
+      l.event === "worker row not found; claiming with the explicit support set"
+    );
+    assert.equal(fallbacks.length, 1, "one fallback, then the explicit pairs for good");
+    // The tasks claimed without a row record no worker (the foreign key allows no other id; the
+    // first task's was cleared with the row).
+    const stamped = await sql`select last_worker_id from pgflow.step_tasks t
+      join pgflow.runs r using (run_id) where r.flow_slug = 'fb_row_gone'
+      order by (r.input ->> 'n')::int`;
+    assert.deepEqual(stamped.map((r) => r.last_worker_id), [null, null, null]);
+  } finally {
+    await stopAll(workers);
+  }
+});
+
+db.test("run-input cache: the least recently used run is forgotten first, a hit renews a run", async ({ sql }) => {
+  const runs: string[] = [];
+  await defineFlow(sql, "fb_inputs", [{ slug: "a" }]);
+  for (let i = 1; i <= 3; i++) {
+    runs.push(
+      (await sql`select run_id from pgflow.start_flow('fb_inputs', ${sql.json({ db: i })})`)[0]
+        .run_id,
+    );
+  }
+  const [r1, r2, r3] = runs;
+  // A seeded input differs from the stored one, so each answer tells whether it came from the
+  // cache (seeded) or from the database (stored).
+  const cache = new FlowInputCache(sql, 2);
+  cache.seed(r1, "seeded 1");
+  cache.seed(r2, "seeded 2");
+  assert.equal(await cache.get(r1), "seeded 1"); // r1 is now the most recently used
+  cache.seed(r3, "seeded 3"); // evicts r2, the least recently used, not r1
+  assert.equal(cache.size, 2);
+  assert.equal(await cache.get(r3), "seeded 3");
+  assert.equal(await cache.get(r1), "seeded 1", "r1 was renewed by its hit and kept");
+  assert.deepEqual(await cache.get(r2), { db: 2 }, "r2 was forgotten: loaded again"); // evicts r3
+  assert.deepEqual(await cache.get(r3), { db: 3 }, "r3 was forgotten next"); // evicts r1
+  // A loaded input is remembered like a seeded one.
+  await sql`update pgflow.runs set input = '"changed"' where run_id = ${r2}::uuid`;
+  assert.deepEqual(await cache.get(r2), { db: 2 }, "r2 is served from the cache");
+  assert.deepEqual(await cache.get(r1), { db: 1 }, "r1, the least recently used, was forgotten");
+  assert.equal(cache.size, 2);
+});
+
+db.test("fail_task is given the attempt that ran: a retry fails its own attempt, a late report none", async ({ sql }) => {
+  const { worker, tasks: [first] } = await claimRuns(sql, "fb_attempt", 1, { maxAttempts: 2 });
+  assert.equal(first.attempt, 1);
+  await failTask(sql, first, "attempt 1 failed");
+  assert.deepEqual(await taskStatus(sql, first), {
+    status: "queued",
+    attempts_count: 1,
+    error_message: "attempt 1 failed",
+  });
+  await makeVisible(sql, "fb_attempt");
+  const [row] = await readAndStart(sql, "fb_attempt", worker, [["fb_attempt", "a"]]);
+  const second = claimedTask(row);
+  assert.equal(second.attempt, 2);
+  // The first attempt's report again (a lost reply, repeated): late, it changes nothing.
+  await failTask(sql, first, "attempt 1 failed, reported late");
+  assert.deepEqual(await taskStatus(sql, second), {
+    status: "started",
+    attempts_count: 2,
+    error_message: "attempt 1 failed",
+  });
+  await failTask(sql, second, "attempt 2 failed");
+  assert.deepEqual(await taskStatus(sql, second), {
+    status: "failed",
+    attempts_count: 2,
+    error_message: "attempt 2 failed",
+  });
+  const [run] = await sql`select status from pgflow.runs where run_id = ${second.runId}::uuid`;
+  assert.equal(run.status, "failed");
+});
+
+db.test("a worker's failed attempts are reported with their attempt: retried, then exhausted", async ({ sql, url }) => {
+  let calls = 0;
+  const flow = new Flow<Record<string, never>>({
+    slug: "fb_attempt_worker",
+    maxAttempts: 2,
+    baseDelay: 1,
+  }).step({ slug: "a" }, () => {
+    throw new Error(`boom ${++calls}`);
+  });
+  const workers: FlowWorker[] = [];
+  try {
+    const { logs } = await startWorker(workers, flow, { connectionString: url });
+    const run = await startRun(sql, "fb_attempt_worker", {});
+    assert.equal((await waitForRun(sql, run, 8_000)).status, "failed");
+    const [task] = await sql`select status, attempts_count, error_message from pgflow.step_tasks
+                             where run_id = ${run}::uuid`;
+    assert.deepEqual({ ...task }, { status: "failed", attempts_count: 2, error_message: "boom 2" });
+    assert.deepEqual(logs.filter((l) => /fail_task failed/.test(l.event)), []);
+    await waitFor(() => logs.filter((l) => l.event === "task failed").length === 2, {
+      what: "both attempts logged as failed",
+    });
+  } finally {
+    await stopAll(workers);
+  }
+});
