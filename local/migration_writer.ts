@@ -990,5 +990,6 @@ export function withHeader(
       ...byHand.map((c) => `-- - ${c}`),
     );
   }
-  return `${lines.join("\n")}\nset local lock_timeout = '5s';\n\n${body}`;
+  // One transaction, like every migration: psql -f applies it whole or not at all.
+  return `${lines.join("\n")}\nbegin;\n\nset local lock_timeout = '5s';\n\n${body}\ncommit;\n`;
 }

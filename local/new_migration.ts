@@ -83,7 +83,9 @@ function firstRelease(schemasDir: string): string {
   const parts = files.map((f) =>
     `-- ---- schemas/${f}\n${Deno.readTextFileSync(`${schemasDir.replace(/\/$/, "")}/${f}`)}`
   );
-  return `-- Generated from supabase/schemas/ by local/new_migration.ts.\n\n${parts.join("\n")}`;
+  return `-- Generated from supabase/schemas/ by local/new_migration.ts.\n-- One transaction: applied whole or not at all.\nbegin;\n\n${
+    parts.join("\n")
+  }\ncommit;\n`;
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -97,7 +97,8 @@ Deno.test("a changed function becomes its create or replace, copied from its sch
     assert.match(body, /interval '14 days'/);
     assert.equal(splitStatements(body).length, 1, "one statement, nothing else");
     const text = withHeader("pgflow_longer_retention", body, changes, byHand);
-    assert.match(text, /^set local lock_timeout = '5s';$/m);
+    assert.match(text, /^begin;\n\nset local lock_timeout = '5s';$/m);
+    assert.match(text, /\ncommit;\n$/);
     assert.deepEqual(await driftAfter(dir, text), [], "the drift check passes with it");
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -309,6 +310,40 @@ Deno.test("the task writes a draft after the newest migration, and release recor
     await Deno.remove(schemas, { recursive: true });
     await Deno.remove(migrations, { recursive: true });
     await Deno.remove(manifest).catch(() => {});
+  }
+});
+
+Deno.test("with no migration yet, the task writes the first release: every schema file", async () => {
+  const migrations = await Deno.makeTempDir({ prefix: "pgflow-migrations-" });
+  try {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        NEW_MIGRATION,
+        "pgflow_base",
+        "--migrations",
+        migrations,
+        "--manifest",
+        `${migrations}/none.sha256`,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const file = new TextDecoder().decode(out.stdout).trim();
+    const text = await Deno.readTextFile(file);
+    for await (const e of Deno.readDir(SCHEMAS_DIR)) {
+      if (e.name.endsWith(".sql")) assert.ok(text.includes(`-- ---- schemas/${e.name}\n`), e.name);
+    }
+    assert.match(text, /^begin;$/m);
+    const [declared, migrated] = await Promise.all([
+      catalogOf((sql) => applySchemaFiles(sql, SCHEMAS_DIR)),
+      catalogOf((sql) => applyMigrations(sql, migrations)),
+    ]);
+    assert.deepEqual(diffCatalogs(declared, migrated, "schemas", "migrations"), []);
+  } finally {
+    await Deno.remove(migrations, { recursive: true });
   }
 });
 
