@@ -23,6 +23,7 @@
  */
 
 export { Flow } from "./src/dsl/flow.ts";
+export { ENGINE_VERSION } from "./src/util/version.ts";
 export type {
   Checked,
   CheckedArray,

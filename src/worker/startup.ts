@@ -7,7 +7,38 @@ import {
 } from "../compile/shape.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
+import {
+  readSchemaVersion,
+  type SchemaVersion,
+  schemaVersionProblem,
+} from "../operations/schema_version.ts";
+import { ENGINE_VERSION } from "../util/version.ts";
 import { WorkerStartupError } from "./errors.ts";
+
+/**
+ * Checks that the database's engine schema is the one this worker was built for
+ * ({@link ENGINE_VERSION}), before anything is compiled: a missing, older or newer schema is a
+ * startup error that names both versions and the command to run. Nothing is changed.
+ */
+export async function verifySchemaVersion(
+  sql: Sql,
+  log: Logger,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
+): Promise<void> {
+  let found: SchemaVersion;
+  try {
+    found = await readSchemaVersion(sql, timeoutMs);
+  } catch (error) {
+    throw new WorkerStartupError(
+      `could not read the database's engine version (pgflow.engine_version()): ` +
+        `${(error as Error).message}. The worker's database role needs usage on schema pgflow ` +
+        `and execute on its functions: connect as the schema's owner (postgres on Supabase)`,
+    );
+  }
+  const problem = schemaVersionProblem(found, ENGINE_VERSION);
+  if (problem !== undefined) throw new WorkerStartupError(`worker cannot start: ${problem}`);
+  log.info("engine schema", { version: ENGINE_VERSION });
+}
 
 /** What `pgflow.ensure_flow_compiled` answers. */
 export interface CompileResult {

@@ -22,7 +22,7 @@ import { WorkerStartupError } from "./errors.ts";
 import { beat } from "./heartbeat.ts";
 import { every } from "../util/periodic.ts";
 import { recoverStalled } from "./recovery.ts";
-import { compileDefinitions } from "./startup.ts";
+import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
 
 /**
@@ -202,6 +202,7 @@ class Worker implements FlowWorker {
     const timeoutMs = config.queryTimeoutMs;
     const connection = await describeConnection(sql, config.connectionString, timeoutMs);
     this.#log.info("database connection", { ...connection });
+    await verifySchemaVersion(sql, this.#log, timeoutMs);
     await compileDefinitions(sql, this.#target.definitions, this.#log, timeoutMs);
     const registry = new HandlerRegistry(this.#target.flows);
     const persisted = await loadSupportSet(

@@ -1,0 +1,158 @@
+/**
+ * `pgflow db start | stop | status | url [--data-dir DIR]`: a local Postgres for one's own app that
+ * keeps its data between starts, with PGMQ, the engine's migrations and local-development mode.
+ *
+ * @module
+ */
+import { parseArgs } from "./args.ts";
+import { openDatabase } from "./database.ts";
+import { DEFAULT_DATA_DIR, LocalCluster } from "./db/cluster.ts";
+import { installPgmq } from "./db/pgmq.ts";
+import { migrateDatabase } from "./migrate.ts";
+import { CliError, command, elapsed, progress, result, UsageError } from "./output.ts";
+
+/** The help text of `pgflow db`. */
+export const DB_HELP = `pgflow db <start | stop | status | url> [--data-dir DIR] [--port N]
+
+A local Postgres for your app that keeps its data between starts (in DIR, default
+./${DEFAULT_DATA_DIR}; the folder ignores itself in git). It listens on 127.0.0.1 only, user
+postgres without a password.
+
+  start   create the database if needed, start it, provide PGMQ (the extension where the server
+          has it, else the PGMQ-compatible SQL), apply the engine's migrations, turn on local
+          development mode (changed flows recompile in place), and print its URL
+  stop    stop it; the data stays
+  status  say whether it runs, where, and its URL (exit 1 when it does not run)
+  url     print its URL, e.g. export DATABASE_URL="$(pgflow db url)"
+
+  --data-dir DIR  the database's folder; default ./${DEFAULT_DATA_DIR}
+  --port N        (start) the port; default: the one it had, else the first free from 54330
+
+Server binaries: PGFLOW_PG_BIN, else the machine's PostgreSQL (Debian: postgresql-15), else the
+npm-packaged server. As root the server runs as the postgres (or nobody) user.
+
+Exit codes: 0 ok, 1 failed (or, for status, not running), 2 usage error.`;
+
+const ACTIONS = ["start", "stop", "status", "url"] as const;
+
+/**
+ * Runs `pgflow db …`; returns the exit code.
+ *
+ * @example
+ * ```ts
+ * import { db } from "./db.ts";
+ *
+ * // Deno.exit(await db(["start", "--data-dir", ".pgflow/db"]));
+ * ```
+ */
+export async function db(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, { "data-dir": "string", "port": "string" }, "pgflow db", 1);
+  const action = args.positionals[0];
+  if (args.help) {
+    result(DB_HELP);
+    return 0;
+  }
+  if (action === undefined || !(ACTIONS as readonly string[]).includes(action)) {
+    throw new UsageError(
+      `pgflow db needs one of ${ACTIONS.join(", ")}` +
+        (action === undefined ? "" : `, got ${JSON.stringify(action)}`) +
+        '; run "pgflow db --help"',
+    );
+  }
+  let port: number | undefined;
+  if (args.strings.port !== undefined) {
+    if (action !== "start") throw new UsageError(`--port is for db start only`);
+    port = Number(args.strings.port);
+    if (!Number.isInteger(port) || port < 1024 || port > 65535) {
+      throw new UsageError(`--port must be a port from 1024 to 65535, got ${args.strings.port}`);
+    }
+  }
+  const cluster = await LocalCluster.open(args.strings["data-dir"] ?? DEFAULT_DATA_DIR);
+  switch (action) {
+    case "start":
+      return await start(cluster, port);
+    case "stop":
+      return await stop(cluster);
+    case "status":
+      return await describe(cluster);
+    default:
+      if (cluster.url === undefined) throw noDatabase(cluster);
+      result(cluster.url);
+      return 0;
+  }
+}
+
+function noDatabase(cluster: LocalCluster): CliError {
+  return new CliError(
+    `there is no database in ${cluster.dir}: create and start one with ` +
+      `\`${command("db start")}\` (with the same --data-dir)`,
+  );
+}
+
+async function start(cluster: LocalCluster, port: number | undefined): Promise<number> {
+  const began = performance.now();
+  const state = await cluster.state();
+  if (state === "absent") {
+    progress(`creating a database in ${cluster.dir} (initdb)`);
+    await cluster.create(port);
+  }
+  if (state === "running") {
+    await cluster.start(port); // refuses a different port
+    progress(`already running on 127.0.0.1:${cluster.port}`);
+  } else {
+    progress(`starting Postgres on 127.0.0.1:${port ?? cluster.port}`);
+    await cluster.start(port);
+  }
+  const url = cluster.url!;
+  const sql = await openDatabase(url);
+  try {
+    const pgmq = await installPgmq(sql);
+    if (pgmq !== "existing") {
+      progress(`PGMQ installed (${pgmq === "extension" ? "extension" : "compatible SQL"})`);
+    }
+    await migrateDatabase(sql);
+    await sql`select pgflow.set_local_development(true)`;
+  } catch (error) {
+    throw new CliError(
+      `the database runs (${url}), but setting it up failed: ${(error as Error).message}`,
+    );
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+  progress(
+    `ready in ${elapsed(began)}: local development mode on; stop with \`${command("db stop")}\``,
+  );
+  result(url);
+  return 0;
+}
+
+async function stop(cluster: LocalCluster): Promise<number> {
+  const state = await cluster.state();
+  if (state === "absent") throw noDatabase(cluster);
+  if (state === "stopped") {
+    progress(`not running (data in ${cluster.dir})`);
+    return 0;
+  }
+  progress("stopping");
+  await cluster.stop();
+  progress(`stopped; the data stays in ${cluster.dir}`);
+  return 0;
+}
+
+async function describe(cluster: LocalCluster): Promise<number> {
+  const state = await cluster.state();
+  if (state === "absent") {
+    result(`state     no database\ndata dir  ${cluster.dir}`);
+    progress(`create one with \`${command("db start")}\``);
+    return 1;
+  }
+  result(
+    [
+      `state     ${state}`,
+      `data dir  ${cluster.dir}`,
+      `url       ${cluster.url}`,
+      `server    ${cluster.binDir}`,
+    ].join("\n"),
+  );
+  return state === "running" ? 0 : 1;
+}

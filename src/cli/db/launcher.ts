@@ -1,0 +1,127 @@
+/**
+ * Starts a throw-away PostgreSQL cluster on a free loopback port, for tests, the demo and the
+ * benchmarks. Works as root by running the server as an unprivileged user. For a cluster that
+ * keeps its data, see `cluster.ts` (`pgflow db`).
+ *
+ * @module
+ */
+import { findPostgresBinaries } from "./binaries.ts";
+import { freePort, run, serverUser } from "./server.ts";
+
+/**
+ * A running throw-away cluster.
+ *
+ * @example
+ * ```ts
+ * import { type LocalPostgres, startLocalPostgres } from "./launcher.ts";
+ *
+ * const pg: LocalPostgres = await startLocalPostgres();
+ * await pg.destroy();
+ * ```
+ */
+export interface LocalPostgres {
+  /** Superuser connection URL of the `postgres` database. */
+  url: string;
+  /** The port it listens on (127.0.0.1). */
+  port: number;
+  /** The folder holding the cluster (removed by `destroy`). */
+  dataDir: string;
+  /** Stops the server (fast shutdown); the cluster can be started again. */
+  stop(): Promise<void>;
+  /** Starts a stopped server again on the same port with the same data. */
+  start(): Promise<void>;
+  /** Stops the server and deletes its data folder. */
+  destroy(): Promise<void>;
+}
+
+/**
+ * Options for {@link startLocalPostgres}.
+ *
+ * @example
+ * ```ts
+ * import type { StartOptions } from "./launcher.ts";
+ *
+ * const options: StartOptions = { verbose: true };
+ * ```
+ */
+export interface StartOptions {
+  /** Print progress lines to stderr. */
+  verbose?: boolean;
+}
+
+/**
+ * Starts a fresh cluster and returns once it accepts connections.
+ *
+ * @example
+ * ```ts
+ * import { startLocalPostgres } from "./launcher.ts";
+ *
+ * const pg = await startLocalPostgres();
+ * try {
+ *   console.log(pg.url); // postgres://postgres@127.0.0.1:54xxx/postgres
+ * } finally {
+ *   await pg.destroy();
+ * }
+ * ```
+ */
+export async function startLocalPostgres(options: StartOptions = {}): Promise<LocalPostgres> {
+  const { binDir, source } = await findPostgresBinaries();
+  const user = await serverUser();
+  const dataDir = await Deno.makeTempDir({ prefix: "pgflow-pg-" });
+  if (user) await run("chown", ["-R", user, dataDir], undefined);
+  const log = (msg: string) => options.verbose && console.error(`[local-pg] ${msg}`);
+  log(`initdb (${source} binaries in ${binDir}) at ${dataDir}`);
+  await run(`${binDir}/initdb`, [
+    "-D",
+    `${dataDir}/data`,
+    "-U",
+    "postgres",
+    "--auth=trust",
+    "-E",
+    "UTF8",
+    "--locale=C",
+    "--no-sync",
+  ], user);
+  const port = freePort();
+  // Durability settings are off: this cluster is thrown away, and tests want speed.
+  const serverOptions = [
+    `-p ${port}`,
+    `-k ${dataDir}`,
+    "-c listen_addresses=127.0.0.1",
+    "-c fsync=off",
+    "-c synchronous_commit=off",
+    "-c full_page_writes=off",
+    "-c max_connections=300",
+    "-c shared_buffers=256MB",
+  ].join(" ");
+  const pgCtl = (args: string[]) =>
+    run(`${binDir}/pg_ctl`, ["-D", `${dataDir}/data`, ...args], user);
+  const start = () => pgCtl(["-l", `${dataDir}/server.log`, "-o", serverOptions, "-w", "start"]);
+  let running = false;
+  const stop = async () => {
+    if (!running) return;
+    await pgCtl(["-m", "fast", "-w", "stop"]);
+    running = false;
+  };
+  await start();
+  running = true;
+  log(`listening on 127.0.0.1:${port}`);
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    dataDir,
+    stop,
+    start: async () => {
+      if (running) return;
+      await start();
+      running = true;
+    },
+    destroy: async () => {
+      try {
+        await stop();
+      } finally {
+        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+      }
+    },
+  };
+}

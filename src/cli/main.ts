@@ -1,0 +1,88 @@
+/**
+ * The `pgflow` command line: install the engine's migrations into a Supabase project, migrate a
+ * database directly, run a local database, and read a database's status.
+ *
+ * ```sh
+ * deno run -A jsr:@pgflow/shared/cli install          # then: supabase db push
+ * deno run -A jsr:@pgflow/shared/cli migrate --database-url postgres://…
+ * deno run -A jsr:@pgflow/shared/cli db start         # a local database for your app
+ * deno run -A jsr:@pgflow/shared/cli status
+ * ```
+ *
+ * @module
+ */
+import { ENGINE_VERSION } from "../util/version.ts";
+import { coverage } from "./coverage.ts";
+import { db } from "./db.ts";
+import { install } from "./install.ts";
+import { migrate } from "./migrate.ts";
+import { CliError, result, UsageError } from "./output.ts";
+import { status } from "./status.ts";
+
+/** The top-level help text. */
+export const HELP = `pgflow ${ENGINE_VERSION}: the @pgflow/shared command line
+
+usage: pgflow <command> [flags]      (from JSR: deno run -A jsr:@pgflow/shared/cli <command>;
+                                      in this repository: deno task pgflow <command>)
+
+commands:
+  install   write the engine's migrations into a Supabase project (then: supabase db push)
+  migrate   apply the engine's migrations to a database directly
+  db        start | stop | status | url of a local database for your app
+  status    engine version, queues, workers, runs and coverage of a database
+  coverage  which (flow, step) pairs lack a live worker, per queue
+
+Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
+error. Progress goes to stderr, results to stdout.`;
+
+const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
+  install,
+  migrate,
+  db,
+  status,
+  coverage,
+};
+
+/**
+ * Runs one command line and returns its exit code; errors are printed to stderr, never thrown.
+ *
+ * @example
+ * ```ts
+ * import { main } from "./main.ts";
+ *
+ * const code = await main(["--help"]); // 0
+ * ```
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    if (command === undefined || command === "--help" || command === "-h" || command === "help") {
+      result(HELP);
+      return command === undefined ? 2 : 0;
+    }
+    if (command === "--version") {
+      result(ENGINE_VERSION);
+      return 0;
+    }
+    const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+    if (run === undefined) {
+      throw new UsageError(
+        `unknown command ${JSON.stringify(command)}; the commands are ${
+          Object.keys(COMMANDS).join(", ")
+        } (run "pgflow --help")`,
+      );
+    }
+    return await run(rest);
+  } catch (error) {
+    if (error instanceof CliError) {
+      console.error(`pgflow: error: ${error.message}`);
+      return error.exitCode;
+    }
+    console.error(`pgflow: unexpected error: ${(error as Error).stack ?? String(error)}`);
+    return 1;
+  }
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}

@@ -1,0 +1,110 @@
+/**
+ * How the CLI talks: results on stdout, progress and errors on stderr, and errors that carry
+ * their exit code (1: a check failed or the target is not right; 2: the command line is wrong).
+ *
+ * @module
+ */
+import { cliCommand } from "../operations/schema_version.ts";
+import { ENGINE_VERSION } from "../util/version.ts";
+import { isLocalModule } from "./packaged.ts";
+
+/**
+ * A failure the CLI reports as one message (what was wrong, and what to do) and an exit code.
+ *
+ * @example
+ * ```ts
+ * import { CliError } from "./output.ts";
+ *
+ * throw new CliError("supabase/config.toml not found: run `supabase init` first");
+ * ```
+ */
+export class CliError extends Error {
+  /** The process exit code: 1 (failed) or 2 (usage). */
+  readonly exitCode: 1 | 2;
+
+  /**
+   * @param message what was wrong and what to do
+   * @param exitCode 1 (default) when the check or the target failed, 2 for a usage error
+   */
+  constructor(message: string, exitCode: 1 | 2 = 1) {
+    super(message);
+    this.name = "CliError";
+    this.exitCode = exitCode;
+  }
+}
+
+/**
+ * A wrong command line: an unknown command or flag, a missing or malformed value. Exit code 2.
+ *
+ * @example
+ * ```ts
+ * import { UsageError } from "./output.ts";
+ *
+ * throw new UsageError('unknown flag --databse-url; run "pgflow migrate --help"');
+ * ```
+ */
+export class UsageError extends CliError {
+  /** @param message what was wrong and what to type instead */
+  constructor(message: string) {
+    super(message, 2);
+    this.name = "UsageError";
+  }
+}
+
+/**
+ * Writes a progress line to stderr (`pgflow: …`), so stdout carries only results.
+ *
+ * @example
+ * ```ts
+ * import { progress } from "./output.ts";
+ *
+ * progress("applying 20261202163423_pgflow_base (1/7)");
+ * ```
+ */
+export function progress(message: string): void {
+  console.error(`pgflow: ${message}`);
+}
+
+/**
+ * A result line on stdout.
+ *
+ * @example
+ * ```ts
+ * import { result } from "./output.ts";
+ *
+ * result("postgres://postgres@127.0.0.1:54330/postgres");
+ * ```
+ */
+export function result(line: string): void {
+  console.log(line);
+}
+
+/**
+ * Seconds since `start` (a `performance.now()` reading), for "done in 1.2 s".
+ *
+ * @example
+ * ```ts
+ * import { elapsed } from "./output.ts";
+ *
+ * const t = performance.now();
+ * console.log(`done in ${elapsed(t)}`); // "done in 0.0 s"
+ * ```
+ */
+export function elapsed(start: number): string {
+  return `${((performance.now() - start) / 1000).toFixed(1)} s`;
+}
+
+/**
+ * How to type a CLI command here: `deno task pgflow …` in a checkout of this repository, else the
+ * published module's `deno run -A jsr:@pgflow/shared@<version>/cli …`.
+ *
+ * @example
+ * ```ts
+ * import { command } from "./output.ts";
+ *
+ * console.log(`start it with \`${command("db start")}\``);
+ * ```
+ */
+export function command(args: string): string {
+  return isLocalModule() ? `deno task pgflow ${args}` : cliCommand(args, ENGINE_VERSION);
+}

@@ -1,0 +1,182 @@
+/**
+ * `pgflow status [--database-url URL] [--stale-after SECONDS]`: one screen about a database: the
+ * engine version, queues with their depth and live workers, runs by status, and whether every
+ * (flow, step) pair that needs a handler has a live worker (the coverage check).
+ *
+ * @module
+ */
+import { describeConnection } from "../platform/connection_kind.ts";
+import type { Sql } from "../platform/types.ts";
+import { type CoverageRow, queueCoverage } from "../operations/coverage.ts";
+import { readSchemaVersion, schemaVersionProblem } from "../operations/schema_version.ts";
+import { ENGINE_VERSION } from "../util/version.ts";
+import { parseArgs } from "./args.ts";
+import { databaseUrl, openDatabase, redact } from "./database.ts";
+import { describeError } from "./migrator.ts";
+import { CliError, result, UsageError } from "./output.ts";
+
+/** The help text of `pgflow status`. */
+export const STATUS_HELP = `pgflow status [--database-url URL] [--stale-after SECONDS]
+
+Prints one screen about a database: the engine version (and whether it matches this CLI), every
+queue with its depth and live workers, runs by status, and whether coverage is complete (every
+(flow, step) pair that needs a handler has a live worker; details: pgflow coverage).
+
+  --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
+  --stale-after SECONDS  a worker is live if it sent a heartbeat this recently; default 30
+
+Exit codes: 0 all well, 1 the schema is missing or another version, or coverage is incomplete,
+2 usage error.`;
+
+/** One queue's line. */
+interface QueueLine {
+  name: string;
+  messages: number | undefined;
+  visible: number | undefined;
+  oldest: number | undefined;
+  workers: number;
+}
+
+/**
+ * Runs `pgflow status`; returns the exit code.
+ *
+ * @example
+ * ```ts
+ * import { status } from "./status.ts";
+ *
+ * // Deno.exit(await status(["--database-url", "postgres://postgres@127.0.0.1:54330/postgres"]));
+ * ```
+ */
+export async function status(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(
+    argv,
+    { "database-url": "string", "stale-after": "string" },
+    "pgflow status",
+  );
+  if (args.help) {
+    result(STATUS_HELP);
+    return 0;
+  }
+  const staleText = args.strings["stale-after"] ?? "30";
+  const staleAfter = Number(staleText);
+  if (!Number.isInteger(staleAfter) || staleAfter < 1 || staleAfter > 86_400) {
+    throw new UsageError(
+      `--stale-after must be whole seconds from 1 to 86400, got ${JSON.stringify(staleText)}`,
+    );
+  }
+  const { url } = databaseUrl(args.strings["database-url"], "pgflow status");
+  const sql = await openDatabase(url);
+  try {
+    const lines = await statusLines(sql, url, staleAfter);
+    result(lines.text);
+    return lines.ok ? 0 : 1;
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+    throw new CliError(
+      `could not read the status: ${describeError(error)}. Connect as the role that owns the ` +
+        "pgflow schema (postgres on Supabase)",
+    );
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/**
+ * Builds the status screen of a connected database, and whether everything is well.
+ *
+ * @example
+ * ```ts
+ * import { statusLines } from "./status.ts";
+ *
+ * // const { text, ok } = await statusLines(sql, url, 30);
+ * ```
+ */
+export async function statusLines(
+  sql: Sql,
+  url: string,
+  staleAfter: number,
+): Promise<{ text: string; ok: boolean }> {
+  const out: string[] = [];
+  const row = (label: string, value: string) => out.push(`${label.padEnd(10)}  ${value}`);
+  const connection = await describeConnection(sql, url);
+  row("database", `${redact(url)} (${connection.kind})`);
+  const found = await readSchemaVersion(sql);
+  const problem = schemaVersionProblem(found, ENGINE_VERSION);
+  if (found.kind !== "versioned") {
+    row("engine", `not installed — ${problem}`);
+    return { text: out.join("\n"), ok: false };
+  }
+  const [{ migrations, local }] = await sql<{ migrations: number; local: boolean }[]>`
+    select (select count(*)::int from pgflow.migrations) as migrations,
+           pgflow.is_local_development() as local`;
+  row(
+    "engine",
+    `${found.version} (${migrations} migrations; this CLI: ${ENGINE_VERSION}` +
+      `${problem ? " — MISMATCH" : ""}); local development: ${local ? "on" : "off"}`,
+  );
+  if (problem) row("", problem);
+  const queues = await queueLines(sql, staleAfter);
+  if (queues.length === 0) row("queues", "none");
+  else {
+    const table = formatTable(
+      ["queue", "messages", "visible", "oldest", "live workers"],
+      queues.map((q) => [
+        q.name,
+        q.messages === undefined ? "?" : String(q.messages),
+        q.visible === undefined ? "-" : String(q.visible),
+        q.oldest === undefined ? "-" : `${q.oldest} s`,
+        String(q.workers),
+      ]),
+    );
+    table.forEach((line, i) => row(i === 0 ? "queues" : "", line));
+  }
+  const runs = await sql<{ status: string; n: number }[]>`
+    select status, count(*)::int as n from pgflow.runs group by status order by status`;
+  row("runs", runs.length ? runs.map((r) => `${r.status} ${r.n}`).join(", ") : "none");
+  const coverage = await queueCoverage(sql, undefined, staleAfter);
+  row("coverage", coverageLine(coverage));
+  const ok = problem === undefined && coverage.every((r) => r.served);
+  return { text: out.join("\n"), ok };
+}
+
+async function queueLines(sql: Sql, staleAfter: number): Promise<QueueLine[]> {
+  const metrics = await sql<Record<string, unknown>[]>`select * from pgmq.metrics_all()`;
+  const workers = await sql<{ queue_name: string; n: number }[]>`
+    select queue_name, count(*)::int as n from pgflow.workers
+    where stopped_at is null and deprecated_at is null
+      and last_heartbeat_at > now() - make_interval(secs => ${staleAfter})
+    group by queue_name`;
+  const byQueue = new Map(workers.map((w) => [w.queue_name, w.n]));
+  const num = (v: unknown) => (v === null || v === undefined ? undefined : Number(v));
+  const lines: QueueLine[] = metrics.map((m) => ({
+    name: String(m.queue_name),
+    messages: num(m.queue_length),
+    visible: num(m.queue_visible_length),
+    oldest: num(m.oldest_msg_age_sec),
+    workers: byQueue.get(String(m.queue_name)) ?? 0,
+  }));
+  for (const [name, n] of byQueue) {
+    if (!lines.some((l) => l.name === name)) {
+      lines.push({ name, messages: undefined, visible: undefined, oldest: undefined, workers: n });
+    }
+  }
+  return lines.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function coverageLine(rows: readonly CoverageRow[]): string {
+  if (rows.length === 0) return "complete (no routes, nothing in flight)";
+  const missing = rows.filter((r) => !r.served);
+  if (missing.length === 0) {
+    return `complete: each of ${rows.length} (flow, step) pair(s) has a live worker`;
+  }
+  const list = missing.slice(0, 5).map((r) => `${r.queueName}: ${r.flowSlug}.${r.stepSlug}`);
+  return `INCOMPLETE: ${missing.length} of ${rows.length} pair(s) have no live worker (` +
+    list.join("; ") + (missing.length > 5 ? "; …" : "") +
+    "); see `pgflow coverage`, and start a worker for each";
+}
+
+function formatTable(header: string[], body: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+  return [line(header), ...body.map(line)];
+}

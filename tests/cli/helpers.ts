@@ -1,0 +1,162 @@
+/**
+ * Runs the CLI as a user would: a `deno run` process of `src/cli/main.ts` (or of a copy of the
+ * module), with its exit code, stdout and stderr. `DATABASE_URL` and `EDGE_WORKER_DB_URL` are not
+ * inherited unless given.
+ *
+ * @module
+ */
+
+/** What one CLI run printed and returned. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Options of {@link runCli}. */
+export interface RunOptions {
+  /** Extra environment; `undefined` values are removed. */
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  /** The CLI's entry module (default: this repository's). */
+  entry?: string;
+  /** Run it as this user (through runuser), e.g. to check a normal user's run as root. */
+  user?: string;
+}
+
+const ENTRY = new URL("../../src/cli/main.ts", import.meta.url).href;
+
+/**
+ * Runs `pgflow <args>` and waits for it.
+ *
+ * @example
+ * ```ts
+ * const { code, stdout } = await runCli(["--help"]);
+ * ```
+ */
+export async function runCli(args: string[], options: RunOptions = {}): Promise<CliRun> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(Deno.env.toObject())) {
+    if (k !== "DATABASE_URL" && k !== "EDGE_WORKER_DB_URL") env[k] = v;
+  }
+  for (const [k, v] of Object.entries(options.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  env.NO_COLOR = "1";
+  const deno = ["run", "-A", "--no-lock", options.entry ?? ENTRY, ...args];
+  const [cmd, argv] = options.user
+    ? ["runuser", [
+      "-u",
+      options.user,
+      "--",
+      "env",
+      ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+      Deno.execPath(),
+      ...deno,
+    ]]
+    : [Deno.execPath(), deno];
+  const out = await new Deno.Command(cmd, {
+    args: argv,
+    env: options.user ? undefined : env,
+    clearEnv: !options.user,
+    cwd: options.cwd ?? Deno.cwd(),
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+/** A message for assertions: both streams of a run. */
+export function shown(run: CliRun): string {
+  return `exit ${run.code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
+}
+
+/** A new Supabase project folder (holding supabase/config.toml), in a temporary folder. */
+export async function supabaseProject(): Promise<string> {
+  const root = await Deno.makeTempDir({ prefix: "pgflow-project-" });
+  await Deno.mkdir(`${root}/supabase/migrations`, { recursive: true });
+  await Deno.writeTextFile(`${root}/supabase/config.toml`, 'project_id = "test"\n');
+  return root;
+}
+
+const ROOT = new URL("../../", import.meta.url);
+
+/** A copy of the module as `deno publish` would upload it, served over HTTP. */
+export interface ServedModule {
+  /** The URL of the CLI's entry in the served copy. */
+  entry: string;
+  /** The copy's folder (to change before serving, e.g. to inject a broken migration). */
+  dir: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Copies exactly the files `deno.json`'s `publish.include` lists into a temporary folder, releases
+ * every draft migration in the copy's manifest (as `deno task migration:release` does before a
+ * release), and serves the copy over HTTP, so the CLI runs from a URL whose folders cannot be
+ * listed, as from `jsr:`.
+ *
+ * @example
+ * ```ts
+ * const served = await servePublished();
+ * try { await runCli(["--help"], { entry: served.entry }); } finally { await served.close(); }
+ * ```
+ */
+export async function servePublished(): Promise<ServedModule> {
+  const config = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT)));
+  const dir = await Deno.makeTempDir({ prefix: "pgflow-published-" });
+  for (const path of config.publish.include as string[]) {
+    const from = new URL(path, ROOT).pathname;
+    const to = `${dir}/${path}`;
+    await Deno.mkdir(to.replace(/\/[^/]*\/?$/, ""), { recursive: true });
+    await new Deno.Command("cp", { args: ["-a", from.replace(/\/$/, ""), to.replace(/\/$/, "")] })
+      .output();
+  }
+  await releaseAll(dir);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const path = decodeURIComponent(new URL(req.url).pathname);
+    if (path.includes("..") || path.endsWith("/")) {
+      return new Response("not found", { status: 404 });
+    }
+    try {
+      return new Response(await Deno.readFile(`${dir}${path}`), {
+        headers: { "content-type": path.endsWith(".ts") ? "application/typescript" : "text/plain" },
+      });
+    } catch {
+      return new Response("not found", { status: 404 });
+    }
+  });
+  return {
+    entry: `http://127.0.0.1:${server.addr.port}/src/cli/main.ts`,
+    dir,
+    close: async () => {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** Lists every migration of the copy in its manifest, with its checksum. */
+export async function releaseAll(dir: string): Promise<void> {
+  const files = [...Deno.readDirSync(`${dir}/supabase/migrations`)].map((e) => e.name)
+    .filter((n) => n.endsWith(".sql")).sort();
+  const lines = [];
+  for (const file of files) {
+    const text = (await Deno.readTextFile(`${dir}/supabase/migrations/${file}`)).replaceAll(
+      "\r\n",
+      "\n",
+    );
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+    const hex = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    lines.push(`${hex}  ${file}\n`);
+  }
+  await Deno.writeTextFile(`${dir}/supabase/migrations.sha256`, lines.join(""));
+}
+
+/** The engine's migration files of this checkout, in order. */
+export function engineFiles(): string[] {
+  return [...Deno.readDirSync(new URL("supabase/migrations/", ROOT))].map((e) => e.name)
+    .filter((n) => n.endsWith(".sql")).sort();
+}
