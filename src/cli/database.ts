@@ -45,8 +45,10 @@ export function databaseUrl(
   try {
     parsed = new URL(url);
   } catch {
+    // Not echoed: a value that does not parse may hold a password in a place redact() misses.
     throw new UsageError(
-      `${source} is not a URL (${redactText(url)}); give postgres://user:password@host:port/db`,
+      `${source} is not a URL; give postgres://user:password@host:port/db (special characters ` +
+        "in the password percent-encoded, e.g. @ as %40)",
     );
   }
   if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {

@@ -7,6 +7,7 @@
 import { parseArgs } from "./args.ts";
 import { openDatabase } from "./database.ts";
 import { DEFAULT_DATA_DIR, LocalCluster } from "./db/cluster.ts";
+import { portIsFree } from "./db/server.ts";
 import { installPgmq } from "./db/pgmq.ts";
 import { migrateDatabase } from "./migrate.ts";
 import { CliError, command, elapsed, progress, result, UsageError } from "./output.ts";
@@ -93,6 +94,12 @@ async function start(cluster: LocalCluster, port: number | undefined): Promise<n
   const began = performance.now();
   const state = await cluster.state();
   if (state === "absent") {
+    if (port !== undefined && !portIsFree(port)) {
+      throw new CliError(
+        `port ${port} on 127.0.0.1 is in use by another program; nothing was created. Stop that ` +
+          "program, or pass another --port (or none: the first free one from 54330 is taken)",
+      );
+    }
     progress(`creating a database in ${cluster.dir} (initdb)`);
     await cluster.create(port);
   }

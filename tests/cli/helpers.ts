@@ -5,6 +5,8 @@
  *
  * @module
  */
+import postgres from "postgres";
+import { catalogSnapshot } from "../support/catalog.ts";
 
 /** What one CLI run printed and returned. */
 export interface CliRun {
@@ -105,15 +107,7 @@ export interface ServedModule {
  * ```
  */
 export async function servePublished(): Promise<ServedModule> {
-  const config = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT)));
-  const dir = await Deno.makeTempDir({ prefix: "pgflow-published-" });
-  for (const path of config.publish.include as string[]) {
-    const from = new URL(path, ROOT).pathname;
-    const to = `${dir}/${path}`;
-    await Deno.mkdir(to.replace(/\/[^/]*\/?$/, ""), { recursive: true });
-    await new Deno.Command("cp", { args: ["-a", from.replace(/\/$/, ""), to.replace(/\/$/, "")] })
-      .output();
-  }
+  const dir = await publishedCopy();
   await releaseAll(dir);
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
     const path = decodeURIComponent(new URL(req.url).pathname);
@@ -138,6 +132,23 @@ export async function servePublished(): Promise<ServedModule> {
   };
 }
 
+/**
+ * Copies exactly the files `deno.json`'s `publish.include` lists into a new temporary folder and
+ * returns it: the module as `deno publish` uploads it. Its CLI entry is `<dir>/src/cli/main.ts`.
+ */
+export async function publishedCopy(): Promise<string> {
+  const config = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT)));
+  const dir = await Deno.makeTempDir({ prefix: "pgflow-published-" });
+  for (const path of config.publish.include as string[]) {
+    const from = new URL(path, ROOT).pathname.replace(/\/$/, "");
+    const to = `${dir}/${path}`.replace(/\/$/, "");
+    await Deno.mkdir(to.replace(/\/[^/]*$/, ""), { recursive: true });
+    const out = await new Deno.Command("cp", { args: ["-a", from, to] }).output();
+    if (!out.success) throw new Error(`cp ${from} ${to} failed`);
+  }
+  return dir;
+}
+
 /** Lists every migration of the copy in its manifest, with its checksum. */
 export async function releaseAll(dir: string): Promise<void> {
   const files = [...Deno.readDirSync(`${dir}/supabase/migrations`)].map((e) => e.name)
@@ -159,4 +170,34 @@ export async function releaseAll(dir: string): Promise<void> {
 export function engineFiles(): string[] {
   return [...Deno.readDirSync(new URL("supabase/migrations/", ROOT))].map((e) => e.name)
     .filter((n) => n.endsWith(".sql")).sort();
+}
+
+/**
+ * Everything a migration or a CLI command could change in a database: the pgflow and pgmq
+ * catalogs, the schemas, the extensions, and the migration records (pgflow's and Supabase's).
+ * (Roles are the cluster's, shared with tests running alongside, so they are not compared.)
+ */
+export async function databaseState(url: string): Promise<Map<string, string>> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const all = new Map<string, string>();
+    for (const schema of ["pgflow", "pgmq"]) {
+      for (const [k, v] of await catalogSnapshot(sql, schema)) all.set(`${schema}: ${k}`, v);
+    }
+    const [row] = await sql<{ schemas: string; extensions: string }[]>`
+      select (select string_agg(nspname, ',' order by nspname) from pg_namespace) as schemas,
+             (select string_agg(extname, ',' order by extname) from pg_extension) as extensions`;
+    all.set("schemas", row.schemas);
+    all.set("extensions", row.extensions);
+    for (const table of ["pgflow.migrations", "supabase_migrations.schema_migrations"]) {
+      const [{ present }] = await sql`select to_regclass(${table}) is not null as present`;
+      if (present) {
+        const rows = await sql.unsafe(`select * from ${table} order by 1`);
+        all.set(`rows of ${table}`, JSON.stringify(rows.map((r) => r.name ?? r.version)));
+      }
+    }
+    return all;
+  } finally {
+    await sql.end();
+  }
 }

@@ -13,6 +13,7 @@ import { ENGINE_VERSION } from "../../src/util/version.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { withScratchDatabase } from "../../local/scratch_db.ts";
 import { catalogSnapshot, diffCatalogs } from "../support/catalog.ts";
+import { databaseState } from "../cli/helpers.ts";
 import { pgmqSource, serverUrl, testDatabase } from "../support/db.ts";
 import { TEMPLATES } from "../support/templates.ts";
 
@@ -34,34 +35,6 @@ async function psql(url: string, args: string[]): Promise<{ code: number; output
   }).output();
   const decode = (b: Uint8Array) => new TextDecoder().decode(b);
   return { code: out.code, output: decode(out.stdout) + decode(out.stderr) };
-}
-
-/** Everything a migration could change: both schemas' catalogs, schemas, extensions, records. */
-async function everything(url: string): Promise<Map<string, string>> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    const all = new Map<string, string>();
-    for (const schema of ["pgflow", "pgmq"]) {
-      for (const [k, v] of await catalogSnapshot(sql, schema)) all.set(`${schema}: ${k}`, v);
-    }
-    const [row] = await sql<{ schemas: string; extensions: string; roles: string }[]>`
-      select (select string_agg(nspname, ',' order by nspname) from pg_namespace) as schemas,
-             (select string_agg(extname, ',' order by extname) from pg_extension) as extensions,
-             (select string_agg(rolname, ',' order by rolname) from pg_roles) as roles`;
-    all.set("schemas", row.schemas);
-    all.set("extensions", row.extensions);
-    all.set("roles", row.roles);
-    for (const table of ["pgflow.migrations", "supabase_migrations.schema_migrations"]) {
-      const [{ present }] = await sql`select to_regclass(${table}) is not null as present`;
-      if (present) {
-        const rows = await sql.unsafe(`select * from ${table} order by 1`);
-        all.set(`rows of ${table}`, JSON.stringify(rows.map((r) => r.name ?? r.version)));
-      }
-    }
-    return all;
-  } finally {
-    await sql.end();
-  }
 }
 
 /**
@@ -254,7 +227,7 @@ pgmqOnly.test(
     for (const file of FILES) {
       const text = await Deno.readTextFile(`${MIGRATIONS}${file}`);
       const broken = withInjectedFailure(text);
-      const before = await everything(url);
+      const before = await databaseState(url);
       for (const [way, apply] of Object.entries(WAYS)) {
         const output = await apply(url, broken, file);
         assert.match(
@@ -262,7 +235,7 @@ pgmqOnly.test(
           /injected failure/,
           `${way} on ${file} reports the failure:\n${output}`,
         );
-        const drift = diffCatalogs(await everything(url), before, "after", "before");
+        const drift = diffCatalogs(await databaseState(url), before, "after", "before");
         assert.deepEqual(drift, [], `${way} left part of ${file} behind:\n${drift.join("\n")}`);
       }
       // Then the real file, so the next one finds what it needs.
@@ -277,7 +250,7 @@ empty.test(
   "without PGMQ, the first migration creates the extension or, where there is none, nothing",
   async ({ url }) => {
     const { output } = await psql(url, ["-f", `${MIGRATIONS}${FILES[0]}`]);
-    const after = await everything(url);
+    const after = await databaseState(url);
     if (pgmqSource() === "extension") {
       assert.doesNotMatch(output, /ERROR/, output);
       assert.match(after.get("extensions")!, /\bpgmq\b/);

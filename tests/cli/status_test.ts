@@ -1,0 +1,130 @@
+/**
+ * `pgflow status`: one screen with the engine version, queues with depth and live workers, runs by
+ * status and the coverage verdict; exit 1 when the schema is missing or another version, or a
+ * (flow, step) pair has no live worker. Bad flags and a role without privileges say what to do.
+ */
+import assert from "node:assert/strict";
+import { ENGINE_VERSION } from "../../src/util/version.ts";
+import { defineFlow } from "../support/engine.ts";
+import { testDatabase } from "../support/db.ts";
+import { databaseState, runCli, shown } from "./helpers.ts";
+
+const db = testDatabase(import.meta.url);
+const empty = testDatabase(import.meta.url, { template: "empty" });
+
+db.test("status shows queues, workers, runs and coverage; exit 1 until every pair is served", async ({ sql, url }) => {
+  await defineFlow(sql, "status_v1", [
+    { slug: "classify", queue: "status_work" },
+    { slug: "deliver", deps: ["classify"], queue: "status_delivery" },
+  ], { mode: "routed" });
+  for (let i = 0; i < 3; i++) {
+    await sql`select pgflow.start_flow('status_v1', ${sql.json({ i })})`;
+  }
+  const before = await databaseState(url);
+  const first = await runCli(["status", "--database-url", url]);
+  assert.equal(first.code, 1, shown(first));
+  const out = first.stdout;
+  assert.match(
+    out,
+    new RegExp(
+      `^engine\\s+${ENGINE_VERSION} \\(\\d+ migrations; this CLI: ${ENGINE_VERSION}\\); local development: off$`,
+      "m",
+    ),
+  );
+  assert.match(out, /^queues\s+queue\s+messages\s+visible\s+oldest\s+live workers$/m);
+  assert.match(out, /^\s+status_delivery\s+0\s+0\s+-\s+0$/m);
+  assert.match(out, /^\s+status_work\s+3\s+3\s+\d+ s\s+0$/m);
+  assert.match(out, /^runs\s+started 3$/m);
+  assert.match(
+    out,
+    /^coverage\s+INCOMPLETE: 2 of 2 pair\(s\) have no live worker \(status_delivery: status_v1\.deliver; status_work: status_v1\.classify\); see `pgflow coverage`/m,
+  );
+  assert.deepEqual(await databaseState(url), before, "status changes nothing");
+
+  for (const [queue, step] of [["status_work", "classify"], ["status_delivery", "deliver"]]) {
+    await sql`select pgflow.register_worker(${crypto.randomUUID()}::uuid, ${queue}, 'status_fn',
+                                            ${JSON.stringify([["status_v1", step]])}::text::jsonb)`;
+  }
+  const served = await runCli(["status"], { env: { DATABASE_URL: url } });
+  assert.equal(served.code, 0, shown(served));
+  assert.match(served.stdout, /^\s+status_work\s+3\s+3\s+\d+ s\s+1$/m);
+  assert.match(
+    served.stdout,
+    /^coverage\s+complete: each of 2 \(flow, step\) pair\(s\) has a live worker$/m,
+  );
+
+  const coverage = await runCli(["coverage", "--database-url", url, "--queue", "status_work"]);
+  assert.equal(coverage.code, 0, shown(coverage));
+  assert.match(coverage.stdout, /status_work\s+status_v1\s+classify\s+yes\s+3\s+0\s+1\s+ok/);
+});
+
+db.test(
+  "another engine version is a mismatch, exit 1, naming both and the fix",
+  async ({ sql, url }) => {
+    await sql`create or replace function pgflow.engine_version() returns text language sql as $$ select '0.0.9' $$`;
+    const r = await runCli(["status", "--database-url", url]);
+    assert.equal(r.code, 1, shown(r));
+    assert.match(
+      r.stdout,
+      new RegExp(
+        `engine\\s+0\\.0\\.9 \\(\\d+ migrations; this CLI: ${ENGINE_VERSION} — MISMATCH\\)`,
+      ),
+    );
+    assert.match(r.stdout, /older than this code's engine .* Apply the migrations of/);
+  },
+  { fresh: true },
+);
+
+empty.test("a database without the engine: exit 1 with the commands to install it", async ({ url }) => {
+  const r = await runCli(["status", "--database-url", url]);
+  assert.equal(r.code, 1, shown(r));
+  assert.match(r.stdout, /^engine\s+not installed — this database has no pgflow schema/m);
+  assert.match(r.stdout, /cli install` then `supabase db push`/);
+});
+
+db.test("bad flags are usage errors; a role without privileges is told what to do", async ({ sql, url }) => {
+  for (
+    const [args, message] of [
+      [["--stale-after", "0"], /--stale-after must be whole seconds from 1 to 86400, got "0"/],
+      [["--stale-after", "soon"], /--stale-after must be whole seconds/],
+      [["--queue", "x"], /unknown flag "--queue" for pgflow status/],
+      [["--database-url"], /--database-url needs a value/],
+    ] as const
+  ) {
+    const r = await runCli(["status", ...args], { env: { DATABASE_URL: url } });
+    assert.equal(r.code, 2, shown(r));
+    assert.match(r.stderr, message);
+  }
+  const role = `t_nopriv_${crypto.randomUUID().slice(0, 8)}`;
+  await sql.unsafe(`create role ${role} login`);
+  try {
+    const r = await runCli(["status", "--database-url", url.replace("//postgres@", `//${role}@`)]);
+    assert.equal(r.code, 1, shown(r));
+    assert.match(r.stderr, /could not read the status: permission denied for schema pgflow/);
+    assert.match(r.stderr, /Connect as the role that owns the pgflow schema/);
+  } finally {
+    await sql.unsafe(`drop role ${role}`);
+  }
+});
+
+Deno.test("every command has --help; an unknown command is a usage error", async () => {
+  for (
+    const command of [["install"], ["migrate"], ["db"], ["db", "start"], ["status"], ["coverage"]]
+  ) {
+    const r = await runCli([...command, "--help"]);
+    assert.equal(r.code, 0, shown(r));
+    assert.match(r.stdout, new RegExp(`^pgflow ${command[0]}`), shown(r));
+    assert.match(r.stdout, /Exit codes: 0/);
+  }
+  const top = await runCli(["--help"]);
+  assert.equal(top.code, 0);
+  assert.match(top.stdout, /commands:\n\s+install/);
+  const none = await runCli([]);
+  assert.equal(none.code, 2);
+  const unknown = await runCli(["instal"]);
+  assert.equal(unknown.code, 2, shown(unknown));
+  assert.match(
+    unknown.stderr,
+    /unknown command "instal"; the commands are install, migrate, db, status, coverage/,
+  );
+});
