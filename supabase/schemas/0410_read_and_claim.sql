@@ -16,8 +16,8 @@ create or replace function pgflow.read_and_claim(
   worker_id uuid,
   visibility_timeout integer,
   qty integer,
-  max_poll_seconds integer default 5,
-  poll_interval_ms integer default 100,
+  max_poll_seconds integer default 2,
+  poll_interval_ms integer default 50,
   supported jsonb default null
 )
 returns table (

@@ -4,6 +4,7 @@
  * failed claim rolling its read back.
  */
 import assert from "node:assert/strict";
+import { WORKER_OPTIONS } from "../../src/worker/options.ts";
 import type { PendingQuery, Sql } from "postgres";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, makeVisible, queueMessages, startTasks } from "../support/engine.ts";
@@ -255,4 +256,13 @@ db.test("a worker with no row claims with explicit pairs: its tasks name no work
                            where queue_name = 'rac_gone_q'`;
   assert.deepEqual([task.status, task.last_worker_id], ["started", null]);
   assert.ok(task.started_at >= sentAt, `started_at ${task.started_at} before the send ${sentAt}`);
+});
+
+db.test("read_and_claim's defaults are the worker's (one options table)", async ({ sql }) => {
+  const [{ args }] = await sql<{ args: string }[]>`
+    select pg_get_function_arguments('pgflow.read_and_claim'::regproc) as args`;
+  const defaultOf = (name: string) =>
+    Number(new RegExp(`${name} integer DEFAULT (\\d+)`).exec(args)?.[1]);
+  assert.equal(defaultOf("max_poll_seconds"), WORKER_OPTIONS.maxPollSeconds.default);
+  assert.equal(defaultOf("poll_interval_ms"), WORKER_OPTIONS.pollIntervalMs.default);
 });
