@@ -3,6 +3,19 @@
 -- pgflow migrate).
 begin;
 
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if to_regclass('pgflow.migrations') is not null then
+    if exists (select 1 from pgflow.migrations m where m.name = '20261202163423_pgflow_base') then
+      raise exception 'pgflow migration 20261202163423_pgflow_base is already applied to this database; nothing was changed'
+        using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+    end if;
+  end if;
+end
+$$;
+
 -- ---- schemas/0010_schema.sql
 -- The pgflow schema. PGMQ comes from the extension where the server has it; on servers without it
 -- the PGMQ-compatible SQL (local/pgmq.sql) is installed beforehand, so an existing pgmq schema is

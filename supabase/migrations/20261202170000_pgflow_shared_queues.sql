@@ -7,6 +7,19 @@
 -- migration fails and rolls back completely instead of queueing every worker behind it.
 begin;
 
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if to_regclass('pgflow.migrations') is not null then
+    if exists (select 1 from pgflow.migrations m where m.name = '20261202170000_pgflow_shared_queues') then
+      raise exception 'pgflow migration 20261202170000_pgflow_shared_queues is already applied to this database; nothing was changed'
+        using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+    end if;
+  end if;
+end
+$$;
+
 set local lock_timeout = '5s';
 
 do $$

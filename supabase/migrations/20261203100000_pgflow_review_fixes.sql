@@ -21,6 +21,19 @@
 -- and the queues existing plain and step-mode flows were given by pgflow are recorded.
 begin;
 
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if to_regclass('pgflow.migrations') is not null then
+    if exists (select 1 from pgflow.migrations m where m.name = '20261203100000_pgflow_review_fixes') then
+      raise exception 'pgflow migration 20261203100000_pgflow_review_fixes is already applied to this database; nothing was changed'
+        using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+    end if;
+  end if;
+end
+$$;
+
 set local lock_timeout = '5s';
 
 -- ---- schemas/0020_names.sql: pgflow.is_valid_function_name

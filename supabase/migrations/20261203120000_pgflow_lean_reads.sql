@@ -5,6 +5,19 @@
 -- handler context exposes as rawMessage. The signature does not change.
 begin;
 
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if to_regclass('pgflow.migrations') is not null then
+    if exists (select 1 from pgflow.migrations m where m.name = '20261203120000_pgflow_lean_reads') then
+      raise exception 'pgflow migration 20261203120000_pgflow_lean_reads is already applied to this database; nothing was changed'
+        using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+    end if;
+  end if;
+end
+$$;
+
 set local lock_timeout = '5s';
 
 -- ---- schemas/0410_read_and_claim.sql

@@ -24,6 +24,7 @@ const VERSIONING = FILES.findIndex((f) => f.endsWith("_pgflow_engine_version.sql
 
 const pgmqOnly = testDatabase(import.meta.url, { template: "pgmq" });
 const empty = testDatabase(import.meta.url, { template: "empty" });
+const migratedDb = testDatabase(import.meta.url, { template: "pgflow" });
 
 /** Runs psql on `url` with `args` (never -1 unless given, ON_ERROR_STOP unset, no psqlrc). */
 async function psql(url: string, args: string[]): Promise<{ code: number; output: string }> {
@@ -260,6 +261,33 @@ empty.test(
       assert.doesNotMatch(after.get("schemas")!, /pgflow|pgmq/, "no schema left behind");
       assert.ok(![...after.keys()].some((k) => k.startsWith("pgflow:")));
     }
+  },
+  { fresh: true },
+);
+
+migratedDb.test(
+  "a migration applied again is refused whole, so later migrations are never undone",
+  async ({ url }) => {
+    const before = await databaseState(url);
+    const unguarded: string[] = [];
+    for (const file of FILES) {
+      const text = await Deno.readTextFile(`${MIGRATIONS}${file}`);
+      for (const [way, apply] of Object.entries(WAYS)) {
+        if (way.startsWith("the local runner")) continue; // it skips what it recorded
+        const output = await apply(url, text, file);
+        if (!output.includes(`pgflow migration ${file.slice(0, -4)} is already applied`)) {
+          unguarded.push(`${file} (${way}): ${output.slice(0, 200)}`);
+        }
+        const drift = diffCatalogs(await databaseState(url), before, "after", "before");
+        assert.deepEqual(drift, [], `${way} applied ${file} again:\n${drift.join("\n")}`);
+      }
+    }
+    assert.deepEqual(
+      unguarded,
+      [],
+      "begin each of these (after begin;) with the guard that refuses a recorded migration (see " +
+        "docs/upgrade.md, Writing the next migration):\n" + unguarded.join("\n"),
+    );
   },
   { fresh: true },
 );
