@@ -95,6 +95,20 @@ db.test("bad flags are usage errors; a role without privileges is told what to d
     assert.equal(r.code, 2, shown(r));
     assert.match(r.stderr, message);
   }
+  for (
+    const [args, code, message] of [
+      [["--verbose"], 2, /unknown flag "--verbose" for pgflow coverage/],
+      [["--stale-after", "-1"], 2, /--stale-after must be whole seconds/],
+      [["--database-url", "postgres://postgres@127.0.0.1:1/x"], 1, /connection refused/],
+    ] as const
+  ) {
+    const r = await runCli(["coverage", ...args], { env: { DATABASE_URL: url } });
+    assert.equal(r.code, code, shown(r));
+    assert.match(r.stderr, message);
+  }
+  const refused = await runCli(["status", "--database-url", "postgres://postgres@127.0.0.1:1/x"]);
+  assert.equal(refused.code, 1, shown(refused));
+  assert.match(refused.stderr, /could not connect to 127\.0\.0\.1:1: connection refused/);
   const role = `t_nopriv_${crypto.randomUUID().slice(0, 8)}`;
   await sql.unsafe(`create role ${role} login`);
   try {
