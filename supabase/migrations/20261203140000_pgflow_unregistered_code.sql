@@ -9,6 +9,19 @@
 --   read_and_claim re-stamps their started_at after a long read as it does for the others.
 begin;
 
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if to_regclass('pgflow.migrations') is not null then
+    if exists (select 1 from pgflow.migrations m where m.name = '20261203140000_pgflow_unregistered_code') then
+      raise exception 'pgflow migration 20261203140000_pgflow_unregistered_code is already applied to this database; nothing was changed'
+        using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+    end if;
+  end if;
+end
+$$;
+
 set local lock_timeout = '5s';
 
 -- ---- schemas/0400_start_tasks.sql
