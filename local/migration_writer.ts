@@ -968,7 +968,7 @@ export function generateMigration(options: GenerateOptions): Promise<GeneratedMi
  *
  * @example
  * ```ts
- * const text = withHeader("pgflow_error_codes", body, changes, byHand);
+ * const text = withHeader("pgflow_error_codes", body, changes, byHand, "20270101000000_pgflow_error_codes");
  * ```
  */
 export function withHeader(
@@ -976,6 +976,7 @@ export function withHeader(
   body: string,
   changes: string[],
   byHand: string[],
+  migration?: string,
 ): string {
   const lines = [
     `-- ${name}: written by \`deno task migration:new\` from the schema files that differ from the`,
@@ -990,6 +991,24 @@ export function withHeader(
       ...byHand.map((c) => `-- - ${c}`),
     );
   }
-  // One transaction, like every migration: psql -f applies it whole or not at all.
-  return `${lines.join("\n")}\nbegin;\n\nset local lock_timeout = '5s';\n\n${body}\ncommit;\n`;
+  // One transaction, like every migration: psql -f applies it whole or not at all. Given the
+  // file's name, it also refuses to run where it is recorded and records itself (docs/upgrade.md).
+  const guard = migration === undefined ? "" : `
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if exists (select 1 from pgflow.migrations m where m.name = '${migration}') then
+    raise exception 'pgflow migration ${migration} is already applied to this database; nothing was changed'
+      using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+  end if;
+end
+$$;
+`;
+  const record = migration === undefined
+    ? ""
+    : `\ninsert into pgflow.migrations (name) values ('${migration}') on conflict (name) do nothing;\n`;
+  return `${
+    lines.join("\n")
+  }\nbegin;\n${guard}\nset local lock_timeout = '5s';\n\n${body}${record}\ncommit;\n`;
 }

@@ -129,7 +129,10 @@ async function main(argv: string[]): Promise<number> {
     console.log("nothing to write: the schema files and the migrations give the same catalog");
     return 0;
   }
-  await Deno.writeTextFile(out, withHeader(args.name!, body, changes, byHand));
+  await Deno.writeTextFile(
+    out,
+    withHeader(args.name!, body, changes, byHand, `${version}_${args.name}`),
+  );
   console.log(out);
   for (const c of changes) console.log(`  ${c}`);
   if (check.drafts.length) {

@@ -96,9 +96,17 @@ Deno.test("a changed function becomes its create or replace, copied from its sch
     assert.match(body, /^create or replace function pgflow\.worker_retention\(\)$/m);
     assert.match(body, /interval '14 days'/);
     assert.equal(splitStatements(body).length, 1, "one statement, nothing else");
-    const text = withHeader("pgflow_longer_retention", body, changes, byHand);
-    assert.match(text, /^begin;\n\nset local lock_timeout = '5s';$/m);
-    assert.match(text, /\ncommit;\n$/);
+    const name = "20991231000000_pgflow_longer_retention";
+    const text = withHeader("pgflow_longer_retention", body, changes, byHand, name);
+    assert.match(text, /^begin;\n\n-- Runs once:/m);
+    assert.match(text, new RegExp(`where m\\.name = '${name}'\\) then\\n    raise exception`));
+    assert.match(text, /^set local lock_timeout = '5s';$/m);
+    assert.match(
+      text,
+      new RegExp(
+        `insert into pgflow\\.migrations \\(name\\) values \\('${name}'\\) on conflict \\(name\\) do nothing;\\n\\ncommit;\\n$`,
+      ),
+    );
     assert.deepEqual(await driftAfter(dir, text), [], "the drift check passes with it");
   } finally {
     await Deno.remove(dir, { recursive: true });
