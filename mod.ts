@@ -143,5 +143,5 @@ export type {
   LogRecord,
   LogSink,
 } from "./src/platform/logger.ts";
-export { formatCoverage, queueCoverage } from "./src/operations/coverage.ts";
-export type { CoverageRow } from "./src/operations/coverage.ts";
+export { coverageCounts, formatCoverage, queueCoverage } from "./src/operations/coverage.ts";
+export type { CoverageRow, CoverageStatus } from "./src/operations/coverage.ts";

@@ -34,12 +34,29 @@ export interface ClaimedTask {
   readonly attempt: number;
 }
 
+/**
+ * A message that was not claimed: its id, why, and the identity of the task that owns it (all
+ * `null` for an `unknown` message, which no task owns). Never an input or a body.
+ */
+export interface SkippedMessage {
+  /** The message id, as an exact decimal string. */
+  readonly messageId: string;
+  /** Why it was not claimed. */
+  readonly disposition: Exclude<Disposition, "claimed">;
+  /** The owning task's flow slug. */
+  readonly flowSlug: string | null;
+  /** The owning task's run id. */
+  readonly runId: string | null;
+  /** The owning task's step slug. */
+  readonly stepSlug: string | null;
+}
+
 /** The result of one claim: the tasks to run and the message ids that were not claimed. */
 export interface ClaimResult {
   /** Tasks to run. */
   readonly claimed: readonly ClaimedTask[];
-  /** Message ids not claimed, with the reason. */
-  readonly skipped: readonly { readonly messageId: string; readonly disposition: Disposition }[];
+  /** Messages not claimed, with the reason and the owning task's identity. */
+  readonly skipped: readonly SkippedMessage[];
 }
 
 /** A row of `pgflow.start_tasks` / `pgflow.read_and_claim` as the claim decoder reads it. */
@@ -56,12 +73,12 @@ export interface ClaimRow {
 }
 
 /**
- * The one decoder of claim rows: only `claimed` rows carry identity and input; every other row is
- * a message id with its disposition.
+ * The one decoder of claim rows: `claimed` rows become tasks (identity, input, attempt); every
+ * other row is a message id with its disposition and, when a task owns it, that task's identity.
  */
 export function decodeClaimRows(rows: readonly ClaimRow[]): ClaimResult {
   const claimed: ClaimedTask[] = [];
-  const skipped: { messageId: string; disposition: Disposition }[] = [];
+  const skipped: SkippedMessage[] = [];
   for (const row of rows) {
     const messageId = toMessageId(row.msg_id);
     if (row.disposition === "claimed") {
@@ -75,7 +92,13 @@ export function decodeClaimRows(rows: readonly ClaimRow[]): ClaimResult {
         attempt: row.attempt!,
       });
     } else {
-      skipped.push({ messageId, disposition: row.disposition });
+      skipped.push({
+        messageId,
+        disposition: row.disposition,
+        flowSlug: row.flow_slug,
+        runId: row.run_id,
+        stepSlug: row.step_slug,
+      });
     }
   }
   return { claimed, skipped };

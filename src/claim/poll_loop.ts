@@ -1,6 +1,7 @@
 import type { Sql } from "../platform/types.ts";
 import type { PgmqMessageRecord } from "./message.ts";
 import type { Logger } from "../platform/logger.ts";
+import type { ActivityLog } from "../platform/activity.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { readAndClaim, type ReadOptions } from "./read.ts";
@@ -30,6 +31,8 @@ export interface PollLoopDeps {
   readonly slots: Slots;
   /** Logger carrying worker and queue. */
   readonly log: Logger;
+  /** Counts messages not claimed, reported once per interval. */
+  readonly activity: ActivityLog;
   /** Aborted to stop polling (in-flight tasks are not affected). */
   readonly signal: AbortSignal;
   /** Runs one claimed task to its end. */
@@ -42,7 +45,8 @@ const FILL_WAIT_MS = 5;
 /**
  * Polls until `signal` aborts: wait for a free slot, then read at most that many messages once and
  * claim them with the exact support set, in one call (`pgflow.read_and_claim`); start each claimed
- * task in its own slot, warn about the rest. A failed call rolls its read back, so nothing is left
+ * task in its own slot, count the rest for the interval's report (one warning per disposition,
+ * flow and step, not one per message: an unclaimed message comes back every visibility timeout). A failed call rolls its read back, so nothing is left
  * reserved; database errors back off exponentially (with jitter) instead of spinning.
  */
 export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
@@ -88,9 +92,16 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       for (const task of result.claimed) {
         slots.run(() => deps.execute(task, result.messages.get(task.messageId)!));
       }
-      for (const { messageId, disposition } of result.skipped) {
-        // Queue and id only: the body never explains or authorises anything.
-        log.warn(`message not claimed (${disposition})`, { messageId, disposition });
+      for (const skipped of result.skipped) {
+        // Identity only: the body never explains or authorises anything.
+        deps.activity.unclaimed(skipped);
+        log.debug(`message not claimed (${skipped.disposition})`, {
+          messageId: skipped.messageId,
+          disposition: skipped.disposition,
+          flow: skipped.flowSlug ?? undefined,
+          step: skipped.stepSlug ?? undefined,
+          runId: skipped.runId,
+        });
       }
       log.debug("batch", { read: result.read, claimed: result.claimed.length });
     } catch (error) {

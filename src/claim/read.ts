@@ -5,7 +5,7 @@ import {
   type ClaimedTask,
   type ClaimRow,
   decodeClaimRows,
-  type Disposition,
+  type SkippedMessage,
   type SupportedPair,
 } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
@@ -36,8 +36,8 @@ export interface ReadAndClaimResult {
   readonly messages: ReadonlyMap<string, PgmqMessageRecord>;
   /** Tasks to run. */
   readonly claimed: readonly ClaimedTask[];
-  /** Message ids not claimed, with the reason. */
-  readonly skipped: readonly { readonly messageId: string; readonly disposition: Disposition }[];
+  /** Messages not claimed, with the reason and the owning task's identity. */
+  readonly skipped: readonly SkippedMessage[];
 }
 
 interface Row extends ClaimRow {

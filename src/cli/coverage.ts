@@ -1,10 +1,11 @@
 /**
- * `pgflow coverage [--database-url URL] [--queue NAME] [--stale-after SECONDS]`: per queue, the
- * (flow, step) pairs that need a handler and whether a live worker serves each.
+ * `pgflow coverage [--database-url URL] [--queue NAME] [--stale-after SECONDS] [--json]`: per
+ * queue, the (flow, step) pairs that need a handler, whether work is waiting for them and whether
+ * a live worker serves each (`pgflow.queue_coverage` decides the status).
  *
  * @module
  */
-import { formatCoverage, queueCoverage } from "../operations/coverage.ts";
+import { coverageCounts, formatCoverage, queueCoverage } from "../operations/coverage.ts";
 import { parseArgs } from "./args.ts";
 import { databaseUrl, openDatabase } from "./database.ts";
 import { describeError } from "./migrator.ts";
@@ -12,16 +13,21 @@ import { CliError, result, UsageError } from "./output.ts";
 
 /** The help text of `pgflow coverage`. */
 export const COVERAGE_HELP =
-  `pgflow coverage [--database-url URL] [--queue NAME] [--stale-after SECONDS]
+  `pgflow coverage [--database-url URL] [--queue NAME] [--stale-after SECONDS] [--json]
 
 Lists, per queue, every (flow, step) pair that needs a handler (a persisted route, or tasks in
-flight) and how many live workers serve it; MISSING marks a pair no live worker serves.
+flight), the work waiting for it and how many live workers serve it. Status, per pair:
+  MISSING  work is waiting (queued or started tasks in started runs) and no live worker serves it
+  STALE    a live worker serves it, but a started task is held by a worker that is gone
+  ok       a live worker serves it
+  idle     no work waiting and no live worker: nothing to do until a run starts
 
   --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --queue NAME           one queue only
   --stale-after SECONDS  a worker is live if it sent a heartbeat this recently; default 30
+  --json                 one JSON object: {"pairs": [...], "counts": {...}}
 
-Exit codes: 0 every pair served, 1 a pair has no live worker, 2 usage error.`;
+Exit codes: 0 no pair MISSING, 1 a pair is MISSING, 2 usage error.`;
 
 /**
  * Runs `pgflow coverage`; returns the exit code.
@@ -36,7 +42,7 @@ Exit codes: 0 every pair served, 1 a pair has no live worker, 2 usage error.`;
 export async function coverage(argv: readonly string[]): Promise<number> {
   const args = parseArgs(
     argv,
-    { "database-url": "string", "queue": "string", "stale-after": "string" },
+    { "database-url": "string", "queue": "string", "stale-after": "string", "json": "boolean" },
     "pgflow coverage",
   );
   if (args.help) {
@@ -54,10 +60,28 @@ export async function coverage(argv: readonly string[]): Promise<number> {
   const sql = await openDatabase(url);
   try {
     const rows = await queueCoverage(sql, args.strings.queue, staleAfter);
-    result(formatCoverage(rows));
-    const missing = rows.filter((r) => !r.served).length;
-    if (missing > 0) result(`\n${missing} pair(s) without a live worker`);
-    return missing > 0 ? 1 : 0;
+    const counts = coverageCounts(rows);
+    if (args.booleans.has("json")) {
+      result(JSON.stringify({ pairs: rows, counts }));
+    } else {
+      result(formatCoverage(rows));
+      const notes: string[] = [];
+      if (counts.MISSING > 0) {
+        notes.push(
+          `${counts.MISSING} pair(s) MISSING: work is waiting and no live worker serves it; ` +
+            "deploy (or start) a worker with those handlers on that queue",
+        );
+      }
+      if (counts.STALE > 0) {
+        notes.push(
+          `${counts.STALE} pair(s) STALE: a started task is held by a worker that is gone; ` +
+            "stalled recovery takes it back after the step's timeout + 30 s " +
+            "(pgflow.requeue_stalled_tasks())",
+        );
+      }
+      if (notes.length > 0) result(`\n${notes.join("\n")}`);
+    }
+    return counts.MISSING > 0 ? 1 : 0;
   } catch (error) {
     throw new CliError(
       `could not read the coverage: ${describeError(error)}. Is the engine installed (pgflow ` +

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { DATABASE_URL_VARIABLES, databaseUrlSource } from "../platform/env.ts";
 import { createPool } from "../platform/pool.ts";
 import type { Sql } from "../platform/types.ts";
 import { CliError, command, UsageError } from "./output.ts";
@@ -13,7 +14,8 @@ import { CliError, command, UsageError } from "./output.ts";
 export type UrlSource = "--database-url" | "EDGE_WORKER_DB_URL" | "DATABASE_URL";
 
 /**
- * Picks the database URL and checks its form; a missing or malformed URL is a usage error.
+ * Picks the database URL (the flag, else the environment in the worker's order,
+ * `databaseUrlSource`) and checks its form; a missing or malformed URL is a usage error.
  *
  * @example
  * ```ts
@@ -27,12 +29,12 @@ export function databaseUrl(
   commandName: string,
   env: (name: string) => string | undefined = (n) => Deno.env.get(n),
 ): { url: string; source: UrlSource } {
-  const candidates: [UrlSource, string | undefined][] = [
-    ["--database-url", flag],
-    ["EDGE_WORKER_DB_URL", env("EDGE_WORKER_DB_URL")],
-    ["DATABASE_URL", env("DATABASE_URL")],
-  ];
-  const found = candidates.find(([, v]) => v !== undefined && v !== "");
+  const fromEnv = databaseUrlSource(
+    Object.fromEntries(DATABASE_URL_VARIABLES.map((name) => [name, env(name)])),
+  );
+  const found: [UrlSource, string] | undefined = flag !== undefined && flag !== ""
+    ? ["--database-url", flag]
+    : fromEnv && [fromEnv.variable, fromEnv.url];
   if (!found) {
     throw new UsageError(
       `${commandName} needs a database: pass --database-url postgres://user:password@host:port/db, ` +
@@ -40,7 +42,7 @@ export function databaseUrl(
         `--database-url "$(${command("db url")})"`,
     );
   }
-  const [source, url] = found as [UrlSource, string];
+  const [source, url] = found;
   let parsed: URL;
   try {
     parsed = new URL(url);

@@ -30,7 +30,7 @@ commands:
   migrate   apply the engine's migrations to a database directly
   db        start | stop | status | url of a local database for your app
   status    engine version, queues, workers, runs and coverage of a database
-  coverage  which (flow, step) pairs lack a live worker, per queue
+  coverage  per (flow, step) pair: work waiting, live workers, MISSING / STALE / ok / idle
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
 error. Progress goes to stderr, results to stdout.`;

@@ -7,7 +7,7 @@
  */
 import { describeConnection } from "../platform/connection_kind.ts";
 import type { Sql } from "../platform/types.ts";
-import { type CoverageRow, queueCoverage } from "../operations/coverage.ts";
+import { coverageCounts, type CoverageRow, queueCoverage } from "../operations/coverage.ts";
 import { readSchemaVersion, schemaVersionProblem } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
 import { parseArgs } from "./args.ts";
@@ -135,7 +135,7 @@ export async function statusLines(
   row("runs", runs.length ? runs.map((r) => `${r.status} ${r.n}`).join(", ") : "none");
   const coverage = await queueCoverage(sql, undefined, staleAfter);
   row("coverage", coverageLine(coverage));
-  const ok = problem === undefined && coverage.every((r) => r.served);
+  const ok = problem === undefined && coverageCounts(coverage).MISSING === 0;
   return { text: out.join("\n"), ok };
 }
 
@@ -163,16 +163,26 @@ async function queueLines(sql: Sql, staleAfter: number): Promise<QueueLine[]> {
   return lines.sort((a, b) => a.name.localeCompare(b.name));
 }
 
+/** The coverage verdict, the same one `pgflow coverage` exits with: incomplete iff a pair is MISSING. */
 function coverageLine(rows: readonly CoverageRow[]): string {
   if (rows.length === 0) return "complete (no routes, nothing in flight)";
-  const missing = rows.filter((r) => !r.served);
-  if (missing.length === 0) {
-    return `complete: each of ${rows.length} (flow, step) pair(s) has a live worker`;
+  const counts = coverageCounts(rows);
+  const tally = `${counts.ok} ok, ${counts.idle} idle, ${counts.STALE} STALE, ` +
+    `${counts.MISSING} MISSING`;
+  const list = (status: string) => {
+    const hit = rows.filter((r) => r.status === status);
+    return hit.slice(0, 5).map((r) => `${r.queueName}: ${r.flowSlug}.${r.stepSlug}`).join("; ") +
+      (hit.length > 5 ? "; …" : "");
+  };
+  if (counts.MISSING > 0) {
+    return `INCOMPLETE: work is waiting with no live worker for ${counts.MISSING} of ` +
+      `${rows.length} pair(s) (${list("MISSING")}); ${tally}; see \`pgflow coverage\`, and start ` +
+      "a worker for each";
   }
-  const list = missing.slice(0, 5).map((r) => `${r.queueName}: ${r.flowSlug}.${r.stepSlug}`);
-  return `INCOMPLETE: ${missing.length} of ${rows.length} pair(s) have no live worker (` +
-    list.join("; ") + (missing.length > 5 ? "; …" : "") +
-    "); see `pgflow coverage`, and start a worker for each";
+  const stale = counts.STALE > 0
+    ? `; STALE: ${list("STALE")} (a started task's worker is gone; stalled recovery takes it back)`
+    : "";
+  return `complete: no work waits without a live worker (${tally})${stale}`;
 }
 
 function formatTable(header: string[], body: string[][]): string[] {

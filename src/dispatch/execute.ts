@@ -2,6 +2,7 @@ import type { Sql } from "../platform/types.ts";
 import type { PgmqMessageRecord } from "../claim/message.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import type { LogFields, Logger } from "../platform/logger.ts";
+import type { ActivityLog } from "../platform/activity.ts";
 import { retry } from "../util/backoff.ts";
 import { buildContext, type ContextResources } from "./context.ts";
 import type { HandlerRegistry } from "./registry.ts";
@@ -11,6 +12,7 @@ import {
   databaseErrorText,
   errorFields,
   errorMessage,
+  type FailOutcome,
   failTask,
   isUnstorableOutput,
   outputJson,
@@ -35,12 +37,18 @@ export interface ExecuteDeps {
   readonly queryTimeoutMs?: number;
   /** Sends completions several per call under load; without it each is its own call. */
   readonly completions?: CompletionBatcher;
+  /** Counts outcomes for the interval's summary line; without it nothing is counted. */
+  readonly activity?: ActivityLog;
 }
 
 /**
  * Runs one claimed task: handler(input, context), then `complete_task` with the exact output or
  * `fail_task` with the error's message. Report calls are retried with backoff; if they still fail
  * the task stays started and stalled recovery takes it back (never a second run from here).
+ *
+ * Logs: every line carries the task's identity (run id included). A completed task is a `debug`
+ * line (the interval's summary counts it at `info`); a failed attempt is `warn` when it will be
+ * retried and `error` when it was the last, with the error's message (never input or output).
  */
 export async function executeTask(
   deps: ExecuteDeps,
@@ -48,6 +56,7 @@ export async function executeTask(
   message: PgmqMessageRecord,
 ): Promise<void> {
   const log = deps.log.with({
+    runId: task.runId,
     messageId: task.messageId,
     flow: task.flowSlug,
     step: task.stepSlug,
@@ -56,7 +65,7 @@ export async function executeTask(
   });
   const started = performance.now();
   let report: { kind: "complete"; output: string } | { kind: "fail"; error: string };
-  // What the "task failed" line may say: never a handler's error text (it may quote input).
+  // What the "task failed" line says about the error (see errorFields).
   let failFields: LogFields = {};
   const registered = deps.registry.get(task.flowSlug, task.stepSlug);
   if (registered === undefined) {
@@ -88,13 +97,17 @@ export async function executeTask(
     }
   }
   const ms = Math.round(performance.now() - started);
-  const send = (r: typeof report) =>
-    retry(
-      () =>
-        r.kind === "complete"
-          ? (deps.completions?.complete(task, r.output) ??
-            completeTask(deps.sql, task, r.output, deps.queryTimeoutMs))
-          : failTask(deps.sql, task, r.error, deps.queryTimeoutMs),
+  let failOutcome = "failed" as FailOutcome;
+  const send = async (r: typeof report) => {
+    await retry(
+      async () => {
+        if (r.kind === "complete") {
+          await (deps.completions?.complete(task, r.output) ??
+            completeTask(deps.sql, task, r.output, deps.queryTimeoutMs));
+        } else {
+          failOutcome = await failTask(deps.sql, task, r.error, deps.queryTimeoutMs);
+        }
+      },
       {
         attempts: deps.reportAttempts,
         // An output Postgres refuses is refused again: no retry, the attempt fails (below).
@@ -107,6 +120,7 @@ export async function executeTask(
           }),
       },
     );
+  };
   try {
     try {
       await send(report);
@@ -117,7 +131,7 @@ export async function executeTask(
       const code = (error as { code: string }).code;
       log.warn("output could not be stored", { code });
       report = { kind: "fail", error: unstorableOutputMessage(error) };
-      failFields = { errorKind: "unstorable output", errorCode: code };
+      failFields = { errorKind: "unstorable output", errorCode: code, error: report.error };
       await send(report);
     }
   } catch (error) {
@@ -127,9 +141,21 @@ export async function executeTask(
     return;
   }
   if (report.kind === "complete") {
-    log.info("task completed", { ms });
+    deps.activity?.task("completed", ms);
+    log.debug("task completed", { ms });
     return;
   }
-  // The error's text is in step_tasks.error_message; the log says what kind it was.
-  log.info("task failed", { ms, ...failFields });
+  // One event name for every failed attempt; the level and `outcome` say what happens next. The
+  // whole error text is in step_tasks.error_message; the line has its first line and kind.
+  const fields = { ms, outcome: failOutcome, ...failFields };
+  if (failOutcome === "retried") {
+    deps.activity?.task("retried", ms);
+    log.warn("task failed", fields);
+  } else if (failOutcome === "failed") {
+    deps.activity?.task("failed", ms);
+    log.error("task failed", fields);
+  } else {
+    // A late report (the attempt was already settled): nothing changed, nothing to count.
+    log.warn("task failed", fields);
+  }
 }

@@ -46,15 +46,24 @@ export function errorMessage(error: unknown): string {
 }
 
 /**
- * What a log line may say about a thrown value (logs never print bodies, inputs or outputs, and a
- * handler's error text may quote any of them): its kind (the error's name, `string`, or the
- * value's type), its code when it has a short one (a SQLSTATE, `ECONNRESET`), and its length.
- * The text itself is stored by `fail_task`, in `step_tasks.error_message`.
+ * The longest part of a handler's error message a log line carries: 300 characters of its first
+ * line. Enough to say what went wrong; the whole text (up to {@link MAX_ERROR_CHARS}) is stored by
+ * `fail_task`, in `step_tasks.error_message`.
+ */
+export const MAX_LOGGED_ERROR_CHARS = 300;
+
+/**
+ * What a log line says about a thrown value: its kind (the error's name, `string`, or the value's
+ * type), its code when it has a short one (a SQLSTATE, `ECONNRESET`), its length, and for an
+ * `Error` or a thrown string the first line of its message (at most
+ * {@link MAX_LOGGED_ERROR_CHARS} characters). A thrown object or other value is never serialised
+ * into a log line: it is typically a response or a record, i.e. data, not a message.
  */
 export function errorFields(error: unknown): {
   readonly errorKind: string;
   readonly errorCode?: string;
   readonly errorLength: number;
+  readonly error?: string;
 } {
   const code = (error as { code?: unknown } | null)?.code;
   const kind = error instanceof Error
@@ -68,7 +77,14 @@ export function errorFields(error: unknown): {
     errorKind: /^[\w .$-]{1,60}$/.test(kind) ? kind : "unnamed",
     ...(typeof code === "string" && /^[A-Za-z0-9_]{1,32}$/.test(code) ? { errorCode: code } : {}),
     errorLength: errorMessage(error).length,
+    ...(error instanceof Error || typeof error === "string"
+      ? { error: cap(firstLine(errorMessage(error)), MAX_LOGGED_ERROR_CHARS, " … [cut]") }
+      : {}),
   };
+}
+
+function firstLine(text: string): string {
+  return text.split("\n")[0];
 }
 
 /**
@@ -77,7 +93,7 @@ export function errorFields(error: unknown): {
  */
 export function databaseErrorText(error: unknown): string {
   const text = error instanceof Error ? error.message || error.name : String(error);
-  return cap(text.split("\n")[0].replaceAll("\0", "\uFFFD"), 200);
+  return cap(firstLine(text).replaceAll("\0", "\uFFFD"), 200);
 }
 
 /**
@@ -203,17 +219,28 @@ export async function completeTask(
   );
 }
 
-/** `pgflow.fail_task`: SQL decides between a retry and exhaustion. */
+/**
+ * What `fail_task` did with a failed attempt: `retried` (the task is queued again), `failed` (that
+ * was its last attempt, or no retry could be delivered), or `ignored` (a late report: the attempt
+ * was already settled, e.g. by stalled recovery, or the run is over).
+ */
+export type FailOutcome = "retried" | "failed" | "ignored";
+
+/** `pgflow.fail_task`: SQL decides between a retry and exhaustion, and says which it was. */
 export async function failTask(
   sql: Sql,
   task: ClaimedTask,
   message: string,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
-): Promise<void> {
-  await bounded(
-    sql`select pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                ${message}, ${task.attempt}::integer)`,
+): Promise<FailOutcome> {
+  const rows = await bounded(
+    sql<{ status: string }[]>`
+      select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
+                                          ${task.taskIndex}::integer, ${message},
+                                          ${task.attempt}::integer)`,
     "fail_task",
     timeoutMs,
   );
+  if (rows.length === 0) return "ignored";
+  return rows[0].status === "queued" ? "retried" : "failed";
 }

@@ -86,7 +86,45 @@ function processEnv(): Env {
  * ```
  */
 export function databaseUrlFromEnv(env: WorkerEnv): string | undefined {
-  return nonEmpty(env.EDGE_WORKER_DB_URL) ?? nonEmpty(env.DATABASE_URL);
+  return databaseUrlSource(env)?.url;
+}
+
+/**
+ * The environment variables that name the database, in the order they are read: the one order of
+ * the worker and of every CLI command.
+ *
+ * @example
+ * ```ts
+ * import { DATABASE_URL_VARIABLES } from "./env.ts";
+ *
+ * DATABASE_URL_VARIABLES[0]; // "EDGE_WORKER_DB_URL"
+ * ```
+ */
+export const DATABASE_URL_VARIABLES: readonly ["EDGE_WORKER_DB_URL", "DATABASE_URL"] = [
+  "EDGE_WORKER_DB_URL",
+  "DATABASE_URL",
+];
+
+/**
+ * The database URL from the environment and the variable it came from (the first set, non-empty
+ * one of {@link DATABASE_URL_VARIABLES}); `undefined` when none is set.
+ *
+ * @example
+ * ```ts
+ * import { databaseUrlSource } from "./env.ts";
+ *
+ * databaseUrlSource({ DATABASE_URL: "postgres://a/db", EDGE_WORKER_DB_URL: "postgres://b/db" });
+ * // { variable: "EDGE_WORKER_DB_URL", url: "postgres://b/db" }
+ * ```
+ */
+export function databaseUrlSource(
+  env: Env,
+): { variable: (typeof DATABASE_URL_VARIABLES)[number]; url: string } | undefined {
+  for (const variable of DATABASE_URL_VARIABLES) {
+    const url = nonEmpty(env[variable]);
+    if (url !== undefined) return { variable, url };
+  }
+  return undefined;
 }
 
 /** `undefined` for missing and empty strings. */

@@ -1,10 +1,11 @@
 /**
  * Structured logging: one JSON object per line, with the fields that identify work (queue,
- * message id, flow, step, worker). Message bodies, inputs, outputs and secrets are never logged.
- * Nor is a handler's error text, which may quote any of them: a failed task's line carries the
- * error's kind, code and length (`errorFields` in src/dispatch/report.ts), and the text, at most
- * 2,000 characters, is stored by `fail_task` in `step_tasks.error_message`. Errors of the
- * worker's own database calls are logged as their first line, at most 200 characters.
+ * worker, run id, message id, flow, step). Message bodies, inputs, outputs and secrets are never
+ * logged. A failed task's line carries the error's kind, code, length and the first line of its
+ * message, at most 300 characters (`errorFields` in src/dispatch/report.ts); a thrown object that
+ * is not an `Error` is never serialised into a line. The whole text, at most 2,000 characters, is
+ * stored by `fail_task` in `step_tasks.error_message`. Errors of the worker's own database calls
+ * are logged as their first line, at most 200 characters.
  */
 
 /**
@@ -41,6 +42,8 @@ export interface LogFields {
   readonly step?: string;
   /** The worker id. */
   readonly worker?: string;
+  /** The run id of the task a line is about: follow one run through the logs by it. */
+  readonly runId?: string | null;
   /** Other scalar details. */
   readonly [key: string]: string | number | boolean | null | undefined | readonly string[];
 }
@@ -174,4 +177,38 @@ function consoleSink(record: LogRecord): void {
   });
   if (record.level === "error" || record.level === "warn") console.error(line);
   else console.log(line);
+}
+
+/** Errors already written to a log, so an outer catch does not print them a second time. */
+const logged = new WeakSet<object>();
+
+/**
+ * Marks an error as already logged (the worker logs its startup failure once, then rejects with
+ * it) and returns it.
+ *
+ * @example
+ * ```ts
+ * import { markLogged, wasLogged } from "./logger.ts";
+ *
+ * const error = markLogged(new Error("boom"));
+ * wasLogged(error); // true
+ * ```
+ */
+export function markLogged<E>(error: E): E {
+  if (typeof error === "object" && error !== null) logged.add(error);
+  return error;
+}
+
+/**
+ * Whether {@link markLogged} marked this error.
+ *
+ * @example
+ * ```ts
+ * import { wasLogged } from "./logger.ts";
+ *
+ * wasLogged(new Error("boom")); // false
+ * ```
+ */
+export function wasLogged(error: unknown): boolean {
+  return typeof error === "object" && error !== null && logged.has(error);
 }

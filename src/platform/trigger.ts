@@ -1,5 +1,5 @@
 import { checkBearer } from "./auth.ts";
-import type { Logger } from "./logger.ts";
+import { type Logger, wasLogged } from "./logger.ts";
 
 /** A worker the trigger started: enough to report on it and to stop it. */
 export interface TriggeredWorker {
@@ -56,9 +56,24 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
     if (worker !== undefined) deps.waitUntil?.(worker.stop());
   });
 
+  // Logged at the first refused request and then at most once a minute: the keep-alive pings
+  // every few seconds, and one line says it all. The line names the variables, never a value.
+  let misconfiguredLoggedAt: number | undefined;
   deps.serve(async (request) => {
     const auth = checkBearer(request, deps.secret);
-    if (!auth.ok) return json(auth.status, { error: auth.error });
+    if (!auth.ok) {
+      if (
+        auth.status === 500 &&
+        (misconfiguredLoggedAt === undefined || Date.now() - misconfiguredLoggedAt >= 60_000)
+      ) {
+        misconfiguredLoggedAt = Date.now();
+        deps.log.error("trigger has no secret; answering 500", {
+          error: auth.error,
+          action: "set PGFLOW_AUTH_SECRET (or SUPABASE_SERVICE_ROLE_KEY) in the function's secrets",
+        });
+      }
+      return json(auth.status, { error: auth.error });
+    }
     if (finished !== undefined) {
       // A worker that ran and stopped (deprecated, or unloading) is not restarted in this isolate:
       // its id is taken, and a deprecated deployment should give way to the new one.
@@ -94,7 +109,10 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
       });
     } catch (error) {
       starting = undefined;
-      deps.log.error("worker startup failed", { error: (error as Error).message });
+      // The worker logged its own failure already; anything else is logged here.
+      if (!wasLogged(error)) {
+        deps.log.error("worker startup failed", { error: (error as Error).message });
+      }
       return json(500, { status: "failed", error: (error as Error).message });
     }
   });

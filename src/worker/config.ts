@@ -50,6 +50,12 @@ export interface EdgeWorkerConfig {
    * its connection replaced; the poll gets `maxPollSeconds` × 1000 on top. Default 20000.
    */
   readonly queryTimeoutMs?: number;
+  /**
+   * Milliseconds between the `info` lines that sum up the worker's activity (tasks completed,
+   * failed, retried, handler p50/p95) and report unclaimed messages, one per disposition, flow
+   * and step; default 60000. Per-task success lines are `debug`.
+   */
+  readonly logSummaryIntervalMs?: number;
   /** Environment for handlers and for reading URLs and keys; default the process environment. */
   readonly env?: Env;
   /** Where logs go; default JSON lines at `EDGE_WORKER_LOG_LEVEL` (default `info`). */

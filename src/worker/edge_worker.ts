@@ -1,7 +1,7 @@
 import { expectedSecret } from "../platform/auth.ts";
 import { readWorkerEnv } from "../platform/env.ts";
 import { onTerminationSignal } from "../platform/local.ts";
-import { createLogger } from "../platform/logger.ts";
+import { createLogger, markLogged, wasLogged } from "../platform/logger.ts";
 import { edgeRuntime } from "../platform/runtime.ts";
 import { serveTrigger } from "../platform/trigger.ts";
 import type { WorkerStart } from "../routing/selection.ts";
@@ -35,6 +35,18 @@ let started = false;
 let stopCurrent: (() => Promise<void>) | undefined;
 
 /**
+ * An unhandled rejection with an error already logged (a failed EdgeWorker start) ends the
+ * process with exit code 1 without Deno printing it again. Any other rejection is left alone.
+ */
+function printOnce(): void {
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    if (!wasLogged(event.reason)) return;
+    event.preventDefault();
+    Deno.exitCode = 1;
+  });
+}
+
+/**
  * Runs flows in a Supabase Edge Function (or plain Deno). Use `createWorker` to run several
  * workers in one process.
  *
@@ -66,23 +78,27 @@ export const EdgeWorker: EdgeWorkerApi = {
     }
     started = true;
     const config = (args[0] ?? {}) as EdgeWorkerConfig & SelectionInput;
+    const env = readWorkerEnv(config.env);
+    const log = config.logger ?? createLogger({
+      level: env.EDGE_WORKER_LOG_LEVEL === "debug" ? "debug" : "info",
+    });
+    // A startup error is printed once: as the JSON line the worker (or the catch below) wrote,
+    // not again as an uncaught stack trace when the caller awaits start() at the top level.
+    printOnce();
     let worker;
     try {
       // Built now, so a bad config or target fails at boot, not on the first request.
       worker = instantiateWorker(target, config);
     } catch (error) {
-      return Promise.reject(error);
+      log.error("worker failed to start", { error: (error as Error).message });
+      return Promise.reject(markLogged(error));
     }
-    const env = readWorkerEnv(config.env);
     const runtime = edgeRuntime();
     if (runtime === undefined && env.EDGE_WORKER_TRIGGER !== "http") {
       stopCurrent = () => worker.stop();
       onTerminationSignal(() => worker.stop());
       return worker.start();
     }
-    const log = config.logger ?? createLogger({
-      level: env.EDGE_WORKER_LOG_LEVEL === "debug" ? "debug" : "info",
-    });
     const port = Number(env.PORT ?? 8000);
     const trigger = serveTrigger({
       serve: (handler) => {

@@ -40,12 +40,30 @@ export async function verifySchemaVersion(
   log.info("engine schema", { version: ENGINE_VERSION });
 }
 
+/** A runtime option whose supplied value differs from the stored one. */
+export interface OptionDifference {
+  /** The step, or `null` for a flow-wide option. */
+  readonly step: string | null;
+  /** The option as the DSL spells it (`maxAttempts`, `baseDelay`, `timeout`, `startDelay`). */
+  readonly option: string;
+  /** The stored value; `null` for a step option that inherits the flow's. */
+  readonly stored: number | null;
+  /** The value the worker's definition gives; `null` for inherit. */
+  readonly supplied: number | null;
+}
+
 /** What `pgflow.ensure_flow_compiled` answers. */
 export interface CompileResult {
   /** What the database did. */
   readonly status: "compiled" | "verified" | "mismatch" | "recompiled";
   /** The differences found, one line each. */
   readonly differences: readonly string[];
+  /**
+   * Options that differ from the stored ones. SQL decides what they mean: under `verified` they
+   * were not applied (the stored options govern the slug; the worker warns about each), under
+   * `recompiled` (local development) they were.
+   */
+  readonly optionDifferences?: readonly OptionDifference[];
 }
 
 /**
@@ -80,6 +98,7 @@ export async function compileDefinitions(
       );
     }
     log.info("flow compiled", { flow: slug, status: result.status });
+    if (result.status === "verified") warnOptionDrift(log, slug, result.optionDifferences ?? []);
     if (result.status === "mismatch") {
       mismatches.push(...result.differences.map((d) => `${slug}: ${d}`));
     }
@@ -91,5 +110,29 @@ export async function compileDefinitions(
         mismatches.join("\n  "),
       mismatches,
     );
+  }
+}
+
+/**
+ * One `warn` per option the code changed under an existing slug: the database keeps the stored
+ * value (ensure_flow_compiled applies none of them outside local development), so the change has
+ * no effect until it is deployed under a new slug.
+ */
+function warnOptionDrift(
+  log: Logger,
+  flow: string,
+  differences: readonly OptionDifference[],
+): void {
+  for (const d of differences) {
+    const where = d.step === null ? "flow" : `step ${d.step}`;
+    log.warn("flow option differs from the stored one; the stored value applies", {
+      flow,
+      ...(d.step === null ? {} : { step: d.step }),
+      option: d.option,
+      stored: d.stored,
+      supplied: d.supplied,
+      action: `${where} ${d.option} stays ${d.stored ?? "inherited"}: options of an existing ` +
+        `slug never change in place; deploy the change as a new flow slug (e.g. ${flow}_v2)`,
+    });
   }
 }

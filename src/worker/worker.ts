@@ -13,7 +13,8 @@ import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { createPool } from "../platform/pool.ts";
 import { describeConnection } from "../platform/connection_kind.ts";
 import { bounded } from "../platform/deadline.ts";
-import { createLogger, type Logger } from "../platform/logger.ts";
+import { createLogger, type Logger, markLogged } from "../platform/logger.ts";
+import { ActivityLog } from "../platform/activity.ts";
 import { prepareSupabaseClient } from "../platform/supabase_client.ts";
 import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
 import { retry } from "../util/backoff.ts";
@@ -140,6 +141,7 @@ class Worker implements FlowWorker {
   #starting?: Promise<void>;
   #stopping?: Promise<void>;
   #background: Promise<void>[] = [];
+  #activity?: ActivityLog;
   #resolveDone!: () => void;
 
   constructor(target: WorkerTarget, config: EdgeWorkerConfig & SelectionInput) {
@@ -180,10 +182,12 @@ class Worker implements FlowWorker {
       this.#state = "failed";
       await this.#closePool();
       this.#resolveDone();
-      this.#log.error("worker failed to start", { error: (error as Error).message });
-      throw error instanceof WorkerStartupError ? error : new WorkerStartupError(
+      const failure = error instanceof WorkerStartupError ? error : new WorkerStartupError(
         `worker for queue "${this.queueName}" could not start: ${(error as Error).message}`,
       );
+      // Logged here, once; marked so the entry points that catch it do not print it again.
+      this.#log.error("worker failed to start", { error: failure.message });
+      throw markLogged(failure);
     });
     return this.#starting;
   }
@@ -254,6 +258,8 @@ class Worker implements FlowWorker {
       undefined,
       config.queryTimeoutMs,
     );
+    const activity = new ActivityLog(this.#log);
+    this.#activity = activity;
     const loop = runPollLoop({
       sql,
       queue: this.queueName,
@@ -266,6 +272,7 @@ class Worker implements FlowWorker {
       queryTimeoutMs: config.queryTimeoutMs,
       slots: this.#slots,
       log: this.#log,
+      activity,
       signal: this.#pollStop.signal,
       execute: (task, message) =>
         executeTask(
@@ -278,6 +285,7 @@ class Worker implements FlowWorker {
             reportAttempts: 6,
             queryTimeoutMs: config.queryTimeoutMs,
             completions,
+            activity,
           },
           task,
           message,
@@ -289,7 +297,11 @@ class Worker implements FlowWorker {
         void this.#stop(false);
       }
     });
-    this.#background = [loop, heartbeat];
+    const summary = every(config.logSummaryIntervalMs, this.#timersStop.signal, () => {
+      activity.flush();
+      return Promise.resolve();
+    });
+    this.#background = [loop, heartbeat, summary];
     if (config.stalledRecoveryIntervalMs > 0) {
       const interval = config.stalledRecoveryIntervalMs;
       this.#background.push(
@@ -350,6 +362,8 @@ class Worker implements FlowWorker {
     await this.#slots.drain();
     this.#timersStop.abort();
     await Promise.all(this.#background);
+    // The last, partial interval: what happened since the previous summary is not lost.
+    this.#activity?.flush();
     await this.#closePool();
     this.#state = "stopped";
     this.#log.info("shutdown: stopped", {});

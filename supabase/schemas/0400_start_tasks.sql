@@ -1,7 +1,7 @@
 -- The claim. A worker that read messages from one queue claims the tasks behind them by exact
 -- (queue, message id) identity, restricted to the (flow, step) pairs it has handlers for. Only an
--- eligible queued task in the support set is claimed; every other message is reported and left
--- exactly as it was.
+-- eligible queued task in the support set is claimed; every other message is reported (with the
+-- identity of its task, when one owns it) and left exactly as it was.
 
 -- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
 -- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
@@ -149,10 +149,12 @@ begin
            when t.status = 'started' then 'started'
            else 'ineligible'
          end,
-         case when c.mid is not null then t.flow_slug end,
-         case when c.mid is not null then t.run_id end,
-         case when c.mid is not null then t.step_slug end,
-         case when c.mid is not null then t.task_index end,
+         -- The task's identity whenever one owns the message (claimed or not), so the worker can
+         -- say which flow and step an unclaimed message needs; input and attempt only if claimed.
+         t.flow_slug,
+         t.run_id,
+         t.step_slug,
+         t.task_index,
          -- The handler input, built here rather than in a helper function: a SQL function with
          -- its own search_path is planned again on every call, and this runs once per claimed task.
          case when c.mid is not null then

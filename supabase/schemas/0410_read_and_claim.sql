@@ -3,14 +3,16 @@
 -- before a task starts. This does both in one call and one transaction, against the support set
 -- the worker registered (start_tasks(..., supported => NULL)) or, when given, the explicit pairs.
 --
--- Every message read is returned once with its id, read count, times and disposition; only claimed
--- rows carry identity, input, attempt, and the message's body and headers (the handler context's
--- rawMessage; a claimed message is the one pgflow sent for the task, so it is small). A message
--- that is not claimed comes back without body or headers (NULL): it may be anything another sender
--- put on the queue, of any size, and every worker on the queue would receive it again at every
--- visibility timeout. It is changed by nothing but PGMQ's own read (read_ct and a visibility of
--- visibility_timeout), exactly as with the two calls. Should the claim fail, the read is rolled
--- back with it and the messages stay visible.
+-- Every message read is returned once with its id, read count, times and disposition, and the
+-- identity of the task that owns it (flow, run, step, index; NULL for a message no task owns), so
+-- a worker can say which flow and step an unclaimed message needs. Only claimed rows carry input,
+-- attempt, and the message's body and headers (the handler context's rawMessage; a claimed
+-- message is the one pgflow sent for the task, so it is small). A message that is not claimed
+-- comes back without body or headers (NULL): it may be anything another sender put on the queue,
+-- of any size, and every worker on the queue would receive it again at every visibility timeout.
+-- It is changed by nothing but PGMQ's own read (read_ct and a visibility of visibility_timeout),
+-- exactly as with the two calls. Should the claim fail, the read is rolled back with it and the
+-- messages stay visible.
 create or replace function pgflow.read_and_claim(
   queue_name text,
   worker_id uuid,

@@ -2,6 +2,11 @@
 -- runtime options. SQL validates all of it itself, then, under a per-slug transaction lock:
 --   missing            → create definitions, routes and queues   → 'compiled'
 --   same shape, routes → nothing                                 → 'verified'
+--     (options are not part of the identity: supplied options that differ from the stored ones
+--     are listed in optionDifferences and not applied; the worker warns about each. The stored
+--     options govern every run of the slug, retries of runs already in flight included, and two
+--     deployments starting side by side would otherwise overwrite each other's on every start.
+--     Local development treats them as differences and recompiles, as it does any change.)
 --   different, production → nothing at all, with the differences → 'mismatch'
 --   different, local development (pgflow.is_local_development()) → delete the flow's data and
 --                        create it again                          → 'recompiled'
@@ -195,6 +200,41 @@ begin
 end;
 $$;
 
+-- Every runtime option whose supplied value differs from the stored one, as
+-- [{step, option, stored, supplied}] (step NULL for a flow option), in definition order. Unset
+-- values compare as what the definition functions store for them: the flow defaults (maxAttempts 3,
+-- baseDelay 1, timeout 60), NULL (inherit) for a step's maxAttempts, baseDelay and timeout, 0 for
+-- its startDelay. Run only after _option_problems found nothing, so every value is an integer.
+create or replace function pgflow._option_differences(p_flow_slug text, p_options jsonb)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  with supplied as (
+    select null::text as step_slug, -1 as step_index, o.ord, o.option, o.stored,
+           coalesce((nullif(p_options -> 'flow' -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback) as supplied
+    from pgflow.flows f
+    cross join lateral (values ('maxAttempts', f.opt_max_attempts, 3, 0), ('baseDelay', f.opt_base_delay, 1, 1),
+                               ('timeout', f.opt_timeout, 60, 2)) as o(option, stored, fallback, ord)
+    where f.flow_slug = p_flow_slug
+    union all
+    select s.step_slug, s.step_index, o.ord, o.option, o.stored,
+           coalesce((nullif(p_options -> 'steps' -> s.step_slug -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback)
+    from pgflow.steps s
+    cross join lateral (values ('maxAttempts', s.opt_max_attempts, null::integer, 0),
+                               ('baseDelay', s.opt_base_delay, null::integer, 1),
+                               ('timeout', s.opt_timeout, null::integer, 2),
+                               ('startDelay', s.opt_start_delay, 0, 3)) as o(option, stored, fallback, ord)
+    where s.flow_slug = p_flow_slug
+  )
+  select coalesce(jsonb_agg(jsonb_build_object('step', d.step_slug, 'option', d.option,
+                                               'stored', d.stored, 'supplied', d.supplied)
+                            order by d.step_index, d.ord), '[]'::jsonb)
+  from supplied d
+  where d.stored is distinct from d.supplied
+$$;
+
 create or replace function pgflow.ensure_flow_compiled(
   flow_slug text,
   shape jsonb,
@@ -211,6 +251,7 @@ declare
   problems text[];
   existing text;
   differences text[];
+  option_differences jsonb;
   q text;
 begin
   problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
@@ -225,7 +266,8 @@ begin
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then
     perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
-    return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb);
+    return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
+                              'optionDifferences', '[]'::jsonb);
   end if;
   if existing <> ensure_flow_compiled.flow_slug then
     raise exception 'flow % conflicts with existing flow % (flow slugs are unique case-insensitively)',
@@ -234,13 +276,23 @@ begin
 
   differences := pgflow._definition_differences(
     pgflow._flow_shape(existing), shape, pgflow._flow_route_plan(existing), route_plan);
-  if cardinality(differences) = 0 then
-    return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb);
+  option_differences := pgflow._option_differences(existing, options);
+  if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
+                                       or not pgflow.is_local_development()) then
+    -- Options that differ are reported, not applied (see the top of this file).
+    return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb,
+                              'optionDifferences', option_differences);
   end if;
   if not pgflow.is_local_development() then
     -- Production: change nothing. Existing tasks keep their queue snapshots.
-    return jsonb_build_object('status', 'mismatch', 'differences', to_jsonb(differences));
+    return jsonb_build_object('status', 'mismatch', 'differences', to_jsonb(differences),
+                              'optionDifferences', option_differences);
   end if;
+  -- Local development follows the code: changed options are differences like any other.
+  differences := differences || array(
+    select format('%s: %s %s stored, %s new', coalesce('step ' || (d ->> 'step'), 'flow'), d ->> 'option',
+                  coalesce(d ->> 'stored', 'unset'), coalesce(d ->> 'supplied', 'unset'))
+    from jsonb_array_elements(option_differences) d);
   -- Local development: check the new shared queues before deleting anything.
   if route_plan ->> 'mode' = 'routed' then
     for q in select distinct value #>> '{}' from jsonb_each(route_plan -> 'queues') order by 1 loop
@@ -249,6 +301,7 @@ begin
   end if;
   perform pgflow.delete_flow_and_data(existing);
   perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
-  return jsonb_build_object('status', 'recompiled', 'differences', to_jsonb(differences));
+  return jsonb_build_object('status', 'recompiled', 'differences', to_jsonb(differences),
+                            'optionDifferences', option_differences);
 end;
 $$;

@@ -1,10 +1,19 @@
 -- The coverage check: per queue, the (flow, step) pairs that need a handler and whether a live
 -- worker serves each. A point-in-time operator check, read-only; not a startup gate.
 --
--- Needed pairs: every persisted route (any stored flow can be started), plus the pairs of tasks
--- that are still queued or started in started runs (work that will reach the queue's workers).
--- Served: a worker on that queue, not stopped or deprecated, whose heartbeat is fresher than
+-- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
+-- still queued or started in started runs (work waiting: snapshots never move, so the retries of
+-- a route changed since still arrive on the queue the task was created for).
+-- Live: a worker on that queue, not stopped or deprecated, whose heartbeat is fresher than
 -- stale_after, lists the pair in its support set.
+-- Stale: a started task whose last worker is not seen any more (heartbeat older than stale_after,
+-- stopped, or no worker row names it); stalled recovery takes it back after the step's timeout
+-- + 30 s. A deprecated worker still counts as seen: it finishes what it holds.
+-- Status, the first that applies (one place decides it, so the CLI, status and the dashboard agree):
+--   MISSING  work waiting and no live worker serves the pair: nothing will run it;
+--   STALE    a live worker serves the pair, but a started task is held by a worker that is gone;
+--   ok       a live worker serves the pair;
+--   idle     a route with no work waiting and no live worker: nothing to do until a run starts.
 create or replace function pgflow.queue_coverage(
   queue_name text default null,
   stale_after interval default '30 seconds'
@@ -16,42 +25,60 @@ returns table (
   routed boolean,
   queued_tasks bigint,
   started_tasks bigint,
+  stale_tasks bigint,
   live_workers bigint,
-  served boolean
+  served boolean,
+  status text
 )
 language sql
 stable
 set search_path = ''
 as $$
   -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
-  with live as materialized (
-    select w.queue_name, w.supported from pgflow._recent_workers(clock_timestamp() - stale_after) w
-    where not w.deprecated
+  with recent as materialized (
+    select w.worker_id, w.queue_name, w.supported, w.deprecated
+    from pgflow._recent_workers(clock_timestamp() - stale_after) w
   ),
-  needed as (
-    select s.queue_name, s.flow_slug, s.step_slug from pgflow.steps s
-    union
-    select t.queue_name, t.flow_slug, t.step_slug
-    from pgflow.step_tasks t join pgflow.runs r on r.run_id = t.run_id
+  -- Work waiting, counted in one pass over the open tasks of started runs.
+  work as (
+    select t.queue_name, t.flow_slug, t.step_slug,
+           count(*) filter (where t.status = 'queued') as queued,
+           count(*) filter (where t.status = 'started') as started,
+           count(*) filter (where t.status = 'started' and not exists (
+             select 1 from recent w where w.worker_id = t.last_worker_id)) as stale
+    from pgflow.step_tasks t
+    join pgflow.runs r on r.run_id = t.run_id
     where t.status in ('queued', 'started') and r.status = 'started'
+      and (queue_coverage.queue_name is null or t.queue_name = queue_coverage.queue_name)
+    group by t.queue_name, t.flow_slug, t.step_slug
+  ),
+  pairs as (
+    select s.queue_name, s.flow_slug, s.step_slug from pgflow.steps s
+    where queue_coverage.queue_name is null or s.queue_name = queue_coverage.queue_name
+    union
+    select k.queue_name, k.flow_slug, k.step_slug from work k
+  ),
+  counted as (
+    select p.queue_name, p.flow_slug, p.step_slug,
+           exists (select 1 from pgflow.steps s
+                   where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
+                     and s.queue_name = p.queue_name) as routed,
+           coalesce(k.queued, 0) as queued,
+           coalesce(k.started, 0) as started,
+           coalesce(k.stale, 0) as stale,
+           (select count(*) from recent w
+            where w.queue_name = p.queue_name and not w.deprecated
+              and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live
+    from pairs p
+    left join work k
+      on k.queue_name = p.queue_name and k.flow_slug = p.flow_slug and k.step_slug = p.step_slug
   )
-  select n.queue_name, n.flow_slug, n.step_slug,
-         exists (select 1 from pgflow.steps s
-                 where s.flow_slug = n.flow_slug and s.step_slug = n.step_slug and s.queue_name = n.queue_name),
-         (select count(*) from pgflow.step_tasks t join pgflow.runs r on r.run_id = t.run_id
-          where t.queue_name = n.queue_name and t.flow_slug = n.flow_slug and t.step_slug = n.step_slug
-            and t.status = 'queued' and r.status = 'started'),
-         (select count(*) from pgflow.step_tasks t join pgflow.runs r on r.run_id = t.run_id
-          where t.queue_name = n.queue_name and t.flow_slug = n.flow_slug and t.step_slug = n.step_slug
-            and t.status = 'started' and r.status = 'started'),
-         w.live,
-         w.live > 0
-  from needed n
-  cross join lateral (
-    select count(*) as live from live w
-    where w.queue_name = n.queue_name
-      and w.supported @> jsonb_build_array(jsonb_build_array(n.flow_slug, n.step_slug))
-  ) w
-  where queue_coverage.queue_name is null or n.queue_name = queue_coverage.queue_name
-  order by n.queue_name, n.flow_slug, n.step_slug
+  select c.queue_name, c.flow_slug, c.step_slug, c.routed, c.queued, c.started, c.stale, c.live,
+         c.live > 0,
+         case when c.live = 0 and c.queued + c.started > 0 then 'MISSING'
+              when c.stale > 0 then 'STALE'
+              when c.live > 0 then 'ok'
+              else 'idle' end
+  from counted c
+  order by c.queue_name, c.flow_slug, c.step_slug
 $$;

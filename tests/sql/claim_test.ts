@@ -95,8 +95,19 @@ db.test("unknown, unsupported and ineligible messages are reported and left unto
     [id(r2.run_id, "a")]: "ineligible",
     "999999": "unknown",
   });
+  // The owning task's identity comes back (an unknown message has none); input and attempt never.
+  const owner: Record<string, [string | null, string | null, string | null]> = {
+    [id(r1.run_id, "b")]: ["claim_mix", r1.run_id, "b"],
+    [foreign]: [null, null, null],
+    [id(r2.run_id, "a")]: ["claim_mix", r2.run_id, "a"],
+    "999999": [null, null, null],
+  };
   for (const r of rows) {
-    assert.deepEqual([r.flow_slug, r.run_id, r.input, r.attempt], [null, null, null, null]);
+    assert.deepEqual([r.flow_slug, r.run_id, r.step_slug, r.input, r.attempt], [
+      ...owner[r.message_id],
+      null,
+      null,
+    ]);
   }
   assert.deepEqual(await snapshot(sql, "claim_mix_q"), before, "nothing changed");
 });
@@ -191,7 +202,7 @@ db.test("supported => NULL claims against the set the worker registered, for its
   }::bigint[], ${worker}, null)`;
   assert.deepEqual(
     rows.map((r) => [r.disposition, r.step_slug, r.input]),
-    [["claimed", "a", { x: 1 }], ["unsupported", null, null]],
+    [["claimed", "a", { x: 1 }], ["unsupported", "b", null]],
   );
 
   // A row written without register_worker (no keys yet) still claims by its pairs.

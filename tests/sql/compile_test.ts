@@ -35,10 +35,12 @@ db.test("grouped steps: two on one shared queue, one elsewhere; a second compile
   assert.deepEqual(await compileFlow(sql, routedTriage("triage_v1")), {
     status: "compiled",
     differences: [],
+    optionDifferences: [],
   });
   assert.deepEqual(await compileFlow(sql, routedTriage("triage_v1")), {
     status: "verified",
     differences: [],
+    optionDifferences: [],
   });
   const routes =
     await sql`select step_slug, queue_name from pgflow.steps where flow_slug = 'triage_v1' order by step_index`;

@@ -104,11 +104,23 @@ db.test("every disposition in one call; only claimed rows carry a task, the rest
     claimed.message,
     messagesBefore.find((m) => m.msg_id === claimed.msg_id)!.message,
   );
-  // Not claimed: no task, and no body or headers either (a foreign body never reaches a worker).
+  // Not claimed: the owning task's identity (so the worker can name the flow and step; none for
+  // the foreign message), but no input, attempt, body or headers (a foreign body never reaches a
+  // worker).
   for (const r of rows.filter((r) => r.disposition !== "claimed")) {
+    const owner = ids.find((t) => t.id === String(r.msg_id));
     assert.deepEqual(
       [r.flow_slug, r.run_id, r.step_slug, r.task_index, r.input, r.attempt, r.message, r.headers],
-      [null, null, null, null, null, null, null, null],
+      [
+        owner ? "rac_mix" : null,
+        owner?.run_id ?? null,
+        owner?.step_slug ?? null,
+        owner ? 0 : null,
+        null,
+        null,
+        null,
+        null,
+      ],
       `message ${r.msg_id} (${r.disposition})`,
     );
   }

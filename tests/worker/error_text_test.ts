@@ -6,7 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { Flow, type FlowWorker } from "../../mod.ts";
-import { errorFields, errorMessage, MAX_ERROR_CHARS } from "../../src/dispatch/report.ts";
+import {
+  errorFields,
+  errorMessage,
+  MAX_ERROR_CHARS,
+  MAX_LOGGED_ERROR_CHARS,
+} from "../../src/dispatch/report.ts";
 import { testDatabase } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 
@@ -43,17 +48,22 @@ Deno.test("the stored error text is capped, and a thrown object is serialised on
   // Never a split surrogate pair at the cut.
   assert.doesNotMatch(errorMessage("😀".repeat(3_000)), /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
 
-  assert.deepEqual(errorFields(new RangeError("secret 42")), {
+  assert.deepEqual(errorFields(new RangeError("quota 42\n  at handler (x.ts:1)")), {
     errorKind: "RangeError",
-    errorLength: 9,
+    errorLength: 30,
+    error: "quota 42",
   });
   assert.deepEqual(errorFields(Object.assign(new Error("x"), { code: "ECONNRESET" })), {
     errorKind: "Error",
     errorCode: "ECONNRESET",
     errorLength: 1,
+    error: "x",
   });
   assert.deepEqual(errorFields({ body: "b" }), { errorKind: "object Object", errorLength: 12 });
-  assert.deepEqual(errorFields("s"), { errorKind: "string", errorLength: 1 });
+  assert.deepEqual(errorFields("s"), { errorKind: "string", errorLength: 1, error: "s" });
+  const logged = errorFields(new Error("e".repeat(5_000))).error!;
+  assert.equal(logged.length, MAX_LOGGED_ERROR_CHARS);
+  assert.match(logged, /^e+ … \[cut\]$/);
 });
 
 const flow = new Flow<{ kind: string; email: string }>({ slug: "error_text", maxAttempts: 1 })
@@ -63,7 +73,7 @@ const flow = new Flow<{ kind: string; email: string }>({ slug: "error_text", max
     throw { response: "B".repeat(1_000_000), token: "s3cret-token" };
   });
 
-db.test("a handler's error is stored capped and never logged", async ({ sql, url }) => {
+db.test("a handler's error is stored capped; the log has its first line, never a thrown object", async ({ sql, url }) => {
   const workers: FlowWorker[] = [];
   try {
     const { logs } = await startWorker(workers, flow, { connectionString: url });
@@ -80,12 +90,18 @@ db.test("a handler's error is stored capped and never logged", async ({ sql, url
     assert.equal(stored.object.length, MAX_ERROR_CHARS);
     assert.match(stored.object, /^\{"response":"B+ … \[cut\]$/);
 
+    // The input itself is never logged; an error's own message is (so it should not quote input),
+    // a thrown object (a response, a record: data) never is.
     const text = JSON.stringify(logs);
-    for (const secret of ["4111", "ann@example.com", "s3cret", "BBBB", "bad byte"]) {
+    for (const secret of ["s3cret", "BBBB"]) {
       assert.ok(!text.includes(secret), `a log line quotes ${secret}`);
     }
-    const failed = logs.filter((l) => l.event === "task failed").map((l) => l.fields.errorKind);
-    assert.deepEqual(failed, ["Error", "Error", "object Object"]);
+    const failed = logs.filter((l) => l.event === "task failed");
+    assert.deepEqual(failed.map((l) => [l.level, l.fields.errorKind, l.fields.error]), [
+      ["error", "Error", "card 4111-1111 declined for ann@example.com"],
+      ["error", "Error", "bad byte \uFFFD in ann@example.com"],
+      ["error", "object Object", undefined],
+    ]);
   } finally {
     await stopAll(workers);
   }
