@@ -15,13 +15,11 @@ async function register(sql: Sql, queue: string, fn: string, supported: [string,
 async function coverage(sql: Sql, queue: string | null = null) {
   const rows = await sql`select * from pgflow.queue_coverage(${queue})`;
   return rows.map((r) =>
-    `${r.queue_name} ${r.flow_slug}.${r.step_slug} ${
-      r.served ? "served" : "MISSING"
-    } q${r.queued_tasks} s${r.started_tasks}`
+    `${r.queue_name} ${r.flow_slug}.${r.step_slug} ${r.status} q${r.queued_tasks} s${r.started_tasks}`
   );
 }
 
-db.test("coverage flags a missing handler and a stopped worker, per queue", async ({ sql }) => {
+db.test("coverage: MISSING only where work waits; a stopped or stale worker is gone", async ({ sql }) => {
   await defineFlow(sql, "cov_v1", [
     { slug: "classify", queue: "cov_shared" },
     { slug: "enrich", deps: ["classify"], queue: "cov_shared" },
@@ -30,20 +28,24 @@ db.test("coverage flags a missing handler and a stopped worker, per queue", asyn
   await sql`select pgflow.start_flow('cov_v1', '{}')`;
   const w1 = await register(sql, "cov_shared", "fn_shared", [["cov_v1", "classify"]]);
   await register(sql, "cov_slack", "fn_slack", [["cov_v1", "deliver"]]);
+  // enrich has no handler but no work either (its task waits on classify): idle, not MISSING.
   assert.deepEqual(await coverage(sql), [
-    "cov_shared cov_v1.classify served q1 s0",
-    "cov_shared cov_v1.enrich MISSING q0 s0",
-    "cov_slack cov_v1.deliver served q0 s0",
+    "cov_shared cov_v1.classify ok q1 s0",
+    "cov_shared cov_v1.enrich idle q0 s0",
+    "cov_slack cov_v1.deliver ok q0 s0",
   ]);
   await sql`select pgflow.mark_worker_stopped(${w1})`;
   assert.deepEqual(await coverage(sql, "cov_shared"), [
     "cov_shared cov_v1.classify MISSING q1 s0",
-    "cov_shared cov_v1.enrich MISSING q0 s0",
+    "cov_shared cov_v1.enrich idle q0 s0",
   ]);
   // A stale heartbeat counts as gone too.
   await register(sql, "cov_shared", "fn_shared", [["cov_v1", "classify"], ["cov_v1", "enrich"]]);
   await sql`update pgflow.workers set last_heartbeat_at = now() - interval '1 minute' where queue_name = 'cov_shared'`;
-  assert.ok((await coverage(sql, "cov_shared")).every((line) => line.includes("MISSING")));
+  assert.deepEqual(await coverage(sql, "cov_shared"), [
+    "cov_shared cov_v1.classify MISSING q1 s0",
+    "cov_shared cov_v1.enrich idle q0 s0",
+  ]);
 });
 
 db.test("coverage lists pairs of in-flight tasks even when the route is gone", async ({ sql }) => {
@@ -53,9 +55,11 @@ db.test("coverage lists pairs of in-flight tasks even when the route is gone", a
   await sql`update pgflow.step_tasks set queue_name = 'cov_legacy' where flow_slug = 'cov_old'`;
   const rows = await sql`select * from pgflow.queue_coverage('cov_legacy')`;
   assert.deepEqual(
-    rows.map((r) => [r.flow_slug, r.step_slug, r.routed, Number(r.queued_tasks), r.served]),
+    rows.map((
+      r,
+    ) => [r.flow_slug, r.step_slug, r.routed, Number(r.queued_tasks), r.served, r.status]),
     [
-      ["cov_old", "a", false, 1, false],
+      ["cov_old", "a", false, 1, false, "MISSING"],
     ],
   );
 });

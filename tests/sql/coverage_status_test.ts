@@ -1,0 +1,73 @@
+/**
+ * pgflow.queue_coverage's statuses: work waiting (queued or started tasks in started runs) versus
+ * routes that merely exist, and started tasks held by a worker that is gone.
+ */
+import assert from "node:assert/strict";
+import type { Sql } from "postgres";
+import { testDatabase } from "../support/db.ts";
+import { defineFlow, readAndStart } from "../support/engine.ts";
+
+const db = testDatabase(import.meta.url);
+
+async function register(sql: Sql, queue: string, supported: [string, string][]) {
+  const id = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${id}, ${queue}, 'fn_cs', ${sql.json(supported)})`;
+  return id;
+}
+
+async function statuses(sql: Sql, queue: string, staleAfter = "30 seconds") {
+  const rows = await sql`select * from pgflow.queue_coverage(${queue}, ${staleAfter}::interval)`;
+  return Object.fromEntries(rows.map((r) => [
+    `${r.flow_slug}.${r.step_slug}`,
+    `${r.status} q${r.queued_tasks} s${r.started_tasks} stale${r.stale_tasks} w${r.live_workers}`,
+  ]));
+}
+
+db.test("retired flows' routes are idle; finished runs are no work", async ({ sql }) => {
+  await defineFlow(sql, "cs_old", [{ slug: "a", queue: "cs_q" }], { mode: "routed" });
+  await defineFlow(sql, "cs_new", [{ slug: "a", queue: "cs_q" }], { mode: "routed" });
+  // An old run that completed and one that failed leave tasks behind that are no work.
+  const [done] = await sql`select run_id from pgflow.start_flow('cs_old', '{}')`;
+  const [gone] = await sql`select run_id from pgflow.start_flow('cs_old', '{}')`;
+  await sql`update pgflow.runs set status = 'completed' where run_id = ${done.run_id}`;
+  await sql`update pgflow.runs set status = 'failed' where run_id = ${gone.run_id}`;
+  await register(sql, "cs_q", [["cs_new", "a"]]);
+  assert.deepEqual(await statuses(sql, "cs_q"), {
+    "cs_new.a": "ok q0 s0 stale0 w1",
+    "cs_old.a": "idle q0 s0 stale0 w0",
+  });
+  // A run of the old flow starts: now its pair has work waiting and no worker.
+  await sql`select pgflow.start_flow('cs_old', '{}')`;
+  assert.equal((await statuses(sql, "cs_q"))["cs_old.a"], "MISSING q1 s0 stale0 w0");
+});
+
+db.test("a started task whose worker is gone is STALE while a live worker serves the pair", async ({ sql }) => {
+  await defineFlow(sql, "cs_stale", [{ slug: "a", queue: "cs_sq" }], { mode: "routed" });
+  await sql`select pgflow.start_flow('cs_stale', '{}')`;
+  await sql`select pgflow.start_flow('cs_stale', '{}')`;
+  const pair: [string, string][] = [["cs_stale", "a"]];
+  const dead = await register(sql, "cs_sq", pair);
+  await readAndStart(sql, "cs_sq", dead, pair, 1);
+  assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "ok q1 s1 stale0 w1");
+
+  // The worker stops beating: its started task is held by nobody that is seen.
+  await sql`update pgflow.workers set last_heartbeat_at = now() - interval '1 minute'
+            where worker_id = ${dead}`;
+  assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "MISSING q1 s1 stale1 w0");
+  const live = await register(sql, "cs_sq", pair);
+  assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "STALE q1 s1 stale1 w1");
+  // stale_after decides what "seen" means.
+  assert.equal((await statuses(sql, "cs_sq", "2 minutes"))["cs_stale.a"], "ok q1 s1 stale0 w2");
+
+  // A stopped worker, or a task that names no worker row, is gone too.
+  await sql`update pgflow.workers set last_heartbeat_at = now() where worker_id = ${dead}`;
+  await sql`select pgflow.mark_worker_stopped(${dead})`;
+  assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "STALE q1 s1 stale1 w1");
+  await sql`update pgflow.step_tasks set last_worker_id = null where status = 'started'`;
+  assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "STALE q1 s1 stale1 w1");
+
+  // A deprecated worker still finishes what it holds: not stale, but not live either.
+  await sql`update pgflow.step_tasks set last_worker_id = ${live} where status = 'started'`;
+  await sql`update pgflow.workers set deprecated_at = now() where worker_id = ${live}`;
+  assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "MISSING q1 s1 stale0 w0");
+});
