@@ -315,3 +315,42 @@ db.test("plain and step-queued flows compile with their own queues; slugs collid
     /flow plain_compile conflicts with existing flow Plain_Compile/,
   );
 });
+
+db.test("changed options are reported, not applied; local development recompiles with them", async ({ sql }) => {
+  const flow = (maxAttempts: number, timeout?: number) =>
+    new Flow<{ n: number }>({ slug: "opt_drift", maxAttempts })
+      .step({ slug: "a", ...(timeout === undefined ? {} : { timeout }) }, (i) => i.n);
+  assert.equal((await compileFlow(sql, flow(3))).status, "compiled");
+  // Unset values compare as what is stored for them: the flow defaults, NULL for a step's own.
+  assert.deepEqual(await compileFlow(sql, flow(3)), {
+    status: "verified",
+    differences: [],
+    optionDifferences: [],
+  });
+  const drift = await compileFlow(sql, flow(7, 90));
+  assert.deepEqual(drift, {
+    status: "verified",
+    differences: [],
+    optionDifferences: [
+      { step: null, option: "maxAttempts", stored: 3, supplied: 7 },
+      { step: "a", option: "timeout", stored: null, supplied: 90 },
+    ],
+  });
+  const stored = async () =>
+    (await sql`select f.opt_max_attempts as flow_max, s.opt_timeout as step_timeout
+      from pgflow.flows f join pgflow.steps s using (flow_slug) where f.flow_slug = 'opt_drift'`)[
+      0
+    ];
+  assert.deepEqual({ ...await stored() }, { flow_max: 3, step_timeout: null }, "nothing applied");
+
+  await sql`select pgflow.set_local_development(true)`;
+  const local = await compileFlow(sql, flow(7, 90));
+  assert.equal(local.status, "recompiled");
+  assert.deepEqual(local.differences, [
+    "flow: maxAttempts 3 stored, 7 new",
+    "step a: timeout unset stored, 90 new",
+  ]);
+  assert.deepEqual({ ...await stored() }, { flow_max: 7, step_timeout: 90 });
+  await sql`select pgflow.set_local_development(false)`;
+  assert.deepEqual((await compileFlow(sql, flow(7, 90))).optionDifferences, []);
+});

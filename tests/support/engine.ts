@@ -201,6 +201,13 @@ export async function runTasks(sql: Sql, runId: string): Promise<Record<string, 
 export interface CompileResult {
   status: "compiled" | "verified" | "mismatch" | "recompiled";
   differences: string[];
+  /** Options that differ from the stored ones (see pgflow._option_differences). */
+  optionDifferences: {
+    step: string | null;
+    option: string;
+    stored: number | null;
+    supplied: number | null;
+  }[];
 }
 
 /**
