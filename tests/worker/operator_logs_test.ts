@@ -9,11 +9,32 @@ import assert from "node:assert/strict";
 import { Flow, type FlowWorker, type LogRecord, routeFlow } from "../../mod.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { compileFlow } from "../support/engine.ts";
+import { tableRows } from "../docs/markdown.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
 const SECRET_INPUT = "ssn-078-05-1120";
+
+/** docs/operations.md's tables of events and fields. */
+const OPERATIONS = Deno.readTextFileSync(new URL("../../docs/operations.md", import.meta.url));
+const DOCUMENTED_FIELDS = new Set(tableRows(OPERATIONS, "field").map((r) => r[0]));
+const DOCUMENTED_EVENTS = tableRows(OPERATIONS, "event").map((r) => r[0]);
+
+/** Every line of a documented event carries only documented fields, at the documented level. */
+function assertDocumented(logs: readonly LogRecord[]): void {
+  for (const line of logs) {
+    const event = DOCUMENTED_EVENTS.find((e) =>
+      e === line.event || (e.includes("<") && line.event.startsWith(e.slice(0, e.indexOf("<"))))
+    );
+    if (event === undefined) continue;
+    for (const key of Object.keys(line.fields)) {
+      assert.ok(DOCUMENTED_FIELDS.has(key), `field ${key} of "${line.event}" is in operations.md`);
+    }
+    const level = tableRows(OPERATIONS, "event").find((r) => r[0] === event)![1];
+    assert.ok(level.includes(line.level), `"${line.event}" at ${line.level}: documented ${level}`);
+  }
+}
 
 db.test("task lines carry runId; success is debug, a retried failure warn, the last error", async ({ sql, url }) => {
   let calls = 0;
@@ -76,6 +97,7 @@ db.test("task lines carry runId; success is debug, a retried failure warn, the l
       logs.filter((l) => l.level === "info" && l.fields.messageId !== undefined),
       [],
     );
+    assertDocumented(logs);
   } finally {
     await stopAll(workers);
   }
@@ -137,6 +159,7 @@ db.test("unclaimed messages: one line per disposition, flow and step per interva
     assert.ok(detail.length >= 3);
     assert.ok(detail.every((s) => s.record.level === "debug" && s.record.fields.step === "b"));
     assert.ok(!JSON.stringify(stamped).includes("a pgflow message"), "no body is logged");
+    assertDocumented(stamped.map((s) => s.record));
   } finally {
     await stopAll(workers);
   }
