@@ -46,8 +46,9 @@ const FILL_WAIT_MS = 5;
  * Polls until `signal` aborts: wait for a free slot, then read at most that many messages once and
  * claim them with the exact support set, in one call (`pgflow.read_and_claim`); start each claimed
  * task in its own slot, count the rest for the interval's report (one warning per disposition,
- * flow and step, not one per message: an unclaimed message comes back every visibility timeout). A failed call rolls its read back, so nothing is left
- * reserved; database errors back off exponentially (with jitter) instead of spinning.
+ * flow and step, not one per message: an unclaimed message comes back every visibility timeout).
+ * A failed call rolls its read back, so nothing is left reserved; database errors back off
+ * exponentially (with jitter) instead of spinning.
  */
 export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   const { log, signal, slots } = deps;

@@ -39,6 +39,12 @@ const ADVICE: Readonly<Record<UnclaimedDisposition, string>> = {
     "skipped): nothing will run it; the message is left to the normal cleanup",
 };
 
+/**
+ * Handler times kept per interval for the percentiles: beyond this many, a uniform sample of them
+ * (reservoir sampling), so a long interval on a busy worker costs bounded memory (80 KB).
+ */
+const MAX_SAMPLES = 10_000;
+
 interface Group {
   readonly disposition: UnclaimedDisposition;
   readonly flow: string | null;
@@ -66,6 +72,7 @@ export class ActivityLog {
   #failed = 0;
   #retried = 0;
   #ms: number[] = [];
+  #timed = 0;
   #groups = new Map<string, Group>();
   #since = Date.now();
 
@@ -79,7 +86,12 @@ export class ActivityLog {
     if (outcome === "completed") this.#completed++;
     else if (outcome === "failed") this.#failed++;
     else this.#retried++;
-    this.#ms.push(handlerMs);
+    this.#timed++;
+    if (this.#ms.length < MAX_SAMPLES) this.#ms.push(handlerMs);
+    else {
+      const slot = Math.floor(Math.random() * this.#timed);
+      if (slot < MAX_SAMPLES) this.#ms[slot] = handlerMs;
+    }
   }
 
   /** Counts one message the claim did not take. */
@@ -129,7 +141,11 @@ export class ActivityLog {
         intervalMs,
       });
     }
-    this.#completed = this.#failed = this.#retried = 0;
+    this.#completed =
+      this.#failed =
+      this.#retried =
+      this.#timed =
+        0;
     this.#ms = [];
   }
 }

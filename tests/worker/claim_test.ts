@@ -46,7 +46,13 @@ db.test("a mixed batch: valid work completes, unknown and unsupported stay untou
     const { worker, logs } = await startWorker(
       workers,
       [routeFlow(served, { queues: { double: "mixed_queue" } })],
-      { queueName: "mixed_queue", connectionString: url, visibilityTimeout: 30, batchSize: 10 },
+      {
+        queueName: "mixed_queue",
+        connectionString: url,
+        visibilityTimeout: 30,
+        batchSize: 10,
+        logSummaryIntervalMs: 200,
+      },
     );
     const run = await startRun(sql, "mixed_served", { n: 21 });
     assert.deepEqual(await waitForRun(sql, run), { status: "completed", output: { double: 42 } });
@@ -55,14 +61,25 @@ db.test("a mixed batch: valid work completes, unknown and unsupported stay untou
     });
     assert.equal(worker.state, "running");
 
+    // One report per disposition (and flow, step): the unsupported one names the task's flow and
+    // step, the unknown one nothing but the message.
     const warnings = logs.filter((l) => l.level === "warn");
     assert.deepEqual(
-      warnings.map((w) => [w.fields.messageId, w.fields.disposition]).sort(),
-      [[unknownId, "unknown"], [unsupported.message_id, "unsupported"]].sort(),
+      warnings.map((w) => [
+        w.fields.exampleMessageId,
+        w.fields.disposition,
+        w.fields.flow,
+        w.fields.step,
+        w.fields.count,
+      ]).sort(),
+      [
+        [unknownId, "unknown", undefined, undefined, 1],
+        [unsupported.message_id, "unsupported", "mixed_other", "triple", 1],
+      ].sort(),
     );
     for (const warning of warnings) {
       assert.equal(warning.fields.queue, "mixed_queue");
-      // Identity only: no body, flow or step taken from the message.
+      // Identity only: nothing taken from the message's body.
       assert.equal(JSON.stringify(warning).includes("mixed_served"), false);
     }
 
