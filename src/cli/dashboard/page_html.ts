@@ -1,0 +1,44 @@
+/**
+ * The dashboard page's markup: an empty frame with one section per panel. Everything inside the
+ * panels is built by `page_js.ts` from the JSON endpoints, as text nodes.
+ *
+ * @module
+ */
+
+/**
+ * The page served at `/`.
+ *
+ * @example
+ * ```ts
+ * import { PAGE_HTML } from "./page_html.ts";
+ *
+ * new Response(PAGE_HTML, { headers: { "content-type": "text/html; charset=utf-8" } });
+ * ```
+ */
+export const PAGE_HTML: string = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>pgflow dashboard</title>
+<link rel="stylesheet" href="/dashboard.css">
+<script src="/dashboard.js" defer></script>
+</head>
+<body>
+<header>
+  <h1>pgflow dashboard</h1>
+  <span id="status" class="status pending">connecting…</span>
+  <span id="updated"></span>
+</header>
+<main>
+  <section id="queues"><h2>Queues</h2><div class="body"></div></section>
+  <section id="coverage"><h2>Coverage</h2><div class="body"></div></section>
+  <section id="runs"><h2>Runs by flow</h2><div class="body"></div></section>
+  <section id="stuck"><h2>Stuck tasks</h2><div class="body"></div></section>
+  <section id="failures"><h2>Recent failures</h2><div class="body"></div></section>
+  <section id="recent"><h2>Recent runs</h2><div class="body"></div></section>
+  <section id="run" class="wide"><h2>Run</h2><div class="body"><p class="empty">Click a run to see its steps.</p></div></section>
+</main>
+</body>
+</html>
+`;
