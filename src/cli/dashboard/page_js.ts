@@ -189,13 +189,18 @@ export const PAGE_JS: string = String.raw`"use strict";
     var box = svg("svg", { class: "dag", width: width, height: height,
       viewBox: "0 0 " + width + " " + height, role: "img" });
     box.appendChild(svg("title", {}, "the run's steps and their dependencies"));
+    var marker = svg("marker", { id: "arrow", viewBox: "0 0 8 8", refX: 8, refY: 4,
+      markerWidth: 8, markerHeight: 8, orient: "auto" });
+    marker.appendChild(svg("path", { d: "M0,0 L8,4 L0,8 z" }));
+    box.appendChild(svg("defs", {})).appendChild(marker);
     steps.forEach(function (s) {
       s.deps.forEach(function (d) {
         var a = pos[d], b = pos[s.stepSlug];
         if (!a) return;
         var x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
-        box.appendChild(svg("path", { d: "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx +
-          "," + y2 + " " + x2 + "," + y2 }));
+        box.appendChild(svg("path", { class: "edge", "marker-end": "url(#arrow)",
+          d: "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + x2 + "," +
+            y2 }));
       });
     });
     steps.forEach(function (s) {
@@ -215,7 +220,10 @@ export const PAGE_JS: string = String.raw`"use strict";
     return box;
   }
   function renderRun(run) {
-    if (!run) { fill("run", el("p", { className: "empty" }, "Click a run to see its steps.")); return; }
+    if (!run) {
+      fill("run", el("p", { className: "empty" }, "Click a run to see its steps."));
+      return;
+    }
     var head = el("div", { className: "run-head" }, [
       el("span", {}, ["run ", el("code", {}, run.runId)]), el("span", {}, ["flow ", run.flowSlug]),
       badge(run.status), el("span", {}, "started " + time(run.startedAt)),
@@ -273,7 +281,9 @@ export const PAGE_JS: string = String.raw`"use strict";
     }
     setTimeout(refresh, REFRESH_MS);
   }
-  window.addEventListener("hashchange", function () { if (runFromHash() !== shownRun) refreshRun(); });
+  window.addEventListener("hashchange", function () {
+    if (runFromHash() !== shownRun) refreshRun();
+  });
   refresh();
 })();
 `;

@@ -276,7 +276,8 @@ async function readStuck(tx: ReadTx, options: OverviewOptions): Promise<StuckTas
              w.stopped_at is not null
                or w.last_heartbeat_at <= now() - make_interval(secs => ${options.staleAfterSeconds})
                as worker_stale,
-             extract(epoch from now() - w.last_heartbeat_at)::float8 as heartbeat
+             -- now() is the transaction's start; a heartbeat since then is 0 s old, not less.
+             greatest(0, extract(epoch from now() - w.last_heartbeat_at))::float8 as heartbeat
       from pgflow.step_tasks t
       join pgflow.runs r on r.run_id = t.run_id and r.status = 'started'
       join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug

@@ -7,7 +7,7 @@
 import type { Sql } from "../../platform/types.ts";
 import { DepthHistory } from "./history.ts";
 import { PAGE_CSS } from "./page_css.ts";
-import { PAGE_HTML } from "./page_html.ts";
+import { FAVICON_SVG, PAGE_HTML } from "./page_html.ts";
 import { PAGE_JS } from "./page_js.ts";
 import { readOverview, readRun } from "./queries.ts";
 import { readOnly } from "./read_only.ts";
@@ -85,6 +85,7 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
     if (path === "/") return asset(PAGE_HTML, "text/html; charset=utf-8");
     if (path === "/dashboard.js") return asset(PAGE_JS, "text/javascript; charset=utf-8");
     if (path === "/dashboard.css") return asset(PAGE_CSS, "text/css; charset=utf-8");
+    if (path === "/favicon.svg") return asset(FAVICON_SVG, "image/svg+xml");
     if (path === "/api/overview") {
       return await json(async () => {
         const overview = await readOnly(sql, (tx) => readOverview(tx, overviewOptions));
