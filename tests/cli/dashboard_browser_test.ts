@@ -12,6 +12,7 @@ import { openBrowser, type Page } from "../support/browser.ts";
 import { defineFlow } from "../support/engine.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "../worker/helpers.ts";
+import { type DashboardProcess, startDashboardCli } from "./dashboard_cli.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -44,57 +45,6 @@ const sharedA = new Flow<{ n: number }>({ slug: "dash_shared_a" })
 
 const ARTIFACTS = new URL("../artifacts/", import.meta.url);
 
-/** The dashboard command as a user starts it; resolves with its URL once it printed it. */
-async function startDashboardCli(url: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--no-lock",
-      new URL("../../src/cli/main.ts", import.meta.url).href,
-      "dashboard",
-      "--port",
-      "0",
-      "--database-url",
-      url,
-      "--stuck-after",
-      "2",
-    ],
-    env: { NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const stderr = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  const stderrText: string[] = [];
-  const drained = (async () => {
-    for (;;) {
-      const { value, done } = await stderr.read();
-      if (done) return;
-      stderrText.push(value);
-    }
-  })();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  while (!out.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    out += value;
-  }
-  reader.releaseLock();
-  const pageUrl = out.trim();
-  return {
-    pageUrl,
-    stderr: () => stderrText.join(""),
-    async stop(): Promise<number> {
-      child.kill("SIGTERM");
-      const status = await child.status;
-      await child.stdout.cancel().catch(() => {});
-      await drained;
-      return status.code;
-    },
-  };
-}
-
 /** Text of one panel as rendered (innerText: what is visible, cells tab-separated). */
 function panel(page: Page, id: string): Promise<string> {
   return page.evaluate<string>(`document.querySelector("#${id} .body").innerText`);
@@ -103,7 +53,7 @@ function panel(page: Page, id: string): Promise<string> {
 db.test("the dashboard shows queues, runs, failures, stuck tasks and a run's DAG in a browser", async ({ sql, url }) => {
   const started = performance.now();
   const workers: FlowWorker[] = [];
-  let dashboard: Awaited<ReturnType<typeof startDashboardCli>> | undefined;
+  let dashboard: DashboardProcess | undefined;
   const browser = await openBrowser();
   try {
     await startWorker(workers, ok, { connectionString: url });
@@ -131,7 +81,7 @@ db.test("the dashboard shows queues, runs, failures, stuck tasks and a run's DAG
       { what: "the hanging task to start" },
     );
 
-    dashboard = await startDashboardCli(url);
+    dashboard = await startDashboardCli(["--database-url", url, "--stuck-after", "2"]);
     assert.match(dashboard.pageUrl, /^http:\/\/127\.0\.0\.1:\d+\/$/, dashboard.stderr());
     const page = await browser.goto(`${dashboard.pageUrl}#run=${okRun}`);
 

@@ -12,7 +12,8 @@ import { startDashboard } from "../../src/cli/dashboard/server.ts";
 import type { Overview, RunDetail } from "../../src/cli/dashboard/queries.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { testDatabase } from "../support/db.ts";
-import { databaseState, runCli, shown } from "./helpers.ts";
+import { startDashboardCli } from "./dashboard_cli.ts";
+import { databaseState, runCli, servePublished, shown } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -218,3 +219,27 @@ db.test("a port in use is a clear error", async ({ url }) => {
     taken.close();
   }
 });
+
+db.test(
+  "run from the published module (as from JSR), it serves its page, script and data",
+  async ({ url }) => {
+    const served = await servePublished();
+    const dashboard = await startDashboardCli(["--database-url", url], served.entry);
+    try {
+      assert.match(dashboard.pageUrl, /^http:\/\/127\.0\.0\.1:\d+\/$/, dashboard.stderr());
+      const page = await fetch(dashboard.pageUrl);
+      assert.match(await page.text(), /<script src="\/dashboard\.js" defer><\/script>/);
+      const script = await fetch(new URL("dashboard.js", dashboard.pageUrl));
+      assert.match(await script.text(), /\/api\/overview/);
+      const overview = await fetch(new URL("api/overview", dashboard.pageUrl));
+      assert.equal(overview.status, 200);
+      assert.deepEqual((await overview.json()).runCounts, []);
+      assert.match(dashboard.stderr(), /read-only, no login/);
+      assert.ok(!dashboard.stderr().includes("password"));
+    } finally {
+      assert.equal(await dashboard.stop(), 0, dashboard.stderr());
+      await served.close();
+    }
+  },
+  { fresh: true },
+);
