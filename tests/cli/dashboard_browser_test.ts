@@ -118,6 +118,11 @@ db.test("the dashboard shows queues, runs, failures, stuck tasks and a run's DAG
     );
     assert.match(stuckText, /^past timeout\tdash_stuck\thang\t0\tdash_stuck\t\S+ s\t3\.0 s\t/m);
     assert.match(stuckText, /^queued too long\tdash_shared_b\twork\t0\tdash_shared\t/m);
+    assert.deepEqual(
+      await page.evaluate(`[...document.querySelectorAll("#stuck tr[data-run]")].map(
+        tr => tr.dataset.run).sort()`),
+      [stuckRun, sharedRun].sort(),
+    );
 
     // The DAG of the run named in the address: each step, its state, the edges between them.
     const nodes = await page.waitFor<[string, string, string][]>(
