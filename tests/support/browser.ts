@@ -151,7 +151,7 @@ export async function openBrowser(): Promise<Browser> {
       return {
         messages,
         evaluate,
-        async waitFor<T>(expression: string, what: string, timeoutMs = 15_000): Promise<T> {
+        async waitFor<T>(expression: string, what: string, timeoutMs = 30_000): Promise<T> {
           const deadline = Date.now() + timeoutMs;
           for (;;) {
             const value = await evaluate<T>(expression);

@@ -36,6 +36,8 @@ export interface Dashboard {
 
 /** How many recent runs, failures and stuck tasks the overview lists. */
 const LIST_LIMIT = 25;
+/** How long one overview read answers further requests. */
+const OVERVIEW_REUSE_MS = 1000;
 /** Depth samples kept per queue: five minutes at the page's 2 s refresh. */
 const HISTORY_SIZE = 150;
 
@@ -73,6 +75,23 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
   };
   const history = new DepthHistory(HISTORY_SIZE);
   let port = 0;
+  // One overview read a second at most, however many tabs poll: their requests share it.
+  let cached: { at: number; body: Promise<unknown> } | undefined;
+  function overview(): Promise<unknown> {
+    const now = Date.now();
+    if (cached === undefined || now - cached.at >= OVERVIEW_REUSE_MS) {
+      const body = readOnly(sql, (tx) => readOverview(tx, overviewOptions)).then((o) => {
+        history.record(Date.now(), o.queues);
+        return { ...o, queues: o.queues.map((q) => ({ ...q, history: history.of(q.name) })) };
+      });
+      cached = { at: now, body };
+      // A failed read is not reused: the next request tries again.
+      body.catch(() => {
+        if (cached?.body === body) cached = undefined;
+      });
+    }
+    return cached.body;
+  }
 
   async function route(request: Request): Promise<Response> {
     if (request.method !== "GET" && request.method !== "HEAD") {
@@ -86,16 +105,7 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
     if (path === "/dashboard.js") return asset(PAGE_JS, "text/javascript; charset=utf-8");
     if (path === "/dashboard.css") return asset(PAGE_CSS, "text/css; charset=utf-8");
     if (path === "/favicon.svg") return asset(FAVICON_SVG, "image/svg+xml");
-    if (path === "/api/overview") {
-      return await json(async () => {
-        const overview = await readOnly(sql, (tx) => readOverview(tx, overviewOptions));
-        history.record(Date.now(), overview.queues);
-        return {
-          ...overview,
-          queues: overview.queues.map((q) => ({ ...q, history: history.of(q.name) })),
-        };
-      });
-    }
+    if (path === "/api/overview") return await json(overview);
     const run = /^\/api\/runs\/([^/]+)$/.exec(path);
     if (run) {
       const runId = decodeURIComponent(run[1]);
