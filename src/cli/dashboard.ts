@@ -74,8 +74,13 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
       throw new CliError(listenProblem(error, hostname, port));
     }
     const stop = () => served.shutdown();
-    const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-    for (const s of signals) Deno.addSignalListener(s, stop);
+    const signals: Deno.Signal[] = [];
+    for (const s of ["SIGINT", "SIGTERM"] as const) {
+      try {
+        Deno.addSignalListener(s, stop);
+        signals.push(s);
+      } catch { /* not a signal of this platform (SIGTERM on Windows) */ }
+    }
     try {
       progress(`dashboard of ${redact(url)} (read-only, no login); Ctrl-C to stop`);
       if (hostname !== "127.0.0.1" && hostname !== "localhost" && hostname !== "::1") {

@@ -7,7 +7,7 @@
  * deno run -A jsr:@pgflow/shared/cli migrate --database-url postgres://…
  * deno run -A jsr:@pgflow/shared/cli db start         # a local database for your app
  * deno run -A jsr:@pgflow/shared/cli status
- * deno run -A jsr:@pgflow/shared/cli dashboard      # http://127.0.0.1:8765/
+ * deno run -A jsr:@pgflow/shared/cli dashboard        # http://127.0.0.1:8765/
  * ```
  *
  * @module

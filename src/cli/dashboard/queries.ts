@@ -251,8 +251,7 @@ async function readFailures(tx: ReadTx, limit: number): Promise<FailureInfo[]> {
 }
 
 async function readStuck(tx: ReadTx, options: OverviewOptions): Promise<StuckTask[]> {
-  // Started tasks past their step's timeout, or held by a worker that stopped, went silent or is
-  // gone; queued tasks waiting longer than the threshold. Only tasks of started runs: a finished
+  // Started tasks past their step's timeout, or held by a worker that went silent or is gone; queued tasks waiting longer than the threshold. Only tasks of started runs: a finished
   // run's leftovers are history, not work.
   const rows = await tx<
     {
@@ -273,8 +272,8 @@ async function readStuck(tx: ReadTx, options: OverviewOptions): Promise<StuckTas
              extract(epoch from now() - coalesce(t.started_at, t.queued_at))::float8 as seconds,
              coalesce(s.opt_timeout, f.opt_timeout) as timeout,
              t.last_worker_id, w.worker_id as known_worker,
-             w.stopped_at is not null
-               or w.last_heartbeat_at <= now() - make_interval(secs => ${options.staleAfterSeconds})
+             -- The heartbeat, not stopped_at: a stopping worker still beats while it drains.
+             w.last_heartbeat_at <= now() - make_interval(secs => ${options.staleAfterSeconds})
                as worker_stale,
              -- now() is the transaction's start; a heartbeat since then is 0 s old, not less.
              greatest(0, extract(epoch from now() - w.last_heartbeat_at))::float8 as heartbeat
