@@ -100,6 +100,7 @@ db.test("the overview lists stuck tasks by reason, failures and coverage; servin
     assert.match(o.coverage[0].status, /^(MISSING|STALE)$/);
     assert.equal(o.coverage[0].queuedTasks, 1);
     assert.equal(o.coverage[0].startedTasks, 2);
+    assert.ok([null, 1].includes(o.coverage[0].staleTasks), "the silent holder's task, if counted");
     const queue = o.queues.find((q) => q.name === "dq_work")!;
     assert.equal(queue.messages, 3, "the failed task's message is archived");
     assert.equal(queue.liveWorkers, 1, "the silent worker is not live");

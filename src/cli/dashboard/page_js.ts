@@ -120,12 +120,12 @@ export const PAGE_JS: string = String.raw`"use strict";
   }
   function renderCoverage(o) {
     fill("coverage", orEmpty(o.coverage, function () {
-      return table(["queue", "flow", "step", "queued", "started", "workers", "status"],
+      return table(["queue", "flow", "step", "queued", "started", "stale", "workers", "status"],
         o.coverage.map(function (c) {
           return { data: { pair: c.queueName + "/" + c.flowSlug + "/" + c.stepSlug },
             cells: [c.queueName, c.flowSlug, c.stepSlug, c.queuedTasks, c.startedTasks,
-              c.liveWorkers, badge(c.status)] };
-        }), [false, false, false, true, true, true, false]);
+              c.staleTasks === null ? "-" : c.staleTasks, c.liveWorkers, badge(c.status)] };
+        }), [false, false, false, true, true, true, true, false]);
     }, "No routes and nothing in flight."));
   }
   function renderRunCounts(o) {
@@ -138,11 +138,11 @@ export const PAGE_JS: string = String.raw`"use strict";
   }
   function renderStuck(o) {
     fill("stuck", orEmpty(o.stuck, function () {
-      return table(["why", "flow", "step", "task", "queue", "for", "timeout", "worker"],
+      return table(["why", "flow", "step", "task", "queue", "for", "timeout",
+        "worker (last beat)"],
         o.stuck.map(function (t) {
-          var worker = t.workerId === null ? "-" : shortId(t.workerId) +
-            (t.heartbeatSeconds === null ? " (gone)" : " (seen " + seconds(t.heartbeatSeconds) +
-              " ago)");
+          var worker = t.workerId === null ? "-" : shortId(t.workerId) + " (" +
+            (t.heartbeatSeconds === null ? "gone" : seconds(t.heartbeatSeconds)) + ")";
           return { runId: t.runId, data: { run: t.runId, step: t.stepSlug }, cells: [
             el("span", { className: "badge s-stuck" }, t.reason), t.flowSlug, t.stepSlug,
             t.taskIndex, t.queueName, seconds(t.seconds), seconds(t.timeoutSeconds), worker] };

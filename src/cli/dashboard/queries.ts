@@ -45,6 +45,8 @@ export interface CoverageInfo {
   readonly startedTasks: number;
   /** Live workers with a handler for the pair. */
   readonly liveWorkers: number;
+  /** Started tasks held by workers with a stale heartbeat; `null` where the engine has no count. */
+  readonly staleTasks: number | null;
   /** The verdict. */
   readonly status: CoverageStatus;
 }
@@ -196,6 +198,7 @@ async function readCoverage(tx: ReadTx, staleAfter: number): Promise<CoverageInf
     queuedTasks: Number(r.queued_tasks),
     startedTasks: Number(r.started_tasks),
     liveWorkers: Number(r.live_workers),
+    staleTasks: num(r.stale_tasks),
     status: coverageStatus(r),
   }));
 }
