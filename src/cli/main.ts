@@ -1,18 +1,20 @@
 /**
  * The `pgflow` command line: install the engine's migrations into a Supabase project, migrate a
- * database directly, run a local database, and read a database's status.
+ * database directly, run a local database, read a database's status, and watch it live.
  *
  * ```sh
  * deno run -A jsr:@pgflow/shared/cli install          # then: supabase db push
  * deno run -A jsr:@pgflow/shared/cli migrate --database-url postgres://…
  * deno run -A jsr:@pgflow/shared/cli db start         # a local database for your app
  * deno run -A jsr:@pgflow/shared/cli status
+ * deno run -A jsr:@pgflow/shared/cli dashboard        # http://127.0.0.1:8765/
  * ```
  *
  * @module
  */
 import { ENGINE_VERSION } from "../util/version.ts";
 import { coverage } from "./coverage.ts";
+import { dashboard } from "./dashboard.ts";
 import { db } from "./db.ts";
 import { install } from "./install.ts";
 import { migrate } from "./migrate.ts";
@@ -31,6 +33,7 @@ commands:
   db        start | stop | status | url of a local database for your app
   status    engine version, queues, workers, runs and coverage of a database
   coverage  per (flow, step) pair: work waiting, live workers, MISSING / STALE / ok / idle
+  dashboard a live, read-only web page of queues, runs, failures, stuck tasks and run graphs
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
 error. Progress goes to stderr, results to stdout.`;
@@ -41,6 +44,7 @@ const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   db,
   status,
   coverage,
+  dashboard,
 };
 
 /**

@@ -1,0 +1,123 @@
+/**
+ * `pgflow dashboard [--port N] [--host H] [--database-url URL]`: serves a live, read-only web page
+ * of a database's queues, coverage, runs, failures, stuck tasks and one run's DAG, until Ctrl-C.
+ *
+ * @module
+ */
+import { parseArgs } from "./args.ts";
+import { databaseUrl, openDatabase, redact } from "./database.ts";
+import { startDashboard } from "./dashboard/server.ts";
+import { CliError, progress, result, UsageError } from "./output.ts";
+
+/** The help text of `pgflow dashboard`. */
+export const DASHBOARD_HELP =
+  `pgflow dashboard [--port N] [--host H] [--database-url URL] [--stale-after SECONDS]
+                 [--stuck-after SECONDS]
+
+Serves a web page that refreshes itself every 2 s: queues (depth, oldest message, live workers,
+coverage, a depth sparkline), runs by flow, recent failures with their error, stuck tasks, and one
+run's steps as a graph (click a run). Every query runs in a read-only transaction: the page never
+changes the database. It has no login: anyone who can reach the port sees runs, errors and step
+outputs, so keep the default 127.0.0.1 or put it behind something that authenticates.
+
+  --port N               the port; default 8765 (0: any free port)
+  --host H               the address to bind; default 127.0.0.1 (0.0.0.0: every interface)
+  --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
+  --stale-after SECONDS  a worker is live if it sent a heartbeat this recently; default 30
+  --stuck-after SECONDS  a queued task waiting longer than this is listed as stuck; default 60
+
+Prints the page's URL on stdout, then serves until Ctrl-C (exit 0). Exit codes: 1 the database or
+the port cannot be used, 2 usage error.`;
+
+/**
+ * Runs `pgflow dashboard` until SIGINT or SIGTERM; returns the exit code.
+ *
+ * @example
+ * ```ts
+ * import { dashboard } from "./dashboard.ts";
+ *
+ * // Deno.exit(await dashboard(["--port", "0"]));
+ * ```
+ */
+export async function dashboard(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(
+    argv,
+    {
+      "database-url": "string",
+      "port": "string",
+      "host": "string",
+      "stale-after": "string",
+      "stuck-after": "string",
+    },
+    "pgflow dashboard",
+  );
+  if (args.help) {
+    result(DASHBOARD_HELP);
+    return 0;
+  }
+  const port = wholeNumber(args.strings.port ?? "8765", "--port", 0, 65_535);
+  const staleAfter = wholeNumber(args.strings["stale-after"] ?? "30", "--stale-after", 1, 86_400);
+  const stuckAfter = wholeNumber(args.strings["stuck-after"] ?? "60", "--stuck-after", 1, 86_400);
+  const hostname = args.strings.host ?? "127.0.0.1";
+  const { url } = databaseUrl(args.strings["database-url"], "pgflow dashboard");
+  const sql = await openDatabase(url);
+  try {
+    let served;
+    try {
+      served = startDashboard(sql, {
+        hostname,
+        port,
+        staleAfterSeconds: staleAfter,
+        queuedAfterSeconds: stuckAfter,
+      });
+    } catch (error) {
+      throw new CliError(listenProblem(error, hostname, port));
+    }
+    const stop = () => served.shutdown();
+    const signals: Deno.Signal[] = [];
+    for (const s of ["SIGINT", "SIGTERM"] as const) {
+      try {
+        Deno.addSignalListener(s, stop);
+        signals.push(s);
+      } catch { /* not a signal of this platform (SIGTERM on Windows) */ }
+    }
+    try {
+      progress(`dashboard of ${redact(url)} (read-only, no login); Ctrl-C to stop`);
+      if (hostname !== "127.0.0.1" && hostname !== "localhost" && hostname !== "::1") {
+        progress(`listening on ${hostname}: anyone who can reach it sees runs and outputs`);
+      }
+      result(served.url);
+      await served.finished;
+    } finally {
+      for (const s of signals) Deno.removeSignalListener(s, stop);
+    }
+    return 0;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+function wholeNumber(text: string, flag: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new UsageError(
+      `${flag} must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`,
+    );
+  }
+  return n;
+}
+
+function listenProblem(error: unknown, hostname: string, port: number): string {
+  if (error instanceof Deno.errors.AddrInUse) {
+    return `port ${port} on ${hostname} is in use; pass another --port (or --port 0 for any free one)`;
+  }
+  if (error instanceof Deno.errors.AddrNotAvailable) {
+    return `cannot bind ${hostname}: not an address of this machine; pass --host 127.0.0.1`;
+  }
+  if (error instanceof Deno.errors.PermissionDenied) {
+    return `not allowed to listen on ${hostname}:${port}; pick a port above 1023`;
+  }
+  return `cannot listen on ${hostname}:${port}: ${
+    (error as Error).message
+  }; check --host and --port`;
+}

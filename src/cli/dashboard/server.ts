@@ -1,0 +1,183 @@
+/**
+ * The dashboard's HTTP server (Deno.serve): the page, its script and style, and two JSON
+ * endpoints the page polls. GET only; every database read in a read-only transaction.
+ *
+ * @module
+ */
+import type { Sql } from "../../platform/types.ts";
+import { DepthHistory } from "./history.ts";
+import { PAGE_CSS } from "./page_css.ts";
+import { FAVICON_SVG, PAGE_HTML } from "./page_html.ts";
+import { PAGE_JS } from "./page_js.ts";
+import { readOverview, readRun } from "./queries.ts";
+import { readOnly } from "./read_only.ts";
+
+/** Options of {@link startDashboard}. */
+export interface DashboardOptions {
+  /** The address to bind; default `127.0.0.1`. */
+  readonly hostname?: string;
+  /** The port; default 8765, 0 for any free port. */
+  readonly port?: number;
+  /** A worker is live if it sent a heartbeat this many seconds ago at most; default 30. */
+  readonly staleAfterSeconds?: number;
+  /** A queued task older than this many seconds is listed as stuck; default 60. */
+  readonly queuedAfterSeconds?: number;
+}
+
+/** A running dashboard. */
+export interface Dashboard {
+  /** The page's address, e.g. `http://127.0.0.1:8765/`. */
+  readonly url: string;
+  /** Resolves when the server has stopped. */
+  readonly finished: Promise<void>;
+  /** Stops the server (the pool is the caller's to end). */
+  shutdown(): Promise<void>;
+}
+
+/** How many recent runs, failures and stuck tasks the overview lists. */
+const LIST_LIMIT = 25;
+/** How long one overview read answers further requests. */
+const OVERVIEW_REUSE_MS = 1000;
+/** Depth samples kept per queue: five minutes at the page's 2 s refresh. */
+const HISTORY_SIZE = 150;
+
+const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  // Nothing but this server's own script and style runs: a value that slipped into markup could
+  // still not execute. The page renders every value as text anyway (see page_js.ts).
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-store",
+};
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Serves the dashboard on `sql`'s database until {@link Dashboard.shutdown}.
+ *
+ * @example
+ * ```ts
+ * import { createPool } from "../../platform/pool.ts";
+ * import { startDashboard } from "./server.ts";
+ *
+ * // const dashboard = startDashboard(createPool(url, { max: 2 }), { port: 0 });
+ * // console.log(dashboard.url); … await dashboard.shutdown();
+ * ```
+ */
+export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashboard {
+  const hostname = options.hostname ?? "127.0.0.1";
+  const overviewOptions = {
+    staleAfterSeconds: options.staleAfterSeconds ?? 30,
+    queuedAfterSeconds: options.queuedAfterSeconds ?? 60,
+    limit: LIST_LIMIT,
+  };
+  const history = new DepthHistory(HISTORY_SIZE);
+  let port = 0;
+  // One overview read a second at most, however many tabs poll: their requests share it.
+  let cached: { at: number; body: Promise<unknown> } | undefined;
+  function overview(): Promise<unknown> {
+    const now = Date.now();
+    if (cached === undefined || now - cached.at >= OVERVIEW_REUSE_MS) {
+      const body = readOnly(sql, (tx) => readOverview(tx, overviewOptions)).then((o) => {
+        history.record(Date.now(), o.queues);
+        return { ...o, queues: o.queues.map((q) => ({ ...q, history: history.of(q.name) })) };
+      });
+      cached = { at: now, body };
+      // A failed read is not reused: the next request tries again.
+      body.catch(() => {
+        if (cached?.body === body) cached = undefined;
+      });
+    }
+    return cached.body;
+  }
+
+  async function route(request: Request): Promise<Response> {
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      return text(405, "the dashboard only reads: GET only", { allow: "GET, HEAD" });
+    }
+    if (!hostAllowed(request.headers.get("host"), hostname, port)) {
+      return text(421, "unexpected Host header; open the dashboard by the address it printed");
+    }
+    const path = new URL(request.url).pathname;
+    if (path === "/") return asset(PAGE_HTML, "text/html; charset=utf-8");
+    if (path === "/dashboard.js") return asset(PAGE_JS, "text/javascript; charset=utf-8");
+    if (path === "/dashboard.css") return asset(PAGE_CSS, "text/css; charset=utf-8");
+    if (path === "/favicon.svg") return asset(FAVICON_SVG, "image/svg+xml");
+    if (path === "/api/overview") return await json(overview);
+    const run = /^\/api\/runs\/([^/]+)$/.exec(path);
+    if (run) {
+      const runId = decodeURIComponent(run[1]);
+      if (!UUID.test(runId)) return problem(400, "a run id is a UUID");
+      return await json(async () => {
+        const detail = await readOnly(sql, (tx) => readRun(tx, runId));
+        return detail ?? new NotFound(`no run ${runId}`);
+      });
+    }
+    return text(404, "not found");
+  }
+
+  const server = Deno.serve(
+    { hostname, port: options.port ?? 8765, onListen: () => {} },
+    route,
+  );
+  port = server.addr.port;
+  const shown = hostname.includes(":") ? `[${hostname}]` : hostname;
+  return {
+    url: `http://${shown}:${port}/`,
+    finished: server.finished,
+    shutdown: () => server.shutdown(),
+  };
+}
+
+class NotFound {
+  constructor(readonly message: string) {}
+}
+
+function asset(body: string, type: string): Response {
+  return new Response(body, { headers: { ...SECURITY_HEADERS, "content-type": type } });
+}
+
+function text(status: number, body: string, extra: Record<string, string> = {}): Response {
+  return new Response(`${body}\n`, {
+    status,
+    headers: { ...SECURITY_HEADERS, "content-type": "text/plain; charset=utf-8", ...extra },
+  });
+}
+
+function problem(status: number, message: string): Response {
+  return new Response(JSON.stringify({ error: message }), {
+    status,
+    headers: { ...SECURITY_HEADERS, "content-type": "application/json" },
+  });
+}
+
+async function json(read: () => Promise<unknown>): Promise<Response> {
+  try {
+    const body = await read();
+    if (body instanceof NotFound) return problem(404, body.message);
+    return new Response(JSON.stringify(body), {
+      headers: { ...SECURITY_HEADERS, "content-type": "application/json" },
+    });
+  } catch (error) {
+    // The message and SQLSTATE only: details can quote row values.
+    const e = error as { message?: string; code?: string };
+    const code = e.code && /^[0-9A-Z]{5}$/.test(e.code) ? ` (SQLSTATE ${e.code})` : "";
+    return problem(503, `could not read the database: ${e.message ?? String(error)}${code}`);
+  }
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+
+/**
+ * Whether a request's Host header names this server. Bound to a loopback address, only loopback
+ * names are accepted: a page elsewhere that points its own host name at 127.0.0.1 (DNS
+ * rebinding) then cannot read the dashboard through a visitor's browser.
+ */
+function hostAllowed(header: string | null, hostname: string, port: number): boolean {
+  if (!LOOPBACK.has(hostname)) return true;
+  if (header === null) return false;
+  const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(header.toLowerCase());
+  return m !== null && LOOPBACK.has(m[1]) && (m[2] === undefined || Number(m[2]) === port);
+}
