@@ -177,7 +177,6 @@ async function rawGet(base: URL, host: string): Promise<string> {
   }
 }
 
-
 Deno.test("dashboard flags: --help, bad numbers and a missing database are usage errors", async () => {
   const help = await runCli(["dashboard", "--help"]);
   assert.equal(help.code, 0, shown(help));
