@@ -145,3 +145,31 @@ export type {
 } from "./src/platform/logger.ts";
 export { formatCoverage, queueCoverage } from "./src/operations/coverage.ts";
 export type { CoverageRow } from "./src/operations/coverage.ts";
+export { createClient } from "./src/client/client.ts";
+export type {
+  ClientOptions,
+  ClientTiming,
+  PgflowClient,
+  StartFlowOptions,
+} from "./src/client/client.ts";
+export { DEFAULT_WAIT_TIMEOUT_MS } from "./src/client/run_handle.ts";
+export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_handle.ts";
+export {
+  RunError,
+  RunFailedError,
+  RunNotFoundError,
+  RunStatusError,
+  RunTimeoutError,
+  StartFlowError,
+} from "./src/client/errors.ts";
+export type {
+  FlowInputOf,
+  FlowOutputOf,
+  RunEvent,
+  RunLevelEvent,
+  RunState,
+  RunStatus,
+  StepEvent,
+  StepState,
+  StepStatus,
+} from "./src/client/types.ts";

@@ -114,7 +114,8 @@ export function eventsBetween(before: AnyRunState | undefined, after: AnyRunStat
     }
   }
   found.sort((a, b) =>
-    a.group - b.group || (a.at < b.at ? -1 : a.at > b.at ? 1 : a.index - b.index || a.phase - b.phase)
+    a.group - b.group ||
+    (a.at < b.at ? -1 : a.at > b.at ? 1 : a.index - b.index || a.phase - b.phase)
   );
   return found.map((o) => o.event);
 }

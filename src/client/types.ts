@@ -57,12 +57,16 @@ type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDeps<F>[S
  */
 export type FlowOutputOf<F extends FlowCarrier> = Known<F> extends true ? Simplify<
     & {
-      -readonly [K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
-        : K]: ExtractFlowStepsMeta<F>[K]["output"];
+      -readonly [
+        K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
+          : K
+      ]: ExtractFlowStepsMeta<F>[K]["output"];
     }
     & {
-      -readonly [K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
-        : never]?: ExtractFlowStepsMeta<F>[K]["output"];
+      -readonly [
+        K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
+          : never
+      ]?: ExtractFlowStepsMeta<F>[K]["output"];
     }
   >
   : Json;
