@@ -106,7 +106,7 @@ db.test("a status change sends one small notification per run per transaction, o
   assert.deepEqual(heard, []);
 });
 
-db.test("a batch completing tasks of many runs in one statement sends one hint per run", async ({ sql, connect }) => {
+db.test("complete_tasks finishing many runs in one call sends one hint per run", async ({ sql, connect }) => {
   await defineFlow(sql, "batch_flow", [{ slug: "a", queue: "batch_q" }], { mode: "routed" });
   const ids = Array.from({ length: 20 }, () => crypto.randomUUID());
   for (const id of ids) await sql`select pgflow.start_flow('batch_flow', '1', ${id}::uuid)`;
@@ -114,11 +114,10 @@ db.test("a batch completing tasks of many runs in one statement sends one hint p
   const worker = await registerWorker(sql, "batch_q");
   const claimed = await readAndStart(sql, "batch_q", worker, [["batch_flow", "a"]], 50);
   assert.equal(claimed.length, 20);
-  await sql.begin(async (tx) => {
-    for (const r of claimed) {
-      await tx`select pgflow.complete_task(${r.run_id}::uuid, 'a', 0, '2', ${r.attempt})`;
-    }
-  });
+  await sql`select * from pgflow.complete_tasks(
+    ${claimed.map((r) => r.run_id)}::uuid[], ${claimed.map(() => "a")}::text[],
+    ${claimed.map(() => 0)}::int[], ${claimed.map(() => "2")}::jsonb[],
+    ${claimed.map((r) => r.attempt)}::int[])`;
   await settle();
   assert.deepEqual(heard.map((h) => h.payload).sort(), [...ids].sort());
 });
