@@ -106,13 +106,22 @@ export interface StartFlowOptions {
  */
 export interface PgflowClient {
   /**
-   * Starts a run of `flow` (a flow, a routed or step-queued flow, or a slug) with `input`, typed
-   * from the flow; with a slug, pass the flow's type (`startFlow<typeof myFlow>("my_flow", ...)`)
-   * or get `Json` in and out. Rejects with `StartFlowError` when the database refuses (an unknown
-   * flow: start a worker for it first, so it is compiled).
+   * Starts a run of `flow` (a flow, a routed or a step-queued flow) with `input`, typed from the
+   * flow. Rejects with `StartFlowError` when the database refuses (an unknown flow: start a
+   * worker for it first, so it is compiled).
+   */
+  startFlow<F extends FlowCarrier>(
+    flow: F,
+    input: FlowInputOf<F>,
+    options?: StartFlowOptions,
+  ): Promise<FlowRun<F>>;
+  /**
+   * Starts a run of the flow with slug `flowSlug`. Pass the flow's type
+   * (`startFlow<typeof myFlow>("my_flow", ...)`) to type input and output; without it both are
+   * `Json`.
    */
   startFlow<F extends FlowCarrier = never>(
-    flow: F | string,
+    flowSlug: string,
     input: FlowInputOf<F>,
     options?: StartFlowOptions,
   ): Promise<FlowRun<F>>;
@@ -158,48 +167,50 @@ export function createClient(options: ClientOptions): PgflowClient {
   );
   const backend = makeBackend(options, queryTimeoutMs);
 
+  async function startFlow<F extends FlowCarrier>(
+    flow: F | string,
+    input: FlowInputOf<F>,
+    startOptions: StartFlowOptions = {},
+  ): Promise<FlowRun<F>> {
+    const flowSlug = slugOf(flow);
+    const runId = startOptions.runId ?? null;
+    if (runId !== null && (typeof runId !== "string" || !UUID.test(runId))) {
+      throw new StartFlowError(
+        flowSlug,
+        `runId ${JSON.stringify(runId)} is not a UUID; pass one such as crypto.randomUUID()`,
+      );
+    }
+    const text = input === undefined ? undefined : JSON.stringify(input);
+    if (text === undefined) {
+      throw new StartFlowError(flowSlug, "input is undefined; pass a JSON value (null for none)");
+    }
+    let result;
+    try {
+      result = await backend.startFlow(flowSlug, text, runId);
+    } catch (error) {
+      const e = error as { message?: string; code?: string; hint?: string };
+      throw new StartFlowError(
+        flowSlug,
+        `${e.message ?? String(error)}${e.hint ? ` (${e.hint})` : ""}`,
+        e.code,
+        { cause: error },
+      );
+    }
+    if ("runId" in result) return runHandle<F>(backend, result.runId, flowSlug, timing);
+    // The id is taken: the same run when it is a run of this flow (an idempotent retry).
+    const existing = await backend.getRun(runId!);
+    if (existing !== null && existing.flowSlug !== flowSlug) {
+      throw new StartFlowError(
+        flowSlug,
+        `run ${runId} exists already and is a run of flow ${existing.flowSlug}; use another runId`,
+        "23505",
+      );
+    }
+    return runHandle<F>(backend, runId!, flowSlug, timing);
+  }
+
   return {
-    async startFlow<F extends FlowCarrier>(
-      flow: F | string,
-      input: FlowInputOf<F>,
-      startOptions: StartFlowOptions = {},
-    ): Promise<FlowRun<F>> {
-      const flowSlug = slugOf(flow);
-      const runId = startOptions.runId ?? null;
-      if (runId !== null && (typeof runId !== "string" || !UUID.test(runId))) {
-        throw new StartFlowError(
-          flowSlug,
-          `runId ${JSON.stringify(runId)} is not a UUID; pass one such as crypto.randomUUID()`,
-        );
-      }
-      const text = input === undefined ? undefined : JSON.stringify(input);
-      if (text === undefined) {
-        throw new StartFlowError(flowSlug, "input is undefined; pass a JSON value (null for none)");
-      }
-      let result;
-      try {
-        result = await backend.startFlow(flowSlug, text, runId);
-      } catch (error) {
-        const e = error as { message?: string; code?: string; hint?: string };
-        throw new StartFlowError(
-          flowSlug,
-          `${e.message ?? String(error)}${e.hint ? ` (${e.hint})` : ""}`,
-          e.code,
-          { cause: error },
-        );
-      }
-      if ("runId" in result) return runHandle<F>(backend, result.runId, flowSlug, timing);
-      // The id is taken: the same run when it is a run of this flow (an idempotent retry).
-      const existing = await backend.getRun(runId!);
-      if (existing !== null && existing.flowSlug !== flowSlug) {
-        throw new StartFlowError(
-          flowSlug,
-          `run ${runId} exists already and is a run of flow ${existing.flowSlug}; use another runId`,
-          "23505",
-        );
-      }
-      return runHandle<F>(backend, runId!, flowSlug, timing);
-    },
+    startFlow: startFlow as PgflowClient["startFlow"],
     run<F extends FlowCarrier>(runId: string, flowSlug = ""): FlowRun<F> {
       if (typeof runId !== "string" || !UUID.test(runId)) {
         throw new TypeError(`run: ${JSON.stringify(runId)} is not a run id (a UUID)`);
