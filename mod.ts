@@ -165,11 +165,18 @@ export {
 export type {
   FlowInputOf,
   FlowOutputOf,
+  IsTypedFlow,
+  LeafSlug,
   RunEvent,
+  RunEventBase,
   RunLevelEvent,
   RunState,
   RunStatus,
+  RunStepOutput,
+  RunStepSlug,
   StepEvent,
+  StepEventFor,
   StepState,
+  StepStateFor,
   StepStatus,
 } from "./src/client/types.ts";

@@ -63,7 +63,14 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
       );
       return toRunState(row?.run ?? null);
     },
-    wakeSource: () => source ??= choose(),
+    wakeSource() {
+      // Not kept when it failed (the database was unreachable): the next watcher asks again.
+      source ??= choose().catch((error) => {
+        source = undefined;
+        throw error;
+      });
+      return source;
+    },
     async close() {
       if (source !== undefined) await (await source.catch(() => pollSource())).close();
       if (options.owned) await sql.end({ timeout: 5 });

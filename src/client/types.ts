@@ -15,10 +15,17 @@ import type { Json } from "../util/json.ts";
 import type { Simplify } from "../dsl/types.ts";
 
 /**
- * What `startFlow` and friends accept as the flow: a flow, a routed or step-queued flow, or
- * `never` when only a slug is given without a type parameter (then input and output are `Json`).
+ * Whether `F` is a flow type (`true`) or `never`, which is what a slug given without a type
+ * parameter leaves: then input and output are `Json`.
+ *
+ * @example
+ * ```ts
+ * import type { IsTypedFlow } from "@pgflow/shared";
+ *
+ * type Untyped = IsTypedFlow<never>; // false
+ * ```
  */
-type Known<F> = [F] extends [never] ? false : true;
+export type IsTypedFlow<F> = [F] extends [never] ? false : true;
 
 /**
  * The input type of a run of `F`; `Json` when `F` is not given.
@@ -31,11 +38,23 @@ type Known<F> = [F] extends [never] ? false : true;
  * type In = FlowInputOf<typeof flow>; // { id: string }
  * ```
  */
-export type FlowInputOf<F extends FlowCarrier> = Known<F> extends true ? ExtractFlowInput<F>
+export type FlowInputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true ? ExtractFlowInput<F>
   : Json;
 
-/** Slugs of the steps nothing depends on: their outputs make up the run's output. */
-type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDeps<F>[StepSlug<F>]>;
+/**
+ * Slugs of the steps nothing depends on: their outputs make up the run's output.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type LeafSlug } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" })
+ *   .step({ slug: "a" }, (i) => i.id)
+ *   .step({ slug: "b", dependsOn: ["a"] }, (d) => d.a);
+ * type Leaves = LeafSlug<typeof flow>; // "b"
+ * ```
+ */
+export type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDeps<F>[StepSlug<F>]>;
 
 /**
  * The output of a completed run of `F`: one key per leaf step (a step no other step depends on)
@@ -55,7 +74,7 @@ type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDeps<F>[S
  * type Out = FlowOutputOf<typeof flow>; // { b: { twice: number } }
  * ```
  */
-export type FlowOutputOf<F extends FlowCarrier> = Known<F> extends true ? Simplify<
+export type FlowOutputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true ? Simplify<
     & {
       -readonly [
         K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
@@ -71,11 +90,31 @@ export type FlowOutputOf<F extends FlowCarrier> = Known<F> extends true ? Simpli
   >
   : Json;
 
-/** Step slugs of `F` (`string` when `F` is not given). */
-type SlugOf<F extends FlowCarrier> = Known<F> extends true ? StepSlug<F> : string;
+/**
+ * Step slugs of `F` (`string` when `F` is not given).
+ *
+ * @example
+ * ```ts
+ * import { Flow, type RunStepSlug } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type Slugs = RunStepSlug<typeof flow>; // "a"
+ * ```
+ */
+export type RunStepSlug<F extends FlowCarrier> = IsTypedFlow<F> extends true ? StepSlug<F> : string;
 
-/** The output of step `K` of `F` (`Json` when `F` is not given). */
-type OutputOf<F extends FlowCarrier, K extends string> = Known<F> extends true
+/**
+ * The output of step `K` of `F` (`Json` when `F` is not given).
+ *
+ * @example
+ * ```ts
+ * import { Flow, type RunStepOutput } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id.length);
+ * type A = RunStepOutput<typeof flow, "a">; // number
+ * ```
+ */
+export type RunStepOutput<F extends FlowCarrier, K extends string> = IsTypedFlow<F> extends true
   ? K extends StepSlug<F> ? ExtractFlowStepsMeta<F>[K]["output"] : never
   : Json;
 
@@ -103,8 +142,18 @@ export type RunStatus = "started" | "completed" | "failed";
  */
 export type StepStatus = "created" | "started" | "completed" | "failed" | "skipped";
 
-/** One step of a {@link RunState}, for one step slug `K`. */
-interface StepStateFor<F extends FlowCarrier, K extends string> {
+/**
+ * One step of a {@link RunState}, for one step slug `K`.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type StepStateFor } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type A = StepStateFor<typeof flow, "a">["output"]; // string | null
+ * ```
+ */
+export interface StepStateFor<F extends FlowCarrier, K extends string> {
   /** The step's slug. */
   readonly stepSlug: K;
   /** Its position in the flow definition (dependencies come first). */
@@ -114,7 +163,7 @@ interface StepStateFor<F extends FlowCarrier, K extends string> {
   /** Its status. */
   readonly status: StepStatus;
   /** Its output once completed (a map step: the outputs in index order), else `null`. */
-  readonly output: OutputOf<F, K> | null;
+  readonly output: RunStepOutput<F, K> | null;
   /** The last error of its tasks (set while it retries, and when it failed), else `null`. */
   readonly error: string | null;
   /** Why it was skipped (`condition_unmet`, `dependency_skipped`, ...), else `null`. */
@@ -146,7 +195,7 @@ interface StepStateFor<F extends FlowCarrier, K extends string> {
  * }
  * ```
  */
-export type StepState<F extends FlowCarrier = never> = SlugOf<F> extends infer K extends string
+export type StepState<F extends FlowCarrier = never> = RunStepSlug<F> extends infer K extends string
   ? K extends unknown ? StepStateFor<F, K> : never
   : never;
 
@@ -187,24 +236,47 @@ export interface RunState<F extends FlowCarrier = never> {
   readonly steps: readonly StepState<F>[];
 }
 
-/** Fields every event has. */
-interface EventBase {
+/**
+ * Fields every run event has.
+ *
+ * @example
+ * ```ts
+ * import type { RunEventBase } from "@pgflow/shared";
+ *
+ * const when = (e: RunEventBase) => new Date(e.at);
+ * ```
+ */
+export interface RunEventBase {
   /** The run the event belongs to. */
   readonly runId: string;
   /** When it happened (UTC, microseconds: `2026-12-03T08:00:00.123456Z`). */
   readonly at: string;
 }
 
-/** The step events for one step slug `K`. */
-type StepEventFor<F extends FlowCarrier, K extends string> =
-  | (EventBase & { readonly type: "step:started"; readonly stepSlug: K })
-  | (EventBase & {
+/**
+ * The step events for one step slug `K`.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type StepEventFor } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type Done = Extract<StepEventFor<typeof flow, "a">, { type: "step:completed" }>["output"]; // string
+ * ```
+ */
+export type StepEventFor<F extends FlowCarrier, K extends string> =
+  | (RunEventBase & { readonly type: "step:started"; readonly stepSlug: K })
+  | (RunEventBase & {
     readonly type: "step:completed";
     readonly stepSlug: K;
-    readonly output: OutputOf<F, K>;
+    readonly output: RunStepOutput<F, K>;
   })
-  | (EventBase & { readonly type: "step:failed"; readonly stepSlug: K; readonly error: string })
-  | (EventBase & { readonly type: "step:skipped"; readonly stepSlug: K; readonly reason: string });
+  | (RunEventBase & { readonly type: "step:failed"; readonly stepSlug: K; readonly error: string })
+  | (RunEventBase & {
+    readonly type: "step:skipped";
+    readonly stepSlug: K;
+    readonly reason: string;
+  });
 
 /**
  * A step event: `step:started`, `step:completed` (with the step's output), `step:failed` (with
@@ -217,7 +289,7 @@ type StepEventFor<F extends FlowCarrier, K extends string> =
  * const log = (e: StepEvent) => console.log(e.type, e.stepSlug);
  * ```
  */
-export type StepEvent<F extends FlowCarrier = never> = SlugOf<F> extends infer K extends string
+export type StepEvent<F extends FlowCarrier = never> = RunStepSlug<F> extends infer K extends string
   ? K extends unknown ? StepEventFor<F, K> : never
   : never;
 
@@ -233,16 +305,16 @@ export type StepEvent<F extends FlowCarrier = never> = SlugOf<F> extends infer K
  * ```
  */
 export type RunLevelEvent<F extends FlowCarrier = never> =
-  | (EventBase & {
+  | (RunEventBase & {
     readonly type: "run:started";
     readonly flowSlug: string;
     readonly input: FlowInputOf<F>;
   })
-  | (EventBase & { readonly type: "run:completed"; readonly output: FlowOutputOf<F> })
-  | (EventBase & {
+  | (RunEventBase & { readonly type: "run:completed"; readonly output: FlowOutputOf<F> })
+  | (RunEventBase & {
     readonly type: "run:failed";
     readonly error: string;
-    readonly stepSlug: SlugOf<F> | null;
+    readonly stepSlug: RunStepSlug<F> | null;
   });
 
 /**

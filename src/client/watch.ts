@@ -9,6 +9,7 @@
 import { type Backend, isTransient, type Subscription, type WakeSource } from "./backend.ts";
 import { RunNotFoundError } from "./errors.ts";
 import { type AnyRunState, isTerminal } from "./snapshot.ts";
+import { pollSource } from "./transports/poll.ts";
 
 /** Timing of a watcher. */
 export interface WatchTiming {
@@ -72,7 +73,8 @@ export async function* watchRun(
   signal: AbortSignal,
 ): AsyncGenerator<AnyRunState, void, undefined> {
   const wake = new Wake();
-  const source: WakeSource = await backend.wakeSource();
+  // Without a wake-up source (the connection could not be looked at yet), this watcher polls.
+  const source: WakeSource = await backend.wakeSource().catch(() => pollSource());
   let subscription: Subscription | undefined;
   let subscribedAt = 0;
   const subscribe = async () => {
