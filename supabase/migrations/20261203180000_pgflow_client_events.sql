@@ -1,9 +1,9 @@
 -- client_events: the SQL side of the typed client (src/client/, docs/client.md).
 --
--- - Run events: statement-level triggers on pgflow.runs and pgflow.step_states send a wake-up
---   hint (pg_notify on channel pgflow_run:<run id>, payload the run id; and realtime.send on the
---   same private topic where Supabase Realtime is installed) when a run's or a step's status
---   changes. No body, input, output or error is ever put in a notification.
+-- - Run events: row-level triggers on pgflow.runs and pgflow.step_states, limited to status
+--   changes, send a wake-up hint (pg_notify on channel pgflow_run:<run id>, payload the run id;
+--   and realtime.send on the same private topic where Supabase Realtime is installed). No body,
+--   input, output or error is ever put in a notification.
 -- - pgflow.get_run(run_id): the run with every step's state, output and error as one JSON
 --   document; executable by service_role.
 --
@@ -12,16 +12,14 @@
 -- lock_timeout); no table is rewritten.
 --
 -- Changes:
--- - create function pgflow._notify_runs(p_run_ids uuid[])
--- - create function pgflow._run_status_changed()
--- - create function pgflow._step_status_changed()
+-- - create function pgflow._broadcast_run(p_run_id uuid)
+-- - create function pgflow._run_changed()
 -- - create function pgflow.get_run(run_id uuid)
 -- - create trigger pgflow.runs.runs_inserted_notify
--- - create trigger pgflow.runs.runs_updated_notify
--- - create trigger pgflow.step_states.step_states_updated_notify
--- - privileges on function pgflow._notify_runs(p_run_ids uuid[])
--- - privileges on function pgflow._run_status_changed()
--- - privileges on function pgflow._step_status_changed()
+-- - create trigger pgflow.runs.runs_status_notify
+-- - create trigger pgflow.step_states.step_states_status_notify
+-- - privileges on function pgflow._broadcast_run(p_run_id uuid)
+-- - privileges on function pgflow._run_changed()
 -- - privileges on function pgflow.get_run(run_id uuid)
 begin;
 
@@ -38,7 +36,7 @@ $$;
 
 set local lock_timeout = '5s';
 
--- ---- schemas/0850_run_events.sql: pgflow._notify_runs(p_run_ids uuid[])
+-- ---- schemas/0850_run_events.sql: pgflow._broadcast_run(p_run_id uuid)
 -- Run events: a change of a run's or a step's status wakes whoever watches that run.
 --
 -- A notification is a wake-up hint, not the event itself: clients read the run with
@@ -53,73 +51,54 @@ set local lock_timeout = '5s';
 -- transaction that moves a run through several states (complete_task: the step completes, its
 -- dependents start, the run completes) sends one notification for it.
 --
--- Where Supabase Realtime is installed (realtime.send exists, checked on every call so a project
+-- Where Supabase Realtime is installed (realtime.send exists, looked up on every call so a project
 -- that adds Realtime later needs no migration), the same hint is broadcast on the private topic
 -- pgflow_run:<uuid>, once per run per transaction.
-create or replace function pgflow._notify_runs(p_run_ids uuid[])
+--
+-- Row-level triggers limited to the status column (`update of status`) with a `when` clause that
+-- Postgres evaluates without calling any function: the function runs only for a real status
+-- change (about three times per step), never for the counters the hot path decrements on every
+-- task (remaining_tasks, remaining_deps, remaining_steps). Measured against statement-level
+-- triggers with transition tables, which fire for every statement that touches the tables and
+-- copy their rows: those cost about twice as much (bench/trigger_cost.ts, bench/results.md).
+
+-- Broadcasts a run's hint through Supabase Realtime, once per transaction.
+create or replace function pgflow._broadcast_run(p_run_id uuid)
 returns void
 language plpgsql
 volatile
 set search_path = ''
 as $$
 declare
-  id uuid;
-  realtime boolean;
   sent text;
 begin
-  if coalesce(cardinality(p_run_ids), 0) = 0 then
+  if to_regprocedure('realtime.send(jsonb, text, text, boolean)') is null then
     return;
   end if;
-  realtime := to_regprocedure('realtime.send(jsonb, text, text, boolean)') is not null;
-  foreach id in array p_run_ids loop
-    perform pg_notify('pgflow_run:' || id::text, id::text);
-    if realtime then
-      -- realtime.send inserts a message each time it is called: remember (for this transaction
-      -- only) which runs were announced already.
-      sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
-      if position(id::text in sent) = 0 then
-        perform realtime.send(jsonb_build_object('run_id', id), 'run_changed', 'pgflow_run:' || id::text, true);
-        perform set_config('pgflow.realtime_sent', sent || id::text || ',', true);
-      end if;
-    end if;
-  end loop;
-end;
-$$;
-
--- ---- schemas/0850_run_events.sql: pgflow._run_status_changed()
--- Statement-level triggers with transition tables: one call per statement whatever the number of
--- rows (complete_tasks completes a batch of tasks in one statement), and only rows whose status
--- changed count (decrementing remaining_deps or remaining_tasks is not an event).
-create or replace function pgflow._run_status_changed()
-returns trigger
-language plpgsql
-volatile
-set search_path = ''
-as $$
-begin
-  if tg_op = 'INSERT' then
-    perform pgflow._notify_runs(array(select n.run_id from new_rows n));
-  else
-    perform pgflow._notify_runs(array(
-      select n.run_id from new_rows n join old_rows o on o.run_id = n.run_id
-      where n.status is distinct from o.status));
+  -- realtime.send inserts a message each time it is called: remember (for this transaction only)
+  -- which runs were announced already.
+  sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
+  if position(p_run_id::text in sent) > 0 then
+    return;
   end if;
-  return null;
+  perform realtime.send(jsonb_build_object('run_id', p_run_id), 'run_changed', 'pgflow_run:' || p_run_id::text, true);
+  perform set_config('pgflow.realtime_sent', sent || p_run_id::text || ',', true);
 end;
 $$;
 
--- ---- schemas/0850_run_events.sql: pgflow._step_status_changed()
-create or replace function pgflow._step_status_changed()
+-- ---- schemas/0850_run_events.sql: pgflow._run_changed()
+create or replace function pgflow._run_changed()
 returns trigger
 language plpgsql
 volatile
 set search_path = ''
 as $$
 begin
-  perform pgflow._notify_runs(array(
-    select distinct n.run_id from new_rows n
-    join old_rows o on o.run_id = n.run_id and o.step_slug = n.step_slug
-    where n.status is distinct from o.status));
+  perform pg_notify('pgflow_run:' || new.run_id::text, new.run_id::text);
+  -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.
+  if to_regnamespace('realtime') is not null then
+    perform pgflow._broadcast_run(new.run_id);
+  end if;
   return null;
 end;
 $$;
@@ -178,22 +157,19 @@ as $$
 $$;
 
 -- ---- trigger pgflow.runs.runs_inserted_notify
-CREATE TRIGGER runs_inserted_notify AFTER INSERT ON pgflow.runs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgflow._run_status_changed();
+CREATE TRIGGER runs_inserted_notify AFTER INSERT ON pgflow.runs FOR EACH ROW EXECUTE FUNCTION pgflow._run_changed();
 
--- ---- trigger pgflow.runs.runs_updated_notify
-CREATE TRIGGER runs_updated_notify AFTER UPDATE ON pgflow.runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgflow._run_status_changed();
+-- ---- trigger pgflow.runs.runs_status_notify
+CREATE TRIGGER runs_status_notify AFTER UPDATE OF status ON pgflow.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION pgflow._run_changed();
 
--- ---- trigger pgflow.step_states.step_states_updated_notify
-CREATE TRIGGER step_states_updated_notify AFTER UPDATE ON pgflow.step_states REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgflow._step_status_changed();
+-- ---- trigger pgflow.step_states.step_states_status_notify
+CREATE TRIGGER step_states_status_notify AFTER UPDATE OF status ON pgflow.step_states FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION pgflow._run_changed();
 
--- ---- privileges on function pgflow._notify_runs(p_run_ids uuid[])
-revoke all on function pgflow._notify_runs(p_run_ids uuid[]) from public;
+-- ---- privileges on function pgflow._broadcast_run(p_run_id uuid)
+revoke all on function pgflow._broadcast_run(p_run_id uuid) from public;
 
--- ---- privileges on function pgflow._run_status_changed()
-revoke all on function pgflow._run_status_changed() from public;
-
--- ---- privileges on function pgflow._step_status_changed()
-revoke all on function pgflow._step_status_changed() from public;
+-- ---- privileges on function pgflow._run_changed()
+revoke all on function pgflow._run_changed() from public;
 
 -- ---- privileges on function pgflow.get_run(run_id uuid)
 revoke all on function pgflow.get_run(run_id uuid) from public;

@@ -12,87 +12,67 @@
 -- transaction that moves a run through several states (complete_task: the step completes, its
 -- dependents start, the run completes) sends one notification for it.
 --
--- Where Supabase Realtime is installed (realtime.send exists, checked on every call so a project
+-- Where Supabase Realtime is installed (realtime.send exists, looked up on every call so a project
 -- that adds Realtime later needs no migration), the same hint is broadcast on the private topic
 -- pgflow_run:<uuid>, once per run per transaction.
+--
+-- Row-level triggers limited to the status column (`update of status`) with a `when` clause that
+-- Postgres evaluates without calling any function: the function runs only for a real status
+-- change (about three times per step), never for the counters the hot path decrements on every
+-- task (remaining_tasks, remaining_deps, remaining_steps). Measured against statement-level
+-- triggers with transition tables, which fire for every statement that touches the tables and
+-- copy their rows: those cost about twice as much (bench/trigger_cost.ts, bench/results.md).
 
-create or replace function pgflow._notify_runs(p_run_ids uuid[])
+-- Broadcasts a run's hint through Supabase Realtime, once per transaction.
+create or replace function pgflow._broadcast_run(p_run_id uuid)
 returns void
 language plpgsql
 volatile
 set search_path = ''
 as $$
 declare
-  id uuid;
-  realtime boolean;
   sent text;
 begin
-  if coalesce(cardinality(p_run_ids), 0) = 0 then
+  if to_regprocedure('realtime.send(jsonb, text, text, boolean)') is null then
     return;
   end if;
-  realtime := to_regprocedure('realtime.send(jsonb, text, text, boolean)') is not null;
-  foreach id in array p_run_ids loop
-    perform pg_notify('pgflow_run:' || id::text, id::text);
-    if realtime then
-      -- realtime.send inserts a message each time it is called: remember (for this transaction
-      -- only) which runs were announced already.
-      sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
-      if position(id::text in sent) = 0 then
-        perform realtime.send(jsonb_build_object('run_id', id), 'run_changed', 'pgflow_run:' || id::text, true);
-        perform set_config('pgflow.realtime_sent', sent || id::text || ',', true);
-      end if;
-    end if;
-  end loop;
-end;
-$$;
-
--- Statement-level triggers with transition tables: one call per statement whatever the number of
--- rows (complete_tasks completes a batch of tasks in one statement), and only rows whose status
--- changed count (decrementing remaining_deps or remaining_tasks is not an event).
-create or replace function pgflow._run_status_changed()
-returns trigger
-language plpgsql
-volatile
-set search_path = ''
-as $$
-begin
-  if tg_op = 'INSERT' then
-    perform pgflow._notify_runs(array(select n.run_id from new_rows n));
-  else
-    perform pgflow._notify_runs(array(
-      select n.run_id from new_rows n join old_rows o on o.run_id = n.run_id
-      where n.status is distinct from o.status));
+  -- realtime.send inserts a message each time it is called: remember (for this transaction only)
+  -- which runs were announced already.
+  sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
+  if position(p_run_id::text in sent) > 0 then
+    return;
   end if;
-  return null;
+  perform realtime.send(jsonb_build_object('run_id', p_run_id), 'run_changed', 'pgflow_run:' || p_run_id::text, true);
+  perform set_config('pgflow.realtime_sent', sent || p_run_id::text || ',', true);
 end;
 $$;
 
-create or replace function pgflow._step_status_changed()
+create or replace function pgflow._run_changed()
 returns trigger
 language plpgsql
 volatile
 set search_path = ''
 as $$
 begin
-  perform pgflow._notify_runs(array(
-    select distinct n.run_id from new_rows n
-    join old_rows o on o.run_id = n.run_id and o.step_slug = n.step_slug
-    where n.status is distinct from o.status));
+  perform pg_notify('pgflow_run:' || new.run_id::text, new.run_id::text);
+  -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.
+  if to_regnamespace('realtime') is not null then
+    perform pgflow._broadcast_run(new.run_id);
+  end if;
   return null;
 end;
 $$;
 
 create or replace trigger runs_inserted_notify
   after insert on pgflow.runs
-  referencing new table as new_rows
-  for each statement execute function pgflow._run_status_changed();
+  for each row execute function pgflow._run_changed();
 
-create or replace trigger runs_updated_notify
-  after update on pgflow.runs
-  referencing old table as old_rows new table as new_rows
-  for each statement execute function pgflow._run_status_changed();
+create or replace trigger runs_status_notify
+  after update of status on pgflow.runs
+  for each row when (old.status is distinct from new.status)
+  execute function pgflow._run_changed();
 
-create or replace trigger step_states_updated_notify
-  after update on pgflow.step_states
-  referencing old table as old_rows new table as new_rows
-  for each statement execute function pgflow._step_status_changed();
+create or replace trigger step_states_status_notify
+  after update of status on pgflow.step_states
+  for each row when (old.status is distinct from new.status)
+  execute function pgflow._run_changed();
