@@ -10,9 +10,9 @@ import {
   type FlowRun,
   type Json,
   type PgflowClient,
+  routeFlow,
   type RunEvent,
   type RunState,
-  routeFlow,
   withStepQueues,
 } from "../../mod.ts";
 
