@@ -145,3 +145,38 @@ export type {
 } from "./src/platform/logger.ts";
 export { coverageCounts, formatCoverage, queueCoverage } from "./src/operations/coverage.ts";
 export type { CoverageRow, CoverageStatus } from "./src/operations/coverage.ts";
+export { createClient } from "./src/client/client.ts";
+export type {
+  ClientOptions,
+  ClientTiming,
+  PgflowClient,
+  StartFlowOptions,
+} from "./src/client/client.ts";
+export { DEFAULT_WAIT_TIMEOUT_MS } from "./src/client/run_handle.ts";
+export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_handle.ts";
+export {
+  RunError,
+  RunFailedError,
+  RunNotFoundError,
+  RunStatusError,
+  RunTimeoutError,
+  StartFlowError,
+} from "./src/client/errors.ts";
+export type {
+  FlowInputOf,
+  FlowOutputOf,
+  IsTypedFlow,
+  LeafSlug,
+  RunEvent,
+  RunEventBase,
+  RunLevelEvent,
+  RunState,
+  RunStatus,
+  RunStepOutput,
+  RunStepSlug,
+  StepEvent,
+  StepEventFor,
+  StepState,
+  StepStateFor,
+  StepStatus,
+} from "./src/client/types.ts";

@@ -9,7 +9,7 @@
  */
 import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
-import { createLogger, createWorker } from "../mod.ts";
+import { createClient, createLogger, createWorker, type FlowRun } from "../mod.ts";
 
 import { demoFlows } from "./flows.ts";
 
@@ -105,6 +105,8 @@ async function main() {
     `database: ${db.local ? "throw-away local Postgres" : "DATABASE_URL"} (PGMQ: ${db.pgmq})`,
   );
   const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
+  // Runs are started through the typed client; the progress lines below are aggregate SQL.
+  const client = createClient({ connectionString: db.url });
   const flows = demoFlows({ failureRate: opts.failureRate, maxLatencyMs: opts.maxLatency });
   const common = {
     // Task-level logs would drown the progress lines: warnings and errors only.
@@ -139,15 +141,23 @@ async function main() {
       }`,
     );
 
-    const runIds: string[] = [];
+    const [v1, v2] = flows;
+    const runs: (FlowRun<typeof v1> | FlowRun<typeof v2>)[] = [];
     for (let i = 0; i < opts.runs; i++) {
-      const flow = i % 2 === 0 ? "demo_triage_v1" : "demo_triage_v2";
       const input = { threadId: `t${i}`, text: i % 5 === 0 ? "site is down" : "hello there" };
-      const [{ run_id }] = await sql`select run_id from pgflow.start_flow(${flow}, ${
-        sql.json(input)
-      })`;
-      runIds.push(run_id);
+      runs.push(
+        i % 2 === 0 ? await client.startFlow(v1, input) : await client.startFlow(v2, input),
+      );
     }
+    const runIds = runs.map((r) => r.runId);
+    // One run watched live, as an application would: its events, in order, as they happen.
+    const watched = (async () => {
+      const lines: string[] = [];
+      for await (const e of runs[0].events()) {
+        lines.push("stepSlug" in e && e.stepSlug ? `${e.type} ${e.stepSlug}` : e.type);
+      }
+      return lines;
+    })();
 
     for (;;) {
       const [p] = await sql`
@@ -169,6 +179,9 @@ async function main() {
       await new Promise((r) => setTimeout(r, 1000));
     }
     const elapsed = (performance.now() - started) / 1000;
+    console.log(
+      `\nrun ${runIds[0]} (${runs[0].flowSlug}), as its events came: ${(await watched).join(", ")}`,
+    );
 
     const byFlow = await sql`
       select r.flow_slug, count(*)::int as runs,
@@ -200,6 +213,7 @@ async function main() {
     ]));
   } finally {
     for (const w of workers) await w.stop().catch(() => {});
+    await client.close();
     await sql.end();
     await db.close();
   }

@@ -181,7 +181,10 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
     select p.oid::regprocedure::text as fn from pg_proc p
     where p.pronamespace = 'pgflow'::regnamespace and has_function_privilege('service_role', p.oid, 'execute')
     order by 1`;
-  assert.deepEqual(functions.map((r) => r.fn), ["pgflow.start_flow(text,jsonb,uuid)"]);
+  assert.deepEqual(functions.map((r) => r.fn), [
+    "pgflow.get_run(uuid)",
+    "pgflow.start_flow(text,jsonb,uuid)",
+  ]);
   const tables = await sql`
     select c.relname, array_agg(a.privilege_type order by a.privilege_type) as privileges
     from pg_class c cross join lateral aclexplode(c.relacl) a

@@ -1,0 +1,55 @@
+/**
+ * What the client needs from a database connection, whatever it is: start a run, read a run, and
+ * a source of wake-ups that says when to read again.
+ *
+ * @module
+ */
+import type { AnyRunState } from "./snapshot.ts";
+
+/** A subscription to a run's wake-ups; `close` ends it. */
+export interface Subscription {
+  close(): Promise<void>;
+}
+
+/**
+ * Says when a run may have changed. Push transports (LISTEN, Supabase Realtime) call `wake` on a
+ * notification and when their connection is back after a loss (what happened meanwhile was not
+ * announced); the poll transport never does, and the watcher reads on a timer instead.
+ */
+export interface WakeSource {
+  /** `listen`, `realtime` or `poll`. */
+  readonly name: "listen" | "realtime" | "poll";
+  /** Whether wake-ups are pushed (else the watcher polls). */
+  readonly pushes: boolean;
+  /** Subscribes to `runId`'s wake-ups; rejects when the subscription could not be made. */
+  subscribe(runId: string, wake: () => void): Promise<Subscription>;
+  /** Ends every subscription and connection the source holds. */
+  close(): Promise<void>;
+}
+
+/** What a start returned: the run id, or that a run with the given id exists already. */
+export type StartResult = { readonly runId: string } | { readonly exists: true };
+
+/** A database the client talks to: postgres.js (`sql`) or supabase-js (`rpc`). */
+export interface Backend {
+  /** Starts a run of `flowSlug` (with `runId` when given). */
+  startFlow(flowSlug: string, input: string, runId: string | null): Promise<StartResult>;
+  /** Reads a run (`null`: no such run, or not readable). */
+  getRun(runId: string): Promise<AnyRunState | null>;
+  /** Where wake-ups come from (decided on first use: it may need to look at the connection). */
+  wakeSource(): Promise<WakeSource>;
+  /** Ends what the client opened itself (never a pool it was given). */
+  close(): Promise<void>;
+}
+
+/**
+ * Whether a failed read may succeed when tried again: connection loss, a server shutting down or
+ * starting, too many connections, a call that timed out. Errors the database raised about the
+ * query itself (permission denied, bad input) are final.
+ */
+export function isTransient(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && code.startsWith("PGRST")) return false; // the API refused it
+  if (typeof code !== "string" || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  return /^(08|53|57)/.test(code);
+}

@@ -1,0 +1,281 @@
+/**
+ * `createClient`: start runs of typed flows, wait for them, watch their progress.
+ *
+ * @module
+ */
+import type { FlowCarrier } from "../dsl/extract.ts";
+import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
+import { createPool, type PoolOptions } from "../platform/pool.ts";
+import type { Sql, SupabaseClient } from "../platform/types.ts";
+import type { Backend } from "./backend.ts";
+import { StartFlowError } from "./errors.ts";
+import { type FlowRun, runHandle } from "./run_handle.ts";
+import { sqlBackend } from "./sql_backend.ts";
+import { supabaseBackend } from "./supabase_backend.ts";
+import type { FlowInputOf, RunState } from "./types.ts";
+import type { WatchTiming } from "./watch.ts";
+
+/**
+ * Timing shared by every way of connecting.
+ *
+ * @example
+ * ```ts
+ * import type { ClientTiming } from "@pgflow/shared";
+ *
+ * const timing: ClientTiming = { pollIntervalMs: 250, maxPollIntervalMs: 2_000 };
+ * ```
+ */
+export interface ClientTiming {
+  /** When polling: the first wait between readings of a run, doubled while nothing changes; default 250. */
+  readonly pollIntervalMs?: number;
+  /** When polling: the longest wait between readings; default 2,000. */
+  readonly maxPollIntervalMs?: number;
+  /** With LISTEN or Realtime: how often a run is read anyway, in case a notification was lost; default 5,000. */
+  readonly safetyIntervalMs?: number;
+  /** Bound of every query the client sends (postgres.js only); default 20,000. */
+  readonly queryTimeoutMs?: number;
+}
+
+/**
+ * Options of {@link createClient}: a postgres.js pool, a connection string, or a supabase-js
+ * client.
+ *
+ * - `{ sql }`: your pool (best made with `createPool`); never ended by the client. `transport`
+ *   `auto` (default) uses LISTEN on a direct connection and polls otherwise (a pool gives no URL,
+ *   so a pooler's mode cannot be told: pass `url` or `transport: "listen"` for a session pooler).
+ * - `{ connectionString }`: the client opens a pool with `createPool` and ends it in `close()`;
+ *   LISTEN on a direct connection or a session pooler, polling behind a transaction pooler.
+ * - `{ supabase }`: `rpc` in the `pgflow` schema (exposed in the API settings), wake-ups by
+ *   Supabase Realtime broadcast (`transport: "poll"` to poll instead).
+ *
+ * @example
+ * ```ts
+ * import type { ClientOptions } from "@pgflow/shared";
+ *
+ * const options: ClientOptions = { connectionString: "postgres://postgres@127.0.0.1:5432/postgres" };
+ * ```
+ */
+export type ClientOptions =
+  | (ClientTiming & {
+    readonly sql: Sql;
+    readonly transport?: "auto" | "listen" | "poll";
+    /** The pool's URL, if you have it: tells a session pooler from a transaction pooler. */
+    readonly url?: string;
+  })
+  | (ClientTiming & {
+    readonly connectionString: string;
+    readonly transport?: "auto" | "listen" | "poll";
+    /** Options of the pool the client opens (default: at most 4 connections). */
+    readonly pool?: PoolOptions;
+  })
+  | (ClientTiming & {
+    readonly supabase: SupabaseClient;
+    readonly transport?: "realtime" | "poll";
+  });
+
+/**
+ * Options of `client.startFlow`.
+ *
+ * @example
+ * ```ts
+ * import type { StartFlowOptions } from "@pgflow/shared";
+ *
+ * const options: StartFlowOptions = { runId: crypto.randomUUID() };
+ * ```
+ */
+export interface StartFlowOptions {
+  /**
+   * The run's id (a UUID). Starting again with the same id returns the same run instead of a
+   * second one: use it as an idempotency key (say, derived from a request id). A run of another
+   * flow with that id is an error. The input of the second call is not compared.
+   */
+  readonly runId?: string;
+}
+
+/**
+ * A client of the engine: {@link createClient} makes one.
+ *
+ * @example
+ * ```ts
+ * import type { PgflowClient } from "@pgflow/shared";
+ *
+ * async function status(client: PgflowClient, runId: string): Promise<string> {
+ *   return (await client.getRun(runId))?.status ?? "unknown";
+ * }
+ * ```
+ */
+export interface PgflowClient {
+  /**
+   * Starts a run of `flow` (a flow, a routed or a step-queued flow) with `input`, typed from the
+   * flow. Rejects with `StartFlowError` when the database refuses (an unknown flow: start a
+   * worker for it first, so it is compiled).
+   */
+  startFlow<F extends FlowCarrier>(
+    flow: F,
+    input: FlowInputOf<F>,
+    options?: StartFlowOptions,
+  ): Promise<FlowRun<F>>;
+  /**
+   * Starts a run of the flow with slug `flowSlug`. Pass the flow's type
+   * (`startFlow<typeof myFlow>("my_flow", ...)`) to type input and output; without it both are
+   * `Json`.
+   */
+  startFlow<F extends FlowCarrier = never>(
+    flowSlug: string,
+    input: FlowInputOf<F>,
+    options?: StartFlowOptions,
+  ): Promise<FlowRun<F>>;
+  /** A handle on an existing run (nothing is read until it is used). */
+  run<F extends FlowCarrier = never>(runId: string, flowSlug?: string): FlowRun<F>;
+  /** The run with every step's status, output and error; `null` when there is no such run. */
+  getRun<F extends FlowCarrier = never>(runId: string): Promise<RunState<F> | null>;
+  /** How the client hears about changes: `listen`, `realtime` or `poll` (decided on first use). */
+  transport(): Promise<"listen" | "realtime" | "poll">;
+  /** Ends the client's own connections (not a pool or supabase client it was given). */
+  close(): Promise<void>;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Makes a client: start runs, wait for them, read them, watch their events.
+ *
+ * @example
+ * ```ts
+ * import { createClient, Flow } from "@pgflow/shared";
+ *
+ * const greet = new Flow<{ name: string }>({ slug: "greet" })
+ *   .step({ slug: "hello" }, (input) => `hello ${input.name}`);
+ *
+ * const client = createClient({ connectionString: "postgres://postgres@127.0.0.1:5432/postgres" });
+ * // const run = await client.startFlow(greet, { name: "Ada" });
+ * // const output = await run.waitFor("completed", { timeoutMs: 30_000 }); // { hello: string }
+ * // for await (const event of run.events()) console.log(event.type);
+ * await client.close();
+ * ```
+ */
+export function createClient(options: ClientOptions): PgflowClient {
+  const timing: WatchTiming = {
+    pollIntervalMs: positive(options.pollIntervalMs, 250, "pollIntervalMs"),
+    maxPollIntervalMs: positive(options.maxPollIntervalMs, 2_000, "maxPollIntervalMs"),
+    safetyIntervalMs: positive(options.safetyIntervalMs, 5_000, "safetyIntervalMs"),
+  };
+  const queryTimeoutMs = positive(
+    options.queryTimeoutMs,
+    DEFAULT_QUERY_TIMEOUT_MS,
+    "queryTimeoutMs",
+  );
+  const backend = makeBackend(options, queryTimeoutMs);
+
+  async function startFlow<F extends FlowCarrier>(
+    flow: F | string,
+    input: FlowInputOf<F>,
+    startOptions: StartFlowOptions = {},
+  ): Promise<FlowRun<F>> {
+    const flowSlug = slugOf(flow);
+    const runId = startOptions.runId ?? null;
+    if (runId !== null && (typeof runId !== "string" || !UUID.test(runId))) {
+      throw new StartFlowError(
+        flowSlug,
+        `runId ${JSON.stringify(runId)} is not a UUID; pass one such as crypto.randomUUID()`,
+      );
+    }
+    const text = input === undefined ? undefined : JSON.stringify(input);
+    if (text === undefined) {
+      throw new StartFlowError(flowSlug, "input is undefined; pass a JSON value (null for none)");
+    }
+    let result;
+    try {
+      result = await backend.startFlow(flowSlug, text, runId);
+    } catch (error) {
+      const e = error as { message?: string; code?: string; hint?: string };
+      throw new StartFlowError(
+        flowSlug,
+        `${e.message ?? String(error)}${e.hint ? ` (${e.hint})` : ""}`,
+        e.code,
+        { cause: error },
+      );
+    }
+    if ("runId" in result) return runHandle<F>(backend, result.runId, flowSlug, timing);
+    // The id is taken: the same run when it is a run of this flow (an idempotent retry).
+    const existing = await backend.getRun(runId!);
+    if (existing !== null && existing.flowSlug !== flowSlug) {
+      throw new StartFlowError(
+        flowSlug,
+        `run ${runId} exists already and is a run of flow ${existing.flowSlug}; use another runId`,
+        "23505",
+      );
+    }
+    return runHandle<F>(backend, runId!, flowSlug, timing);
+  }
+
+  return {
+    startFlow: startFlow as PgflowClient["startFlow"],
+    run<F extends FlowCarrier>(runId: string, flowSlug = ""): FlowRun<F> {
+      if (typeof runId !== "string" || !UUID.test(runId)) {
+        throw new TypeError(`run: ${JSON.stringify(runId)} is not a run id (a UUID)`);
+      }
+      return runHandle<F>(backend, runId, flowSlug, timing);
+    },
+    async getRun<F extends FlowCarrier>(runId: string): Promise<RunState<F> | null> {
+      if (typeof runId !== "string" || !UUID.test(runId)) {
+        throw new TypeError(`getRun: ${JSON.stringify(runId)} is not a run id (a UUID)`);
+      }
+      return await backend.getRun(runId) as unknown as RunState<F> | null;
+    },
+    async transport() {
+      return (await backend.wakeSource()).name;
+    },
+    close: () => backend.close(),
+  };
+}
+
+function makeBackend(options: ClientOptions, queryTimeoutMs: number): Backend {
+  if ("supabase" in options && options.supabase !== undefined) {
+    return supabaseBackend(options.supabase, options.transport ?? "auto");
+  }
+  if ("sql" in options && options.sql !== undefined) {
+    return sqlBackend(options.sql, {
+      transport: options.transport ?? "auto",
+      queryTimeoutMs,
+      url: options.url,
+      owned: false,
+    });
+  }
+  if ("connectionString" in options && typeof options.connectionString === "string") {
+    const sql = createPool(options.connectionString, { max: 4, ...options.pool });
+    return sqlBackend(sql, {
+      transport: options.transport ?? "auto",
+      queryTimeoutMs,
+      url: options.connectionString,
+      owned: true,
+    });
+  }
+  throw new TypeError(
+    "createClient needs { sql }, { connectionString } or { supabase }, for example " +
+      `createClient({ connectionString: Deno.env.get("DATABASE_URL")! })`,
+  );
+}
+
+function slugOf(flow: FlowCarrier | string): string {
+  if (typeof flow === "string") return flow;
+  if (flow !== null && typeof flow === "object") {
+    if ("flow" in flow && flow.flow !== undefined) return flow.flow.slug;
+    if ("slug" in flow && typeof flow.slug === "string") return flow.slug;
+  }
+  throw new TypeError(
+    `startFlow: ${
+      String(flow)
+    } is not a flow; pass a Flow, a routed or step-queued flow, or a slug`,
+  );
+}
+
+function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!(typeof value === "number" && value > 0 && Number.isFinite(value))) {
+    throw new RangeError(
+      `createClient: ${name} must be a positive number of milliseconds, got ${value}`,
+    );
+  }
+  return value;
+}

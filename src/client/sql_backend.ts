@@ -1,0 +1,79 @@
+/**
+ * The client over postgres.js: `start_flow` and `get_run` as queries, wake-ups by LISTEN on a
+ * direct or session connection and by polling behind a transaction pooler.
+ *
+ * @module
+ */
+import { bounded } from "../platform/deadline.ts";
+import { describeConnection } from "../platform/connection_kind.ts";
+import type { Sql } from "../platform/types.ts";
+import type { Backend, StartResult, WakeSource } from "./backend.ts";
+import { toRunState } from "./snapshot.ts";
+import { listenSource } from "./transports/listen.ts";
+import { pollSource } from "./transports/poll.ts";
+
+/** How the client hears about changes: decided from the connection, or forced. */
+export type TransportChoice = "auto" | "listen" | "poll";
+
+/** Options of {@link sqlBackend}. */
+export interface SqlBackendOptions {
+  readonly transport: TransportChoice;
+  readonly queryTimeoutMs: number;
+  /** The pool's URL, when known (tells a session pooler from a transaction pooler). */
+  readonly url?: string;
+  /** Whether the client opened the pool and so ends it. */
+  readonly owned: boolean;
+}
+
+/** A {@link Backend} on a postgres.js pool. */
+export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
+  let source: Promise<WakeSource> | undefined;
+  const choose = async (): Promise<WakeSource> => {
+    if (options.transport === "listen") return listenSource(sql);
+    if (options.transport === "poll") return pollSource();
+    // LISTEN needs a connection of its own that lasts: a direct one or a session pooler's. A
+    // transaction pooler (or a pooler whose mode cannot be told) would deliver nothing.
+    const info = await describeConnection(sql, options.url, options.queryTimeoutMs);
+    return info.kind === "direct" || info.kind === "session pooler"
+      ? listenSource(sql)
+      : pollSource();
+  };
+  return {
+    async startFlow(flowSlug, input, runId): Promise<StartResult> {
+      try {
+        const [row] = await bounded(
+          sql<{ run_id: string }[]>`
+            select (pgflow.start_flow(${flowSlug}, ${input}::text::jsonb, ${runId}::uuid)).run_id`,
+          "start_flow",
+          options.queryTimeoutMs,
+        );
+        return { runId: row.run_id };
+      } catch (error) {
+        if ((error as { code?: string }).code === "23505" && runId !== null) {
+          return { exists: true };
+        }
+        throw error;
+      }
+    },
+    async getRun(runId) {
+      const [row] = await bounded(
+        sql<{ run: unknown }[]>`select pgflow.get_run(${runId}::uuid) as run`,
+        "get_run",
+        options.queryTimeoutMs,
+      );
+      return toRunState(row?.run ?? null);
+    },
+    wakeSource() {
+      // Not kept when it failed (the database was unreachable): the next watcher asks again.
+      source ??= choose().catch((error) => {
+        source = undefined;
+        throw error;
+      });
+      return source;
+    },
+    async close() {
+      if (source !== undefined) await (await source.catch(() => pollSource())).close();
+      if (options.owned) await sql.end({ timeout: 5 });
+    },
+  };
+}

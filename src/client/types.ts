@@ -1,0 +1,332 @@
+/**
+ * The types of the client: what a run looks like, what its events are, and how both are typed
+ * from the flow definition.
+ *
+ * @module
+ */
+import type {
+  ExtractFlowDeps,
+  ExtractFlowInput,
+  ExtractFlowStepsMeta,
+  FlowCarrier,
+  StepSlug,
+} from "../dsl/extract.ts";
+import type { Json } from "../util/json.ts";
+import type { Simplify } from "../dsl/types.ts";
+
+/**
+ * Whether `F` is a flow type (`true`) or `never`, which is what a slug given without a type
+ * parameter leaves: then input and output are `Json`.
+ *
+ * @example
+ * ```ts
+ * import type { IsTypedFlow } from "@pgflow/shared";
+ *
+ * type Untyped = IsTypedFlow<never>; // false
+ * ```
+ */
+export type IsTypedFlow<F> = [F] extends [never] ? false : true;
+
+/**
+ * The input type of a run of `F`; `Json` when `F` is not given.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type FlowInputOf } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type In = FlowInputOf<typeof flow>; // { id: string }
+ * ```
+ */
+export type FlowInputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true ? ExtractFlowInput<F>
+  : Json;
+
+/**
+ * Slugs of the steps nothing depends on: their outputs make up the run's output.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type LeafSlug } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" })
+ *   .step({ slug: "a" }, (i) => i.id)
+ *   .step({ slug: "b", dependsOn: ["a"] }, (d) => d.a);
+ * type Leaves = LeafSlug<typeof flow>; // "b"
+ * ```
+ */
+export type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDeps<F>[StepSlug<F>]>;
+
+/**
+ * The output of a completed run of `F`: one key per leaf step (a step no other step depends on)
+ * holding that step's output. A leaf that may be skipped (`whenUnmet: 'skip'`) is optional: a
+ * skipped leaf is absent. `Json` when `F` is not given.
+ *
+ * A leaf skipped by a `'skip-cascade'` above it is absent too; the DSL does not track cascades in
+ * its types, so such keys are typed as present. Check for them when a flow uses `'skip-cascade'`.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type FlowOutputOf } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" })
+ *   .step({ slug: "a" }, (i) => i.id.length)
+ *   .step({ slug: "b", dependsOn: ["a"] }, (d) => ({ twice: d.a * 2 }));
+ * type Out = FlowOutputOf<typeof flow>; // { b: { twice: number } }
+ * ```
+ */
+export type FlowOutputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true ? Simplify<
+    & {
+      -readonly [
+        K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
+          : K
+      ]: ExtractFlowStepsMeta<F>[K]["output"];
+    }
+    & {
+      -readonly [
+        K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
+          : never
+      ]?: ExtractFlowStepsMeta<F>[K]["output"];
+    }
+  >
+  : Json;
+
+/**
+ * Step slugs of `F` (`string` when `F` is not given).
+ *
+ * @example
+ * ```ts
+ * import { Flow, type RunStepSlug } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type Slugs = RunStepSlug<typeof flow>; // "a"
+ * ```
+ */
+export type RunStepSlug<F extends FlowCarrier> = IsTypedFlow<F> extends true ? StepSlug<F> : string;
+
+/**
+ * The output of step `K` of `F` (`Json` when `F` is not given).
+ *
+ * @example
+ * ```ts
+ * import { Flow, type RunStepOutput } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id.length);
+ * type A = RunStepOutput<typeof flow, "a">; // number
+ * ```
+ */
+export type RunStepOutput<F extends FlowCarrier, K extends string> = IsTypedFlow<F> extends true
+  ? K extends StepSlug<F> ? ExtractFlowStepsMeta<F>[K]["output"] : never
+  : Json;
+
+/**
+ * A run's status.
+ *
+ * @example
+ * ```ts
+ * import type { RunStatus } from "@pgflow/shared";
+ *
+ * const done: RunStatus = "completed";
+ * ```
+ */
+export type RunStatus = "started" | "completed" | "failed";
+
+/**
+ * A step's status within a run.
+ *
+ * @example
+ * ```ts
+ * import type { StepStatus } from "@pgflow/shared";
+ *
+ * const waiting: StepStatus = "created";
+ * ```
+ */
+export type StepStatus = "created" | "started" | "completed" | "failed" | "skipped";
+
+/**
+ * One step of a {@link RunState}, for one step slug `K`.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type StepStateFor } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type A = StepStateFor<typeof flow, "a">["output"]; // string | null
+ * ```
+ */
+export interface StepStateFor<F extends FlowCarrier, K extends string> {
+  /** The step's slug. */
+  readonly stepSlug: K;
+  /** Its position in the flow definition (dependencies come first). */
+  readonly stepIndex: number;
+  /** `single` or `map`. */
+  readonly stepType: "single" | "map";
+  /** Its status. */
+  readonly status: StepStatus;
+  /** Its output once completed (a map step: the outputs in index order), else `null`. */
+  readonly output: RunStepOutput<F, K> | null;
+  /** The last error of its tasks (set while it retries, and when it failed), else `null`. */
+  readonly error: string | null;
+  /** Why it was skipped (`condition_unmet`, `dependency_skipped`, ...), else `null`. */
+  readonly skipReason: string | null;
+  /** How many tasks it started with (map steps: one per element); `null` before it started. */
+  readonly initialTasks: number | null;
+  /** How many of them are not done yet; `null` before it started. */
+  readonly remainingTasks: number | null;
+  /** When it started (UTC, microseconds: `2026-12-03T08:00:00.123456Z`), else `null`. */
+  readonly startedAt: string | null;
+  /** When it completed, else `null`. */
+  readonly completedAt: string | null;
+  /** When it failed, else `null`. */
+  readonly failedAt: string | null;
+  /** When it was skipped, else `null`. */
+  readonly skippedAt: string | null;
+}
+
+/**
+ * The state of one step of a run: a union over the flow's step slugs, so narrowing on `stepSlug`
+ * types `output`.
+ *
+ * @example
+ * ```ts
+ * import type { StepState } from "@pgflow/shared";
+ *
+ * function done(step: StepState): boolean {
+ *   return step.status === "completed" || step.status === "skipped";
+ * }
+ * ```
+ */
+export type StepState<F extends FlowCarrier = never> = RunStepSlug<F> extends infer K extends string
+  ? K extends unknown ? StepStateFor<F, K> : never
+  : never;
+
+/**
+ * A run with every step: what `client.getRun` and `run.state()` return (`pgflow.get_run` in SQL).
+ *
+ * @example
+ * ```ts
+ * import type { RunState } from "@pgflow/shared";
+ *
+ * function summary(run: RunState): string {
+ *   return `${run.flowSlug} ${run.status}: ${run.steps.length} steps`;
+ * }
+ * ```
+ */
+export interface RunState<F extends FlowCarrier = never> {
+  /** The run's id. */
+  readonly runId: string;
+  /** The flow it runs. */
+  readonly flowSlug: string;
+  /** Its status. */
+  readonly status: RunStatus;
+  /** Its input. */
+  readonly input: FlowInputOf<F>;
+  /** Its output once completed (see {@link FlowOutputOf}), else `null`. */
+  readonly output: FlowOutputOf<F> | null;
+  /** Why it failed, else `null`. */
+  readonly error: string | null;
+  /** Steps not finished yet. */
+  readonly remainingSteps: number;
+  /** When it started (UTC, microseconds). */
+  readonly startedAt: string;
+  /** When it completed, else `null`. */
+  readonly completedAt: string | null;
+  /** When it failed, else `null`. */
+  readonly failedAt: string | null;
+  /** Every step, in definition order. */
+  readonly steps: readonly StepState<F>[];
+}
+
+/**
+ * Fields every run event has.
+ *
+ * @example
+ * ```ts
+ * import type { RunEventBase } from "@pgflow/shared";
+ *
+ * const when = (e: RunEventBase) => new Date(e.at);
+ * ```
+ */
+export interface RunEventBase {
+  /** The run the event belongs to. */
+  readonly runId: string;
+  /** When it happened (UTC, microseconds: `2026-12-03T08:00:00.123456Z`). */
+  readonly at: string;
+}
+
+/**
+ * The step events for one step slug `K`.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type StepEventFor } from "@pgflow/shared";
+ *
+ * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
+ * type Done = Extract<StepEventFor<typeof flow, "a">, { type: "step:completed" }>["output"]; // string
+ * ```
+ */
+export type StepEventFor<F extends FlowCarrier, K extends string> =
+  | (RunEventBase & { readonly type: "step:started"; readonly stepSlug: K })
+  | (RunEventBase & {
+    readonly type: "step:completed";
+    readonly stepSlug: K;
+    readonly output: RunStepOutput<F, K>;
+  })
+  | (RunEventBase & { readonly type: "step:failed"; readonly stepSlug: K; readonly error: string })
+  | (RunEventBase & {
+    readonly type: "step:skipped";
+    readonly stepSlug: K;
+    readonly reason: string;
+  });
+
+/**
+ * A step event: `step:started`, `step:completed` (with the step's output), `step:failed` (with
+ * its error) or `step:skipped` (with the reason), typed per step slug.
+ *
+ * @example
+ * ```ts
+ * import type { StepEvent } from "@pgflow/shared";
+ *
+ * const log = (e: StepEvent) => console.log(e.type, e.stepSlug);
+ * ```
+ */
+export type StepEvent<F extends FlowCarrier = never> = RunStepSlug<F> extends infer K extends string
+  ? K extends unknown ? StepEventFor<F, K> : never
+  : never;
+
+/**
+ * A run event: `run:started` (with the input), `run:completed` (with the output) or
+ * `run:failed` (with the error and the failing step, if one failed).
+ *
+ * @example
+ * ```ts
+ * import type { RunLevelEvent } from "@pgflow/shared";
+ *
+ * const done = (e: RunLevelEvent) => e.type !== "run:started";
+ * ```
+ */
+export type RunLevelEvent<F extends FlowCarrier = never> =
+  | (RunEventBase & {
+    readonly type: "run:started";
+    readonly flowSlug: string;
+    readonly input: FlowInputOf<F>;
+  })
+  | (RunEventBase & { readonly type: "run:completed"; readonly output: FlowOutputOf<F> })
+  | (RunEventBase & {
+    readonly type: "run:failed";
+    readonly error: string;
+    readonly stepSlug: RunStepSlug<F> | null;
+  });
+
+/**
+ * What `run.events()` yields, in the order things happened: the run's and its steps' transitions.
+ *
+ * @example
+ * ```ts
+ * import type { RunEvent } from "@pgflow/shared";
+ *
+ * function line(e: RunEvent): string {
+ *   return e.type.startsWith("step:") && "stepSlug" in e ? `${e.type} ${e.stepSlug}` : e.type;
+ * }
+ * ```
+ */
+export type RunEvent<F extends FlowCarrier = never> = RunLevelEvent<F> | StepEvent<F>;

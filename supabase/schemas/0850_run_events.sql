@@ -1,0 +1,78 @@
+-- Run events: a change of a run's or a step's status wakes whoever watches that run.
+--
+-- A notification is a wake-up hint, not the event itself: clients read the run with
+-- pgflow.get_run and build their events by comparing what they saw before with what they see now
+-- (src/client/), so a lost notification, a reconnect or a late subscriber only delays an event,
+-- never loses it. That is why the payload is just the run id and never holds inputs, outputs or
+-- errors (pg_notify payloads are limited to 8000 bytes, and a listener needs nothing else).
+--
+-- One channel per run, pgflow_run:<uuid> (47 bytes, under the 63-byte limit on channel names): a
+-- client that waits for one run hears only that run, not every run of the database. Postgres
+-- delivers identical notifications (same channel, same payload) once per transaction, so a
+-- transaction that moves a run through several states (complete_task: the step completes, its
+-- dependents start, the run completes) sends one notification for it.
+--
+-- Where Supabase Realtime is installed (realtime.send exists, looked up on every call so a project
+-- that adds Realtime later needs no migration), the same hint is broadcast on the private topic
+-- pgflow_run:<uuid>, once per run per transaction.
+--
+-- Row-level triggers limited to the status column (`update of status`) with a `when` clause that
+-- Postgres evaluates without calling any function: the function runs only for a real status
+-- change (about three times per step), never for the counters the hot path decrements on every
+-- task (remaining_tasks, remaining_deps, remaining_steps). Measured against statement-level
+-- triggers with transition tables, which fire for every statement that touches the tables and
+-- copy their rows: those cost about twice as much (bench/trigger_cost.ts, bench/results.md).
+
+-- Broadcasts a run's hint through Supabase Realtime, once per transaction.
+create or replace function pgflow._broadcast_run(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  sent text;
+begin
+  if to_regprocedure('realtime.send(jsonb, text, text, boolean)') is null then
+    return;
+  end if;
+  -- realtime.send inserts a message each time it is called: remember (for this transaction only)
+  -- which runs were announced already.
+  sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
+  if position(p_run_id::text in sent) > 0 then
+    return;
+  end if;
+  perform realtime.send(jsonb_build_object('run_id', p_run_id), 'run_changed', 'pgflow_run:' || p_run_id::text, true);
+  perform set_config('pgflow.realtime_sent', sent || p_run_id::text || ',', true);
+end;
+$$;
+
+create or replace function pgflow._run_changed()
+returns trigger
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  perform pg_notify('pgflow_run:' || new.run_id::text, new.run_id::text);
+  -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.
+  if to_regnamespace('realtime') is not null then
+    perform pgflow._broadcast_run(new.run_id);
+  end if;
+  return null;
+end;
+$$;
+
+create or replace trigger runs_inserted_notify
+  after insert on pgflow.runs
+  for each row execute function pgflow._run_changed();
+
+create or replace trigger runs_status_notify
+  after update of status on pgflow.runs
+  for each row when (old.status is distinct from new.status)
+  execute function pgflow._run_changed();
+
+create or replace trigger step_states_status_notify
+  after update of status on pgflow.step_states
+  for each row when (old.status is distinct from new.status)
+  execute function pgflow._run_changed();

@@ -1,0 +1,215 @@
+/**
+ * The client over supabase-js. Two stand-ins, since the tests run no Supabase stack:
+ *
+ * - the real supabase-js client against a small HTTP server that answers `rpc` the way PostgREST
+ *   does (POST /rest/v1/rpc/<function> with the schema in Content-Profile, named arguments in the
+ *   body, a database error as { code, message, hint }), running the call as service_role on the
+ *   real database: the client's rpc names, arguments and error handling meet the SQL functions;
+ * - Realtime: `realtime.send` defined in the database as Supabase's inserts a message, here handed
+ *   to listeners with pg_notify, and a client whose `channel()` delivers those broadcasts to the
+ *   channels of their topic: the triggers' broadcasts wake the client's Realtime transport.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { createClient as createSupabase } from "@supabase/supabase-js";
+import {
+  createClient,
+  type FlowWorker,
+  RunFailedError,
+  StartFlowError,
+  type SupabaseClient,
+} from "../../mod.ts";
+import { testDatabase } from "../support/db.ts";
+import { startWorker, stopAll } from "../worker/helpers.ts";
+import { failing, greet, words } from "./fixtures.ts";
+
+const db = testDatabase(import.meta.url);
+
+/** The arguments each exposed function takes, with their SQL types (as PostgREST reads them). */
+const RPC: Record<string, Record<string, string>> = {
+  start_flow: { flow_slug: "text", input: "jsonb", run_id: "uuid" },
+  get_run: { run_id: "uuid" },
+};
+
+/** Answers supabase-js rpc calls on schema pgflow as service_role, like PostgREST. */
+function fakePostgrest(url: string): { url: string; calls: string[]; close(): Promise<void> } {
+  const sql = postgres(url, { max: 4, onnotice: () => {} });
+  const calls: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const fn = new URL(req.url).pathname.match(/^\/rest\/v1\/rpc\/(\w+)$/)?.[1];
+    if (req.headers.get("content-profile") !== "pgflow" || fn === undefined || !(fn in RPC)) {
+      return Response.json({ code: "PGRST202", message: `no function ${fn}` }, { status: 404 });
+    }
+    const args = await req.json() as Record<string, unknown>;
+    calls.push(`${fn}(${Object.keys(args).sort().join(", ")})`);
+    const names = Object.keys(args).filter((k) => k in RPC[fn]);
+    const list = names.map((n, i) =>
+      `${n} => $${i + 1}::${RPC[fn][n] === "jsonb" ? "text::jsonb" : RPC[fn][n]}`
+    ).join(", ");
+    const values = names.map((n) =>
+      RPC[fn][n] === "jsonb" ? JSON.stringify(args[n]) : args[n] as string | null
+    );
+    try {
+      const [row] = await sql.begin(async (tx) => {
+        await tx`set local role service_role`;
+        return await tx.unsafe(`select to_jsonb(pgflow.${fn}(${list})) as result`, values);
+      });
+      return Response.json(row.result);
+    } catch (e) {
+      const error = e as { code?: string; message: string; hint?: string };
+      return Response.json({
+        code: error.code,
+        message: error.message,
+        hint: error.hint ?? null,
+        details: null,
+      }, {
+        status: 400,
+      });
+    }
+  });
+  const { port } = server.addr as Deno.NetAddr;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls,
+    close: async () => {
+      await server.shutdown();
+      await sql.end({ timeout: 1 });
+    },
+  };
+}
+
+db.test("supabase-js rpc: start (idempotent), wait, read, and errors, as service_role", async ({ url }) => {
+  const api = fakePostgrest(url);
+  const supabase = createSupabase(api.url, "service-role-key", { auth: { persistSession: false } });
+  const client = createClient({ supabase, transport: "poll", pollIntervalMs: 25 });
+  const workers: FlowWorker[] = [];
+  try {
+    await startWorker(workers, greet, { connectionString: url });
+    await startWorker(workers, failing, { connectionString: url });
+    assert.equal(await client.transport(), "poll");
+    const runId = crypto.randomUUID();
+    const run = await client.startFlow(greet, { name: "edge" }, { runId });
+    const again = await client.startFlow(greet, { name: "edge" }, { runId });
+    assert.equal(again.runId, runId);
+    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 15_000 }), {
+      hello: { text: "hello edge" },
+    });
+    const state = await client.getRun(runId);
+    assert.deepEqual(state?.steps.map((s) => [s.stepSlug, s.status]), [["hello", "completed"]]);
+    assert.equal(await client.getRun(crypto.randomUUID()), null);
+    await assert.rejects(
+      client.startFlow("cl_nope", {}),
+      (e: unknown) =>
+        e instanceof StartFlowError && e.code === "22023" && /cl_nope/.test(e.message),
+    );
+    const bad = await client.startFlow(failing, { id: 2 });
+    await assert.rejects(bad.waitFor("completed", { timeoutMs: 15_000 }), RunFailedError);
+    assert.ok(api.calls.includes("start_flow(flow_slug, input, run_id)"));
+    assert.ok(api.calls.includes("get_run(run_id)"));
+  } finally {
+    await stopAll(workers);
+    await client.close();
+    await api.close();
+  }
+});
+
+/** Broadcasts `realtime.send` makes, delivered to the channels of their topic. */
+async function fakeRealtime(sql: postgres.Sql, connect: () => postgres.Sql) {
+  await sql.unsafe(`
+    create schema realtime;
+    create function realtime.send(payload jsonb, event text, topic text, private boolean default true)
+    returns void language sql as $$
+      select pg_notify('fake_realtime', jsonb_build_object(
+        'payload', payload, 'event', event, 'topic', topic, 'private', private)::text)
+    $$;`);
+  type Handler = (message: unknown) => void;
+  const channels = new Map<string, { event: string; handler: Handler; private: boolean }[]>();
+  const joined: string[] = [];
+  const listener = connect();
+  await listener.listen("fake_realtime", (text) => {
+    const m = JSON.parse(text);
+    for (const c of channels.get(m.topic) ?? []) {
+      if (c.event === m.event && c.private === m.private) {
+        c.handler({ type: "broadcast", event: m.event, payload: m.payload });
+      }
+    }
+  });
+  const supabase = {
+    schema: () => ({ rpc: () => Promise.reject(new Error("not used")) }),
+    channel(topic: string, options: { config: { private: boolean } }) {
+      const subs: { event: string; handler: Handler; private: boolean }[] = [];
+      const channel = {
+        topic,
+        on(_type: string, filter: { event: string }, handler: Handler) {
+          subs.push({ event: filter.event, handler, private: options.config.private });
+          return channel;
+        },
+        subscribe(callback: (status: string) => void) {
+          channels.set(topic, [...(channels.get(topic) ?? []), ...subs]);
+          joined.push(topic);
+          setTimeout(() => callback("SUBSCRIBED"), 5);
+          return channel;
+        },
+      };
+      return channel;
+    },
+    removeChannel(channel: { topic: string }) {
+      channels.delete(channel.topic);
+      return Promise.resolve("ok");
+    },
+  };
+  return { supabase, joined, channels };
+}
+
+db.test("Realtime: the triggers' broadcasts on the run's private topic wake the client", async ({ sql, url, connect }) => {
+  const realtime = await fakeRealtime(sql, connect);
+  // Reads go straight to the database; wake-ups come only from the broadcasts (the safety
+  // re-read is a minute away, so a run that finishes quickly was heard, not polled).
+  const service = connect({ max: 2 });
+  const rpcOnSql = {
+    ...realtime.supabase,
+    schema: () => ({
+      rpc: async (fn: string, args: Record<string, unknown>) => {
+        try {
+          const [row] = fn === "get_run"
+            ? await service`select pgflow.get_run(${args.run_id as string}::uuid) as result`
+            : await service`select to_jsonb(pgflow.start_flow(${args.flow_slug as string}, ${
+              JSON.stringify(args.input)
+            }::text::jsonb, ${args.run_id as string | null}::uuid)) as result`;
+          return { data: row.result, error: null };
+        } catch (e) {
+          return { data: null, error: e };
+        }
+      },
+    }),
+  };
+  const client = createClient({
+    supabase: rpcOnSql as unknown as SupabaseClient,
+    safetyIntervalMs: 60_000,
+  });
+  const workers: FlowWorker[] = [];
+  try {
+    await startWorker(workers, words, { connectionString: url, queueName: "cl_work" });
+    assert.equal(await client.transport(), "realtime");
+    const run = await client.startFlow(words, { text: "one two" });
+    const started = Date.now();
+    const types: string[] = [];
+    for await (const e of run.events()) types.push(e.type);
+    assert.ok(Date.now() - started < 30_000);
+    assert.deepEqual(types, [
+      "run:started",
+      "step:started",
+      "step:completed",
+      "step:started",
+      "step:completed",
+      "step:started",
+      "step:completed",
+      "run:completed",
+    ]);
+    assert.deepEqual(realtime.joined, [`pgflow_run:${run.runId}`]);
+    assert.equal(realtime.channels.size, 0, "the channel was removed at the end");
+  } finally {
+    await stopAll(workers);
+    await client.close();
+  }
+});
