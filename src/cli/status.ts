@@ -8,6 +8,7 @@
 import { describeConnection } from "../platform/connection_kind.ts";
 import type { Sql } from "../platform/types.ts";
 import { coverageCounts, type CoverageRow, queueCoverage } from "../operations/coverage.ts";
+import { queueDepths } from "../operations/queue_depths.ts";
 import { readSchemaVersion, schemaVersionProblem } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
 import { parseArgs } from "./args.ts";
@@ -29,13 +30,6 @@ Exit codes: 0 all well, 1 the schema is missing or another version, or coverage 
 2 usage error.`;
 
 /** One queue's line. */
-interface QueueLine {
-  name: string;
-  messages: number | undefined;
-  visible: number | undefined;
-  oldest: number | undefined;
-  workers: number;
-}
 
 /**
  * Runs `pgflow status`; returns the exit code.
@@ -115,17 +109,17 @@ export async function statusLines(
       `${problem ? " — MISMATCH" : ""}); local development: ${local ? "on" : "off"}`,
   );
   if (problem) row("", problem);
-  const queues = await queueLines(sql, staleAfter);
+  const queues = await queueDepths(sql, staleAfter);
   if (queues.length === 0) row("queues", "none");
   else {
     const table = formatTable(
       ["queue", "messages", "visible", "oldest", "live workers"],
       queues.map((q) => [
         q.name,
-        q.messages === undefined ? "?" : String(q.messages),
-        q.visible === undefined ? "-" : String(q.visible),
-        q.oldest === undefined ? "-" : `${q.oldest} s`,
-        String(q.workers),
+        q.messages === null ? "?" : String(q.messages),
+        q.visible === null ? "-" : String(q.visible),
+        q.oldestSeconds === null ? "-" : `${q.oldestSeconds} s`,
+        String(q.liveWorkers),
       ]),
     );
     table.forEach((line, i) => row(i === 0 ? "queues" : "", line));
@@ -137,30 +131,6 @@ export async function statusLines(
   row("coverage", coverageLine(coverage));
   const ok = problem === undefined && coverageCounts(coverage).MISSING === 0;
   return { text: out.join("\n"), ok };
-}
-
-async function queueLines(sql: Sql, staleAfter: number): Promise<QueueLine[]> {
-  const metrics = await sql<Record<string, unknown>[]>`select * from pgmq.metrics_all()`;
-  const workers = await sql<{ queue_name: string; n: number }[]>`
-    select queue_name, count(*)::int as n from pgflow.workers
-    where stopped_at is null and deprecated_at is null
-      and last_heartbeat_at > now() - make_interval(secs => ${staleAfter})
-    group by queue_name`;
-  const byQueue = new Map(workers.map((w) => [w.queue_name, w.n]));
-  const num = (v: unknown) => (v === null || v === undefined ? undefined : Number(v));
-  const lines: QueueLine[] = metrics.map((m) => ({
-    name: String(m.queue_name),
-    messages: num(m.queue_length),
-    visible: num(m.queue_visible_length),
-    oldest: num(m.oldest_msg_age_sec),
-    workers: byQueue.get(String(m.queue_name)) ?? 0,
-  }));
-  for (const [name, n] of byQueue) {
-    if (!lines.some((l) => l.name === name)) {
-      lines.push({ name, messages: undefined, visible: undefined, oldest: undefined, workers: n });
-    }
-  }
-  return lines.sort((a, b) => a.name.localeCompare(b.name));
 }
 
 /** The coverage verdict, the same one `pgflow coverage` exits with: incomplete iff a pair is MISSING. */

@@ -5,6 +5,7 @@
  * @module
  */
 import { type CoverageRow, queueCoverage } from "../../operations/coverage.ts";
+import { type QueueDepth, queueDepths } from "../../operations/queue_depths.ts";
 import type { ReadTx } from "./read_only.ts";
 
 /** Thresholds of the overview. */
@@ -18,18 +19,7 @@ export interface OverviewOptions {
 }
 
 /** One PGMQ queue and the live workers reading it. */
-export interface QueueInfo {
-  /** The queue's name. */
-  readonly name: string;
-  /** Messages in the queue (visible or not); `null` for a queue with workers but no table. */
-  readonly messages: number | null;
-  /** Messages visible now; `null` when this PGMQ does not report it. */
-  readonly visible: number | null;
-  /** Age of the oldest message in seconds; `null` when the queue is empty. */
-  readonly oldestSeconds: number | null;
-  /** Workers on the queue with a fresh heartbeat, not stopped or deprecated. */
-  readonly liveWorkers: number;
-}
+export type QueueInfo = QueueDepth;
 
 /** One (queue, flow, step) pair of `pgflow.queue_coverage()`, as the engine reads it. */
 export type CoverageInfo = CoverageRow;
@@ -119,7 +109,6 @@ export interface Overview {
   readonly stuck: readonly StuckTask[];
 }
 
-const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
 
 /**
@@ -147,27 +136,7 @@ export async function readOverview(tx: ReadTx, options: OverviewOptions): Promis
 }
 
 async function readQueues(tx: ReadTx, staleAfter: number): Promise<QueueInfo[]> {
-  // `select *`: queue_visible_length exists only from PGMQ 1.5 on.
-  const metrics = await tx<Record<string, unknown>[]>`select * from pgmq.metrics_all()`;
-  const workers = await tx<{ queue_name: string; n: number }[]>`
-    select queue_name, count(*)::int as n from pgflow.workers
-    where stopped_at is null and deprecated_at is null
-      and last_heartbeat_at > now() - make_interval(secs => ${staleAfter})
-    group by queue_name`;
-  const live = new Map(workers.map((w) => [w.queue_name, w.n]));
-  const queues: QueueInfo[] = metrics.map((m) => ({
-    name: String(m.queue_name),
-    messages: num(m.queue_length),
-    visible: num(m.queue_visible_length),
-    oldestSeconds: num(m.oldest_msg_age_sec),
-    liveWorkers: live.get(String(m.queue_name)) ?? 0,
-  }));
-  for (const [name, n] of live) {
-    if (!queues.some((q) => q.name === name)) {
-      queues.push({ name, messages: null, visible: null, oldestSeconds: null, liveWorkers: n });
-    }
-  }
-  return queues.sort((a, b) => a.name.localeCompare(b.name));
+  return await queueDepths(tx, staleAfter);
 }
 
 async function readCoverage(tx: ReadTx, staleAfter: number): Promise<CoverageInfo[]> {
