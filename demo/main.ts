@@ -109,8 +109,9 @@ async function main() {
   const client = createClient({ connectionString: db.url });
   const flows = demoFlows({ failureRate: opts.failureRate, maxLatencyMs: opts.maxLatency });
   const common = {
-    // Task-level logs would drown the progress lines: warnings and errors only.
-    logger: createLogger({ level: "warn" }),
+    // Task-level logs would drown the progress lines, and the injected failures are retried
+    // (each a `warn`): errors only, so a run that really fails still shows.
+    logger: createLogger({ level: "error" }),
     connectionString: db.url,
     maxPollSeconds: 1,
     pollIntervalMs: 50,
