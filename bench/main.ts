@@ -46,12 +46,15 @@ async function machine(): Promise<string> {
 
 async function run(o: BenchOptions): Promise<Figures> {
   const started = performance.now();
-  const db = await openPgflowDatabase();
+  const db = await openPgflowDatabase({ durable: !o.fast });
   const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
   const log = (text: string) =>
     console.error(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] ${text}`);
   try {
-    const [{ version }] = await sql<{ version: string }[]>`select version()`;
+    const [{ version, fsync, synchronous_commit }] = await sql<
+      { version: string; fsync: string; synchronous_commit: string }[]
+    >`select version(), current_setting('fsync') as fsync,
+             current_setting('synchronous_commit') as synchronous_commit`;
     const s: EngineSettings = {
       url: db.url,
       sql,
@@ -70,6 +73,7 @@ async function run(o: BenchOptions): Promise<Figures> {
       machine: await machine(),
       deno: Deno.version.deno,
       postgres: version.split(",")[0],
+      durability: `fsync=${fsync}, synchronous_commit=${synchronous_commit}`,
       pgmq: `${PGMQ_SOURCES[db.pgmq]} (${db.local ? "throw-away local server" : "DATABASE_URL"})`,
       options: o,
       single: [],

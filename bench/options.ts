@@ -16,12 +16,17 @@ export interface BenchOptions {
   only: Set<Section>;
   out: string | undefined;
   label: string;
+  /** Start the throw-away server with fsync and synchronous_commit off (not durable). */
+  fast: boolean;
 }
 
 export const HELP = `pgflow benchmarks: throughput, pickup latency, claim cost, floor, peer, memory.
 
 usage: deno task bench [options]
 
+  --fast               start the throw-away server with fsync, synchronous_commit and
+                       full_page_writes off (quick comparisons; hides commit cost). Default:
+                       durable settings, as on Supabase
   --quick              fewer tasks everywhere (about a minute); figures are noisier
   --tasks N            tasks per throughput scenario (default 3000; quick 600)
   --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)
@@ -67,6 +72,7 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     only: new Set(SECTIONS),
     out: defaultOut,
     label: "",
+    fast: args.includes("--fast"),
   };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i];
@@ -78,6 +84,7 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
         Deno.exit(0);
         break;
       case "--quick":
+      case "--fast":
         continue;
       case "--no-write":
         o.out = undefined;

@@ -13,6 +13,8 @@ export interface Figures {
   machine: string;
   deno: string;
   postgres: string;
+  /** The server's fsync and synchronous_commit, as read from it. */
+  durability: string;
   pgmq: string;
   options: BenchOptions;
   single: EngineResult[];
@@ -223,6 +225,7 @@ function header(f: Figures): string[] {
   return [
     `machine:  ${f.machine}`,
     `versions: Deno ${f.deno}; ${f.postgres}; PGMQ: ${f.pgmq}`,
+    `server:   ${f.durability}`,
     `run:      ${f.date}${f.label ? ` (${f.label})` : ""}, ${fixed(f.seconds ?? NaN, 0)} s`,
   ];
 }

@@ -28,10 +28,12 @@ export interface PgflowDatabase {
  * ```
  */
 export async function openPgflowDatabase(
-  options: { verbose?: boolean } = {},
+  options: { verbose?: boolean; durable?: boolean } = {},
 ): Promise<PgflowDatabase> {
   const external = Deno.env.get("DATABASE_URL");
-  const server = external ? undefined : await startLocalPostgres({ verbose: options.verbose });
+  const server = external
+    ? undefined
+    : await startLocalPostgres({ verbose: options.verbose, durable: options.durable });
   const url = external ?? server!.url;
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {

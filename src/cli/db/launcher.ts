@@ -47,6 +47,11 @@ export interface LocalPostgres {
 export interface StartOptions {
   /** Print progress lines to stderr. */
   verbose?: boolean;
+  /**
+   * Keep Postgres' durable defaults (`fsync`, `synchronous_commit` and `full_page_writes` on), as
+   * on Supabase; the benchmarks use this so commit cost is counted. Default false: tests want speed.
+   */
+  durable?: boolean;
 }
 
 /**
@@ -83,14 +88,16 @@ export async function startLocalPostgres(options: StartOptions = {}): Promise<Lo
     "--no-sync",
   ], user);
   const port = freePort();
-  // Durability settings are off: this cluster is thrown away, and tests want speed.
+  // Durability settings are off unless asked for: this cluster is thrown away, and tests want
+  // speed; the benchmarks ask for them so commit cost shows in their figures.
+  const durability = options.durable
+    ? []
+    : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"];
   const serverOptions = [
     `-p ${port}`,
     `-k ${dataDir}`,
     "-c listen_addresses=127.0.0.1",
-    "-c fsync=off",
-    "-c synchronous_commit=off",
-    "-c full_page_writes=off",
+    ...durability,
     "-c max_connections=300",
     "-c shared_buffers=256MB",
   ].join(" ");
