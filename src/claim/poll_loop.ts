@@ -6,6 +6,7 @@ import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { readAndClaim, type ReadOptions } from "./read.ts";
 import type { Slots } from "../util/slots.ts";
+import type { QueueWakeups } from "./wakeups.ts";
 
 /** What the poll loop needs. */
 export interface PollLoopDeps {
@@ -21,7 +22,10 @@ export interface PollLoopDeps {
   readonly batchSize: number;
   /** Seconds a read reserves messages. */
   readonly visibilityTimeout: number;
-  /** Seconds a read may wait. */
+  /**
+   * Seconds a read may wait in the database; with wake-ups listening, the longest the loop goes
+   * without reading while nothing is announced.
+   */
   readonly maxPollSeconds: number;
   /** Re-check interval while a read waits. */
   readonly pollIntervalMs: number;
@@ -33,6 +37,8 @@ export interface PollLoopDeps {
   readonly log: Logger;
   /** Counts messages not claimed, reported once per interval. */
   readonly activity: ActivityLog;
+  /** Notifications of work sent to the queue (LISTEN); absent: the loop only polls. */
+  readonly wakeups?: QueueWakeups;
   /** Aborted to stop polling (in-flight tasks are not affected). */
   readonly signal: AbortSignal;
   /** Runs one claimed task to its end. */
@@ -48,7 +54,9 @@ const FILL_WAIT_MS = 5;
  * task in its own slot, count the rest for the interval's report (one warning per disposition,
  * flow and step, not one per message: an unclaimed message comes back every visibility timeout).
  * A failed call rolls its read back, so nothing is left reserved; database errors back off
- * exponentially (with jitter) instead of spinning.
+ * exponentially (with jitter) instead of spinning. With `wakeups`, an empty read is followed by a
+ * wait for the queue's next notification (at most `maxPollSeconds`; `pollIntervalMs` while the
+ * LISTEN connection is down), not by a wait in the database.
  */
 export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   const { log, signal, slots } = deps;
@@ -79,16 +87,31 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       signal,
     );
     if (signal.aborted) break;
+    // With wake-ups the read does not wait in the database: the loop waits for the notification
+    // instead, which arrives with the sending transaction's commit, or, while the LISTEN
+    // connection is down, re-reads every pollIntervalMs until it is back (and then reads at once:
+    // what was sent meanwhile was announced to no one). Without, the read waits in the database.
+    const wakeups = deps.wakeups;
+    const fallbackMs = wakeups?.listening === true
+      ? deps.maxPollSeconds * 1000
+      : deps.pollIntervalMs;
+    const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
     try {
+      wakeups?.beforeRead();
       const result = await poll({
         visibilityTimeout: deps.visibilityTimeout,
         qty: Math.min(deps.batchSize, slots.free),
-        maxPollSeconds: deps.maxPollSeconds,
+        maxPollSeconds: waitSeconds,
         pollIntervalMs: deps.pollIntervalMs,
-        timeoutMs: deps.maxPollSeconds * 1000 + deps.queryTimeoutMs,
+        timeoutMs: waitSeconds * 1000 + deps.queryTimeoutMs,
       });
       failures = 0;
-      if (result.read === 0) continue;
+      if (result.read === 0) {
+        // The fallback timer finds what no notification announces: a retry's delay or a
+        // visibility timeout running out, a step's startDelay, a notification lost.
+        await wakeups?.wait(fallbackMs, signal);
+        continue;
+      }
       // Run the claimed tasks even when a stop arrived during the read: they are ours now.
       for (const task of result.claimed) {
         slots.run(() => deps.execute(task, result.messages.get(task.messageId)!));

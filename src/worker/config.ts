@@ -23,13 +23,27 @@ export interface EdgeWorkerConfig {
   readonly batchSize?: number;
   /** Seconds a read reserves messages before the claim re-arms them; default 5. */
   readonly visibilityTimeout?: number;
-  /** Seconds one read may wait in the database for messages; default 2. */
+  /**
+   * Seconds one read may wait in the database for messages when the worker polls; with LISTEN
+   * wake-ups, the longest an idle worker goes without reading (what no notification announces: a
+   * retry after its delay, a message whose visibility timeout ran out). Default 2.
+   */
   readonly maxPollSeconds?: number;
   /**
-   * How often (ms) the database re-checks the queue while a read waits; default 50 (pickup p50
-   * about half of it; an idle worker costs its database about 1% of a core at 50, 0.8% at 100).
+   * How often (ms) the database re-checks the queue while a read waits, when the worker polls;
+   * default 50 (pickup p50 about half of it; an idle polling worker costs its database about 1% of
+   * a core at 50, 0.8% at 100).
    */
   readonly pollIntervalMs?: number;
+  /**
+   * How the worker learns that work was sent to its queue. `listen`: LISTEN on a connection of its
+   * own (one more than the pool), woken by the notification sent with the messages, and reading
+   * every `maxPollSeconds` as a fallback; polling in the database while that connection is down.
+   * `poll`: reads that wait in the database, re-checking every `pollIntervalMs`. Default `auto`:
+   * `listen` on direct and session-pooler connections, `poll` behind a transaction pooler or a
+   * pooler whose mode cannot be told (a transaction pooler does not keep a LISTEN).
+   */
+  readonly wakeups?: WakeupMode;
   /** Pool size when the worker opens its own pool; default 4 (at least 2). */
   readonly maxPgConnections?: number;
   /** Postgres URL; else `sql`; else env `EDGE_WORKER_DB_URL`, then `DATABASE_URL`. */
@@ -64,6 +78,18 @@ export interface EdgeWorkerConfig {
   readonly context?: { readonly [key: string]: unknown };
 }
 
+/**
+ * How a worker learns of new work: `listen`, `poll`, or `auto` (see `EdgeWorkerConfig.wakeups`).
+ *
+ * @example
+ * ```ts
+ * import type { WakeupMode } from "@pgflow/shared";
+ *
+ * const mode: WakeupMode = "auto";
+ * ```
+ */
+export type WakeupMode = "auto" | "listen" | "poll";
+
 /** A config with every default applied and every value checked. */
 export type ResolvedConfig = { readonly [K in NumericOptionName]: number } & {
   /** Exactly one of `sql` and `connectionString` is set. */
@@ -71,6 +97,7 @@ export type ResolvedConfig = { readonly [K in NumericOptionName]: number } & {
   readonly connectionString?: string;
   readonly functionName?: string;
   readonly workerId?: string;
+  readonly wakeups: WakeupMode;
   readonly logLevel: LogLevel;
   readonly logger?: Logger;
   readonly context?: { readonly [key: string]: unknown };
@@ -82,6 +109,7 @@ const KNOWN = new Set([
   "sql",
   "functionName",
   "workerId",
+  "wakeups",
   "env",
   "logger",
   "context",
@@ -173,6 +201,12 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
   ) {
     throw new WorkerConfigError(`context must be an object, got ${describe(config.context)}`);
   }
+  const wakeups = config.wakeups ?? "auto";
+  if (wakeups !== "auto" && wakeups !== "listen" && wakeups !== "poll") {
+    throw new WorkerConfigError(
+      `wakeups must be "auto", "listen" or "poll", got ${describe(wakeups)}`,
+    );
+  }
   const level = env.EDGE_WORKER_LOG_LEVEL ?? "info";
   if (!isLogLevel(level)) {
     throw new WorkerConfigError(
@@ -185,6 +219,7 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     connectionString,
     functionName,
     workerId: config.workerId,
+    wakeups,
     logLevel: level,
     logger: config.logger,
     context: config.context,

@@ -24,6 +24,7 @@ import { beat } from "./heartbeat.ts";
 import { every } from "../util/periodic.ts";
 import { recoverStalled } from "./recovery.ts";
 import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
+import { openWakeups, type WorkerWakeups } from "./wakeups.ts";
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
 
 /**
@@ -142,6 +143,7 @@ class Worker implements FlowWorker {
   #stopping?: Promise<void>;
   #background: Promise<void>[] = [];
   #activity?: ActivityLog;
+  #wakeups?: WorkerWakeups;
   #resolveDone!: () => void;
 
   constructor(target: WorkerTarget, config: EdgeWorkerConfig & SelectionInput) {
@@ -180,6 +182,7 @@ class Worker implements FlowWorker {
     this.#state = "starting";
     this.#starting = this.#startup().catch(async (error) => {
       this.#state = "failed";
+      await this.#closeWakeups();
       await this.#closePool();
       this.#resolveDone();
       const failure = error instanceof WorkerStartupError ? error : new WorkerStartupError(
@@ -232,10 +235,12 @@ class Worker implements FlowWorker {
       "register_worker",
       timeoutMs,
     );
+    this.#wakeups = await openWakeups(sql, this.queueName, config.wakeups, connection, this.#log);
     this.#state = "running";
     this.#log.info("worker started", {
       function: this.functionName,
       supported: supported.map(([flow, step]) => `${flow}.${step}`),
+      wakeups: this.#wakeups.mode,
     });
     this.#launch(sql, registry, supabase);
   }
@@ -273,6 +278,7 @@ class Worker implements FlowWorker {
       slots: this.#slots,
       log: this.#log,
       activity,
+      wakeups: this.#wakeups?.wakeups,
       signal: this.#pollStop.signal,
       execute: (task, message) =>
         executeTask(
@@ -342,6 +348,7 @@ class Worker implements FlowWorker {
       this.#shutdown.abort();
     }
     await this.#background[0];
+    await this.#closeWakeups();
     // Marked as soon as polling has really ended, before the drain: the platform may kill the
     // isolate any moment now, and a stopped row lets a replacement start without waiting for the
     // heartbeat to go stale.
@@ -368,6 +375,14 @@ class Worker implements FlowWorker {
     this.#state = "stopped";
     this.#log.info("shutdown: stopped", {});
     this.#resolveDone();
+  }
+
+  async #closeWakeups(): Promise<void> {
+    const wakeups = this.#wakeups;
+    this.#wakeups = undefined;
+    await wakeups?.close().catch((error) =>
+      this.#log.warn("could not close the LISTEN connection", { error: (error as Error).message })
+    );
   }
 
   async #closePool(): Promise<void> {

@@ -2,7 +2,8 @@
 -- the queue from the task's snapshot: a flow slug never stands in for a queue.
 
 -- Sends one message per queued task of the run that has none yet, batched per (queue, delay) in
--- send_batch calls of at most 1,000, and records each message id on its task in the same transaction.
+-- send_batch calls of at most 1,000, records each message id on its task in the same transaction,
+-- and notifies channel pgflow_queue:<queue> for every queue that got messages visible at once.
 create or replace function pgflow._send_task_messages(p_run_id uuid)
 returns void
 language plpgsql
@@ -38,6 +39,13 @@ begin
         as u(step_slug, task_index, id)
       where t.run_id = p_run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
     end loop;
+    -- Wakes the workers listening on the queue. Sent in this transaction, so it is delivered at
+    -- commit or never: a worker never wakes before the messages are visible to its read. A delayed
+    -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
+    -- notifications of one transaction are folded into one by Postgres.
+    if grp.delay = 0 then
+      perform pg_notify('pgflow_queue:' || grp.queue_name, '');
+    end if;
   end loop;
 end;
 $$;

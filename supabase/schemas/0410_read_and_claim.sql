@@ -50,10 +50,18 @@ begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
   end if;
-  select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
-  into msgs, ids
-  from pgmq.read_with_poll(q, read_and_claim.visibility_timeout, read_and_claim.qty,
-                           read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
+  if read_and_claim.max_poll_seconds = 0 then
+    -- A worker woken by notifications reads once without waiting: it waits for the next
+    -- notification itself (read_with_poll with no time left returns before reading at all).
+    select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+    into msgs, ids
+    from pgmq.read(q, read_and_claim.visibility_timeout, read_and_claim.qty) m;
+  else
+    select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+    into msgs, ids
+    from pgmq.read_with_poll(q, read_and_claim.visibility_timeout, read_and_claim.qty,
+                             read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
+  end if;
   if ids is null then
     return;
   end if;

@@ -1,0 +1,148 @@
+import postgres from "npm:postgres@3.4.7";
+import type { Sql } from "./types.ts";
+
+/** One channel subscription of a {@link ChannelListener}; `close` ends it. */
+export interface ChannelSubscription {
+  close(): Promise<void>;
+}
+
+/** What a {@link ChannelListener} connection is opened with, besides the pool's own options. */
+export interface ChannelListenerOptions {
+  /** `application_name` of the LISTEN connection, so operators can tell it in pg_stat_activity. */
+  readonly applicationName?: string;
+}
+
+/**
+ * LISTEN on a connection of its own, opened with the options of a pool (so the same host,
+ * credentials, TLS and socket), for direct and session-pooler connections: a transaction pooler
+ * hands the session to someone else after every transaction, and the LISTEN with it.
+ *
+ * The connection is the listener's own rather than postgres.js's `sql.listen`: when the connection
+ * is lost (a Postgres restart, a terminated backend), postgres.js tries to LISTEN again once and
+ * gives up for good if the server is still down. Here every channel is listened to again, with
+ * backoff, until it works. Every subscriber is woken both when the connection is lost (so one
+ * waiting for a notification can fall back to reading on its own) and when it is back (what
+ * happened in the meantime was not announced).
+ */
+export class ChannelListener {
+  readonly #options: Record<string, unknown>;
+  readonly #applicationName: string | undefined;
+  #conn: Sql | undefined;
+  readonly #channels = new Map<string, Set<() => void>>();
+  /** Channels the current connection listens on. */
+  readonly #listened = new Set<string>();
+  #healing = false;
+  #closed = false;
+
+  /** A listener that opens its connection, on first use, from `sql`'s options. */
+  constructor(sql: Sql, options: ChannelListenerOptions = {}) {
+    this.#options = (sql as unknown as { options: Record<string, unknown> }).options;
+    this.#applicationName = options.applicationName;
+  }
+
+  /** Whether `channel` is listened to right now (a notification sent now will arrive). */
+  listening(channel: string): boolean {
+    return this.#listened.has(channel);
+  }
+
+  /**
+   * Calls `wake` on every notification on `channel`, and when the connection is lost or back.
+   * Resolves once the channel is listened to; rejects (and subscribes nothing) when it could not be.
+   */
+  async subscribe(channel: string, wake: () => void): Promise<ChannelSubscription> {
+    if (this.#closed) throw new Error("the listener is closed");
+    let wakes = this.#channels.get(channel);
+    if (wakes === undefined) this.#channels.set(channel, wakes = new Set());
+    wakes.add(wake);
+    try {
+      await this.#listen(channel);
+    } catch (error) {
+      await this.#remove(channel, wake);
+      throw error;
+    }
+    return { close: () => this.#remove(channel, wake) };
+  }
+
+  /** Ends every subscription and the connection. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#channels.clear();
+    this.#listened.clear();
+    await this.#conn?.end({ timeout: 1 });
+  }
+
+  #connection(): Sql {
+    // `options` is postgres.js's parsed option object; postgres.js's own listen opens its
+    // connection from it the same way.
+    return this.#conn ??= postgres({
+      ...this.#options,
+      max: 1,
+      idle_timeout: null,
+      max_lifetime: null,
+      fetch_types: false,
+      ...(this.#applicationName === undefined ? {} : {
+        connection: {
+          ...this.#options.connection as Record<string, unknown> | undefined,
+          application_name: this.#applicationName,
+        },
+      }),
+      onnotify: (channel: string) => this.#notify(channel),
+      onclose: () => this.#lost(),
+    } as unknown as postgres.Options<Record<string, postgres.PostgresType>>);
+  }
+
+  async #listen(channel: string): Promise<void> {
+    if (this.#listened.has(channel)) return;
+    await this.#connection().unsafe(`listen ${quoteIdentifier(channel)}`);
+    this.#listened.add(channel);
+  }
+
+  async #remove(channel: string, wake: () => void): Promise<void> {
+    const wakes = this.#channels.get(channel);
+    if (wakes === undefined || !wakes.delete(wake) || wakes.size > 0) return;
+    this.#channels.delete(channel);
+    if (this.#listened.delete(channel) && !this.#closed) {
+      await this.#connection().unsafe(`unlisten ${quoteIdentifier(channel)}`).catch(() => {});
+    }
+  }
+
+  #notify(channel: string): void {
+    for (const wake of this.#channels.get(channel) ?? []) wake();
+  }
+
+  #wakeAll(): void {
+    for (const channel of this.#channels.keys()) this.#notify(channel);
+  }
+
+  /** The connection is gone, and its LISTENs with it: listen again until it works. */
+  #lost(): void {
+    this.#listened.clear();
+    if (this.#closed) return;
+    this.#wakeAll();
+    if (this.#healing) return;
+    this.#healing = true;
+    void this.#heal().finally(() => this.#healing = false);
+  }
+
+  async #heal(): Promise<void> {
+    let delay = 100;
+    while (!this.#closed && this.#channels.size > 0) {
+      try {
+        for (const channel of [...this.#channels.keys()]) await this.#listen(channel);
+        if ([...this.#channels.keys()].every((c) => this.#listened.has(c))) {
+          // Everything missed while the connection was down is still to be read.
+          this.#wakeAll();
+          return;
+        }
+      } catch {
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 2000);
+      }
+    }
+  }
+}
+
+/** A channel name as a quoted SQL identifier (LISTEN takes no parameters). */
+function quoteIdentifier(identifier: string): string {
+  return `"${identifier.replace(/"/g, '""')}"`;
+}

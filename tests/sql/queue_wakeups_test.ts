@@ -1,0 +1,70 @@
+/**
+ * Work sent to a queue is announced on channel `pgflow_queue:<queue>` in the sending transaction:
+ * at commit (never before, never after a rollback), once per queue and transaction, for every
+ * queue a send reaches (the next step's too), and never for a step held back by its startDelay.
+ * read_and_claim with max_poll_seconds 0 reads once without waiting.
+ */
+import assert from "node:assert/strict";
+import { testDatabase } from "../support/db.ts";
+import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
+
+const db = testDatabase(import.meta.url);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+db.test("sends are announced at commit, once per queue and transaction", async ({ sql, connect }) => {
+  await defineFlow(sql, "wk_chain", [
+    { slug: "a", queue: "wk_q1" },
+    { slug: "b", deps: ["a"], queue: "wk_q2" },
+  ], { mode: "routed" });
+  await defineFlow(sql, "wk_later", [{ slug: "a", queue: "wk_q3", startDelay: 30 }], {
+    mode: "routed",
+  });
+  const listener = connect();
+  const heard: string[] = [];
+  for (const q of ["wk_q1", "wk_q2", "wk_q3"]) {
+    await listener.listen(`pgflow_queue:${q}`, (payload) => heard.push(`${q}:${payload}`));
+  }
+
+  await sql.begin(async (tx) => {
+    await tx`select pgflow.start_flow('wk_chain', '{}')`;
+    await tx`select pgflow.start_flow('wk_chain', '{}')`;
+    await sleep(300);
+    assert.deepEqual(heard, [], "nothing is announced before the commit");
+  });
+  await sleep(300);
+  assert.deepEqual(heard, ["wk_q1:"], "one empty notification for the transaction's two sends");
+
+  await assert.rejects(
+    sql.begin(async (tx) => {
+      await tx`select pgflow.start_flow('wk_chain', '{}')`;
+      throw new Error("roll back");
+    }),
+    /roll back/,
+  );
+  await sql`select pgflow.start_flow('wk_later', '{}')`;
+  await sleep(300);
+  assert.deepEqual(heard, ["wk_q1:"], "neither a rolled-back nor a delayed send is announced");
+
+  // Completing a sends b to its own queue: announced there.
+  const worker = await registerWorker(sql, "wk_q1");
+  const [task] = await readAndStart(sql, "wk_q1", worker, [["wk_chain", "a"]]);
+  await sql`select pgflow.complete_task(${task.run_id}, 'a', 0, '1', ${task.attempt})`;
+  await sleep(300);
+  assert.deepEqual(heard, ["wk_q1:", "wk_q2:"]);
+});
+
+db.test("read_and_claim with max_poll_seconds 0 reads what is there, and returns at once when empty", async ({ sql }) => {
+  await defineFlow(sql, "wk_now", [{ slug: "a", queue: "wk_now_q" }], { mode: "routed" });
+  const worker = await registerWorker(sql, "wk_now_q");
+  const empty = Date.now();
+  const none =
+    await sql`select * from pgflow.read_and_claim('wk_now_q', ${worker}::uuid, 5, 10, 0, 50,
+    '[["wk_now","a"]]'::jsonb)`;
+  assert.equal(none.length, 0);
+  assert.ok(Date.now() - empty < 1000, "an empty read does not wait");
+  await sql`select pgflow.start_flow('wk_now', '{}')`;
+  const rows = await sql`select disposition from pgflow.read_and_claim('wk_now_q', ${worker}::uuid,
+    5, 10, 0, 50, '[["wk_now","a"]]'::jsonb)`;
+  assert.deepEqual(rows.map((r) => r.disposition), ["claimed"]);
+});

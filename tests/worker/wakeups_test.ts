@@ -1,0 +1,149 @@
+/**
+ * LISTEN/NOTIFY wake-ups: work sent to a queue is announced in the sending transaction, a
+ * listening worker reads when told instead of polling, and it loses nothing when its LISTEN
+ * connection goes away: it polls meanwhile and reads again once it listens again.
+ *
+ * The workers here poll so slowly (a read every 60 s, a re-check every 10 s) that a run handled
+ * within a few seconds can only have been announced.
+ */
+import assert from "node:assert/strict";
+import { createPool, Flow, type FlowWorker, type Sql } from "../../mod.ts";
+import postgres from "postgres";
+import { serverUrl, testDatabase } from "../support/db.ts";
+import { startPgBouncer } from "../../local/pgbouncer.ts";
+import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
+
+const db = testDatabase(import.meta.url);
+
+/** Announced work is found long before either fallback timer. */
+const NOTIFIED_WITHIN_MS = 4000;
+const SLOW_POLL = { maxPollSeconds: 60, pollIntervalMs: 10_000 };
+
+function flow(slug: string) {
+  return new Flow<{ n: number }>({ slug }).step({ slug: "a" }, (input) => input.n);
+}
+
+/** The worker's LISTEN backend, if connected: its pid and what it last ran. */
+async function listenBackend(
+  sql: postgres.Sql,
+  queue: string,
+): Promise<{ pid: number; query: string } | undefined> {
+  const [row] = await sql<{ pid: number; query: string }[]>`
+    select pid, query from pg_stat_activity
+    where application_name = ${`pgflow worker ${queue}`} and datname = current_database()`;
+  return row;
+}
+
+async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+db.test("a listening worker is woken by the notification, not by its poll", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  try {
+    const f = flow("wk_wake");
+    const { logs } = await startWorker(workers, f, { connectionString: url, ...SLOW_POLL });
+    const started = logs.find((r) => r.event === "worker started");
+    assert.equal(started?.fields.wakeups, "listen");
+    const backend = await until("LISTEN backend", 2000, () => listenBackend(sql, "wk_wake"));
+    assert.match(backend.query, /^listen "pgflow_queue:wk_wake"$/);
+    // Idle: its first read is done and it waits for a notification.
+    await new Promise((r) => setTimeout(r, 300));
+    for (let n = 1; n <= 3; n++) {
+      const sent = Date.now();
+      const run = await startRun(sql, "wk_wake", { n });
+      assert.equal((await waitForRun(sql, run, NOTIFIED_WITHIN_MS)).status, "completed");
+      assert.ok(Date.now() - sent < NOTIFIED_WITHIN_MS);
+    }
+  } finally {
+    await stopAll(workers);
+  }
+  assert.equal(await listenBackend(sql, "wk_wake"), undefined, "stop closes the LISTEN connection");
+});
+
+db.test("a notification-only worker still finds work after its LISTEN connection is killed", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  const [{ name }] = await sql<{ name: string }[]>`select current_database() as name`;
+  // A database cannot refuse connections to itself: this is said from the server's own database.
+  const admin = postgres(serverUrl(), { max: 1, onnotice: () => {} });
+  let pool: Sql | undefined;
+  try {
+    const f = flow("wk_killed");
+    // The worker's pool is opened (both connections) before the gap, so its reads go on during
+    // it: only the LISTEN connection is kept from coming back.
+    pool = createPool(url, { max: 2 });
+    await Promise.all([pool`select pg_sleep(0.1)`, pool`select pg_sleep(0.1)`]);
+    const { logs } = await startWorker(workers, f, { sql: pool, ...SLOW_POLL });
+    const first = await until("LISTEN backend", 2000, () => listenBackend(sql, "wk_killed"));
+    await new Promise((r) => setTimeout(r, 300));
+
+    // Keep the gap open: while the database takes no new connections the LISTEN cannot come
+    // back, and work sent meanwhile is announced to no one.
+    await admin.unsafe(`alter database ${name} with allow_connections false`);
+    await sql`select pg_terminate_backend(${first.pid})`;
+    await new Promise((r) => setTimeout(r, 1000));
+    const during = await startRun(sql, "wk_killed", { n: 1 });
+    await new Promise((r) => setTimeout(r, 500));
+    await admin.unsafe(`alter database ${name} with allow_connections true`);
+    const reopened = Date.now();
+    // Found by the read that follows the new LISTEN, not by a timer (10 s and 60 s here).
+    assert.equal((await waitForRun(sql, during, NOTIFIED_WITHIN_MS)).status, "completed");
+    assert.ok(Date.now() - reopened < NOTIFIED_WITHIN_MS);
+
+    const second = await until("LISTEN backend again", 3000, () => listenBackend(sql, "wk_killed"));
+    assert.notEqual(second.pid, first.pid);
+    const after = await startRun(sql, "wk_killed", { n: 2 });
+    assert.equal((await waitForRun(sql, after, NOTIFIED_WITHIN_MS)).status, "completed");
+    assert.deepEqual(logs.filter((r) => r.level === "error"), [], "no error was logged");
+  } finally {
+    await admin.unsafe(`alter database ${name} with allow_connections true`);
+    await admin.end();
+    await stopAll(workers);
+    await pool?.end();
+  }
+});
+
+db.test("behind PgBouncer in transaction mode the worker polls, and still works", async ({ sql, url }) => {
+  const bouncer = await startPgBouncer({
+    serverPort: Number(new URL(url).port),
+    mode: "transaction",
+  });
+  const workers: FlowWorker[] = [];
+  try {
+    const f = flow("wk_pooled");
+    const { logs } = await startWorker(workers, f, { connectionString: bouncer.via(url) });
+    assert.equal(logs.find((r) => r.event === "worker started")?.fields.wakeups, "poll");
+    const run = await startRun(sql, "wk_pooled", { n: 1 });
+    assert.equal((await waitForRun(sql, run)).status, "completed");
+    assert.equal(await listenBackend(sql, "wk_pooled"), undefined);
+  } finally {
+    await stopAll(workers);
+    await bouncer.destroy();
+  }
+});
+
+db.test("wakeups: poll never listens; a bad value is a config error naming it", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  try {
+    const { logs } = await startWorker(workers, flow("wk_poll"), {
+      connectionString: url,
+      wakeups: "poll",
+    });
+    assert.equal(logs.find((r) => r.event === "worker started")?.fields.wakeups, "poll");
+    const run = await startRun(sql, "wk_poll", { n: 1 });
+    assert.equal((await waitForRun(sql, run)).status, "completed");
+    assert.equal(await listenBackend(sql, "wk_poll"), undefined);
+  } finally {
+    await stopAll(workers);
+  }
+  await assert.rejects(
+    () => startWorker([], flow("wk_bad"), { connectionString: url, wakeups: "notify" }),
+    /wakeups must be "auto", "listen" or "poll", got "notify"/,
+  );
+});
