@@ -96,11 +96,12 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       ? deps.maxPollSeconds * 1000
       : deps.pollIntervalMs;
     const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
+    const qty = Math.min(deps.batchSize, slots.free);
     try {
       wakeups?.beforeRead();
       const result = await poll({
         visibilityTimeout: deps.visibilityTimeout,
-        qty: Math.min(deps.batchSize, slots.free),
+        qty,
         maxPollSeconds: waitSeconds,
         pollIntervalMs: deps.pollIntervalMs,
         timeoutMs: waitSeconds * 1000 + deps.queryTimeoutMs,
@@ -128,6 +129,12 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         });
       }
       log.debug("batch", { read: result.read, claimed: result.claimed.length });
+      // A read that got fewer than it asked for found every visible message: reading again at
+      // once would come back empty. Work sent since is announced (the wait returns at once for a
+      // notification that came during the read); the rest is the fallback timer's.
+      if (result.read < qty) await wakeups?.wait(fallbackMs, signal);
+      // A full read: there may be more than this worker can take, so another idle one looks too.
+      else wakeups?.nudge();
     } catch (error) {
       failures++;
       const delayMs = backoffDelay(failures);

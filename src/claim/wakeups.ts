@@ -1,4 +1,4 @@
-import type { ChannelListener, ChannelSubscription } from "../platform/listen.ts";
+import type { ChannelEvent, ChannelListener, ChannelSubscription } from "../platform/listen.ts";
 
 /**
  * The channel work for `queue` is announced on: `pgflow._send_task_messages` notifies it in the
@@ -10,37 +10,49 @@ export function queueChannel(queue: string): string {
 }
 
 /**
- * Notifications that work was sent to one queue, for the poll loop: while the channel is listened
- * to, the loop reads without waiting in the database and then waits here for the next notification
- * (or its fallback timer); while it is not (the connection was lost), the loop polls in the
- * database as without wake-ups.
+ * Notifications that work was sent to one queue, for one worker's poll loop: while the channel is
+ * listened to, the loop reads without waiting in the database and then waits here for the next
+ * notification (or its fallback timer); while it is not (the connection was lost), the loop reads
+ * on a short timer until it is back.
  *
  * A notification that arrives while a read is running is kept (`beforeRead` clears the mark, a
  * notification sets it, `wait` returns at once when it is set), so the loop never sleeps through
  * work sent just after its read looked.
+ *
+ * Workers of one process that listen to the same queue through the same listener are one group,
+ * and a notification wakes one of them that is waiting, not all: the others would read nothing,
+ * each read costing the database as much as a useful one (graphile-worker's "nudge"). One whose
+ * read came back full calls `nudge`, waking another, so a burst larger than a batch still spreads
+ * over every idle worker. With no member waiting, every member is marked, so none goes to sleep
+ * over it. A lost or returned connection wakes every member.
  */
 export class QueueWakeups {
   readonly #listener: ChannelListener;
-  readonly #channel: string;
-  #subscription: ChannelSubscription | undefined;
+  readonly #group: WakeGroup;
   #pending = false;
   #waiter: (() => void) | undefined;
 
-  private constructor(listener: ChannelListener, queue: string) {
+  private constructor(listener: ChannelListener, group: WakeGroup) {
     this.#listener = listener;
-    this.#channel = queueChannel(queue);
+    this.#group = group;
   }
 
-  /** Listens to `queue`'s channel; rejects when the LISTEN could not be made. */
+  /** Joins `queue`'s group on `listener`; rejects when the LISTEN could not be made. */
   static async open(listener: ChannelListener, queue: string): Promise<QueueWakeups> {
-    const wakeups = new QueueWakeups(listener, queue);
-    wakeups.#subscription = await listener.subscribe(wakeups.#channel, () => wakeups.#wake());
+    const group = await WakeGroup.of(listener, queueChannel(queue));
+    const wakeups = new QueueWakeups(listener, group);
+    group.members.add(wakeups);
     return wakeups;
   }
 
   /** Whether a notification sent now would arrive. */
   get listening(): boolean {
-    return this.#listener.listening(this.#channel);
+    return this.#listener.listening(this.#group.channel);
+  }
+
+  /** Whether the loop is in `wait` now (a notification may be given to it). */
+  get waiting(): boolean {
+    return this.#waiter !== undefined;
   }
 
   /** Call right before a read: notifications from here on wake the next `wait`. */
@@ -67,14 +79,78 @@ export class QueueWakeups {
     });
   }
 
-  /** Stops listening (the listener itself is closed by its owner). */
-  async close(): Promise<void> {
-    await this.#subscription?.close();
-    this.#waiter?.();
+  /** The last read came back full: there may be more, so wake another waiting member. */
+  nudge(): void {
+    this.#group.wakeOne(this);
   }
 
-  #wake(): void {
+  /** Leaves the group (the last member to leave ends the LISTEN; the listener is its owner's). */
+  async close(): Promise<void> {
+    this.#group.members.delete(this);
+    // A notification given to this member is not lost with it.
+    if (this.#pending) this.#group.wakeOne(this);
+    this.#waiter?.();
+    await this.#group.leave();
+  }
+
+  /** Marks this member and ends its wait. */
+  wake(): void {
     this.#pending = true;
     this.#waiter?.();
+  }
+}
+
+/** The members of one channel on one listener; see {@link QueueWakeups}. */
+class WakeGroup {
+  static readonly #groups = new WeakMap<ChannelListener, Map<string, Promise<WakeGroup>>>();
+  readonly members = new Set<QueueWakeups>();
+  #subscription: ChannelSubscription | undefined;
+  #turn = 0;
+
+  private constructor(
+    readonly listener: ChannelListener,
+    readonly channel: string,
+  ) {}
+
+  /** The group of `channel` on `listener`, made (and listened to) by its first member. */
+  static of(listener: ChannelListener, channel: string): Promise<WakeGroup> {
+    let groups = WakeGroup.#groups.get(listener);
+    if (groups === undefined) WakeGroup.#groups.set(listener, groups = new Map());
+    let group = groups.get(channel);
+    if (group === undefined) {
+      const made = new WakeGroup(listener, channel);
+      group = listener.subscribe(channel, (event) => made.#heard(event)).then(
+        (subscription) => {
+          made.#subscription = subscription;
+          return made;
+        },
+        (error) => {
+          groups.delete(channel);
+          throw error;
+        },
+      );
+      groups.set(channel, group);
+    }
+    return group;
+  }
+
+  /** Wakes one waiting member other than `except`, if there is one. */
+  wakeOne(except?: QueueWakeups): boolean {
+    const waiting = [...this.members].filter((m) => m !== except && m.waiting);
+    if (waiting.length === 0) return false;
+    waiting[this.#turn++ % waiting.length].wake();
+    return true;
+  }
+
+  /** Ends the LISTEN once no member is left. */
+  async leave(): Promise<void> {
+    if (this.members.size > 0) return;
+    WakeGroup.#groups.get(this.listener)?.delete(this.channel);
+    await this.#subscription?.close();
+  }
+
+  #heard(event: ChannelEvent): void {
+    if (event === "notify" && this.wakeOne()) return;
+    for (const member of this.members) member.wake();
   }
 }

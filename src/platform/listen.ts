@@ -1,6 +1,12 @@
 import postgres from "npm:postgres@3.4.7";
 import type { Sql } from "./types.ts";
 
+/**
+ * Why a subscriber is called: a notification on its channel, or the connection `lost` (nothing is
+ * heard until it is `back`) or `back` (what was sent meanwhile was announced to no one).
+ */
+export type ChannelEvent = "notify" | "lost" | "back";
+
 /** One channel subscription of a {@link ChannelListener}; `close` ends it. */
 export interface ChannelSubscription {
   close(): Promise<void>;
@@ -28,7 +34,7 @@ export class ChannelListener {
   readonly #options: Record<string, unknown>;
   readonly #applicationName: string | undefined;
   #conn: Sql | undefined;
-  readonly #channels = new Map<string, Set<() => void>>();
+  readonly #channels = new Map<string, Set<(event: ChannelEvent) => void>>();
   /** Channels the current connection listens on. */
   readonly #listened = new Set<string>();
   #healing = false;
@@ -49,7 +55,10 @@ export class ChannelListener {
    * Calls `wake` on every notification on `channel`, and when the connection is lost or back.
    * Resolves once the channel is listened to; rejects (and subscribes nothing) when it could not be.
    */
-  async subscribe(channel: string, wake: () => void): Promise<ChannelSubscription> {
+  async subscribe(
+    channel: string,
+    wake: (event: ChannelEvent) => void,
+  ): Promise<ChannelSubscription> {
     if (this.#closed) throw new Error("the listener is closed");
     let wakes = this.#channels.get(channel);
     if (wakes === undefined) this.#channels.set(channel, wakes = new Set());
@@ -97,7 +106,7 @@ export class ChannelListener {
     this.#listened.add(channel);
   }
 
-  async #remove(channel: string, wake: () => void): Promise<void> {
+  async #remove(channel: string, wake: (event: ChannelEvent) => void): Promise<void> {
     const wakes = this.#channels.get(channel);
     if (wakes === undefined || !wakes.delete(wake) || wakes.size > 0) return;
     this.#channels.delete(channel);
@@ -106,19 +115,19 @@ export class ChannelListener {
     }
   }
 
-  #notify(channel: string): void {
-    for (const wake of this.#channels.get(channel) ?? []) wake();
+  #notify(channel: string, event: ChannelEvent = "notify"): void {
+    for (const wake of this.#channels.get(channel) ?? []) wake(event);
   }
 
-  #wakeAll(): void {
-    for (const channel of this.#channels.keys()) this.#notify(channel);
+  #wakeAll(event: ChannelEvent): void {
+    for (const channel of this.#channels.keys()) this.#notify(channel, event);
   }
 
   /** The connection is gone, and its LISTENs with it: listen again until it works. */
   #lost(): void {
     this.#listened.clear();
     if (this.#closed) return;
-    this.#wakeAll();
+    this.#wakeAll("lost");
     if (this.#healing) return;
     this.#healing = true;
     void this.#heal().finally(() => this.#healing = false);
@@ -131,7 +140,7 @@ export class ChannelListener {
         for (const channel of [...this.#channels.keys()]) await this.#listen(channel);
         if ([...this.#channels.keys()].every((c) => this.#listened.has(c))) {
           // Everything missed while the connection was down is still to be read.
-          this.#wakeAll();
+          this.#wakeAll("back");
           return;
         }
       } catch {

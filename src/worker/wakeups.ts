@@ -38,20 +38,56 @@ export async function openWakeups(
 ): Promise<WorkerWakeups> {
   const poll: WorkerWakeups = { mode: "poll", close: () => Promise.resolve() };
   if (mode === "poll" || (mode === "auto" && !listensOn(connection.kind))) return poll;
-  const listener = new ChannelListener(sql, { applicationName: `pgflow worker ${queue}` });
+  const shared = acquireListener(sql);
   try {
-    const wakeups = await QueueWakeups.open(listener, queue);
+    const wakeups = await QueueWakeups.open(shared.listener, queue);
     return {
       mode: "listen",
       wakeups,
       close: async () => {
         await wakeups.close();
-        await listener.close();
+        await shared.release();
       },
     };
   } catch (error) {
-    await listener.close().catch(() => {});
+    await shared.release().catch(() => {});
     log.warn("LISTEN failed; polling instead", { error: (error as Error).message });
     return poll;
   }
+}
+
+interface SharedListener {
+  readonly listener: ChannelListener;
+  users: number;
+}
+
+/** The process's listeners, one per database and user (see acquireListener). */
+const listeners = new Map<string, SharedListener>();
+
+/**
+ * The LISTEN connection of every worker of this process on the same database as the same user:
+ * one connection, however many workers (and queues), and one notification wakes one waiting
+ * worker of a queue rather than all (see QueueWakeups). Released by its last user.
+ */
+function acquireListener(sql: Sql): { listener: ChannelListener; release(): Promise<void> } {
+  const o = (sql as unknown as { options: Record<string, unknown> }).options;
+  const key = JSON.stringify([o.host, o.port, o.database, o.user]);
+  let shared = listeners.get(key);
+  if (shared === undefined) {
+    shared = { listener: new ChannelListener(sql, { applicationName: "pgflow worker" }), users: 0 };
+    listeners.set(key, shared);
+  }
+  shared.users++;
+  const held = shared;
+  let released = false;
+  return {
+    listener: held.listener,
+    release: async () => {
+      if (released) return;
+      released = true;
+      if (--held.users > 0) return;
+      listeners.delete(key);
+      await held.listener.close();
+    },
+  };
 }

@@ -30,7 +30,8 @@ async function listenBackend(
 ): Promise<{ pid: number; query: string } | undefined> {
   const [row] = await sql<{ pid: number; query: string }[]>`
     select pid, query from pg_stat_activity
-    where application_name = ${`pgflow worker ${queue}`} and datname = current_database()`;
+    where application_name = 'pgflow worker' and datname = current_database()
+      and query like ${`%pgflow_queue:${queue}%`}`;
   return row;
 }
 
@@ -146,4 +147,46 @@ db.test("wakeups: poll never listens; a bad value is a config error naming it", 
     () => startWorker([], flow("wk_bad"), { connectionString: url, wakeups: "notify" }),
     /wakeups must be "auto", "listen" or "poll", got "notify"/,
   );
+});
+
+db.test("workers of one process share a LISTEN; a burst larger than a batch spreads over all of them", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  try {
+    const slow = new Flow<{ n: number }>({ slug: "wk_burst" }).step(
+      { slug: "a" },
+      async (input) => {
+        await new Promise((r) => setTimeout(r, 400));
+        return input.n;
+      },
+    );
+    for (let i = 0; i < 3; i++) {
+      await startWorker(workers, slow, {
+        connectionString: url,
+        ...SLOW_POLL,
+        batchSize: 2,
+        maxConcurrent: 2,
+      });
+    }
+    const [{ listeners }] = await sql<{ listeners: number }[]>`
+      select count(*)::int as listeners from pg_stat_activity
+      where application_name = 'pgflow worker' and datname = current_database()`;
+    assert.equal(listeners, 1, "one LISTEN connection for the three workers");
+    await new Promise((r) => setTimeout(r, 300));
+    // One transaction, one notification, six tasks: each worker can take two at a time.
+    const runs = await sql.begin(async (tx) => {
+      const ids: string[] = [];
+      for (let n = 0; n < 6; n++) {
+        ids.push(await startRun(tx as unknown as typeof sql, "wk_burst", { n }));
+      }
+      return ids;
+    });
+    for (const run of runs) assert.equal((await waitForRun(sql, run, 4000)).status, "completed");
+    // The woken worker's full read woke the next, and so on: all three took a share at once.
+    const shares = await sql<{ n: number }[]>`
+      select count(*)::int as n from pgflow.step_tasks
+      where flow_slug = 'wk_burst' group by last_worker_id order by 1`;
+    assert.deepEqual(shares.map((s) => s.n), [2, 2, 2]);
+  } finally {
+    await stopAll(workers);
+  }
 });
