@@ -2,6 +2,7 @@ import type { Sql } from "../platform/types.ts";
 import type { ConnectionInfo } from "../platform/connection_kind.ts";
 import type { Logger } from "../platform/logger.ts";
 import { ChannelListener } from "../platform/listen.ts";
+import { bounded } from "../platform/deadline.ts";
 import { QueueWakeups } from "../claim/wakeups.ts";
 import type { WakeupMode } from "./config.ts";
 
@@ -26,8 +27,8 @@ export function listensOn(kind: ConnectionInfo["kind"]): boolean {
 
 /**
  * Opens the worker's wake-ups before its first read, so no notification is missed between that
- * read and the LISTEN. A LISTEN that fails (a pooler that refuses it) is logged and the worker
- * polls instead: wake-ups make pickup faster, never possible.
+ * read and the LISTEN. A LISTEN that fails or goes unanswered for `timeoutMs` (a pooler that
+ * refuses it) is logged and the worker polls instead: wake-ups make pickup faster, never possible.
  */
 export async function openWakeups(
   sql: Sql,
@@ -35,12 +36,13 @@ export async function openWakeups(
   mode: WakeupMode,
   connection: ConnectionInfo,
   log: Logger,
+  timeoutMs: number,
 ): Promise<WorkerWakeups> {
   const poll: WorkerWakeups = { mode: "poll", close: () => Promise.resolve() };
   if (mode === "poll" || (mode === "auto" && !listensOn(connection.kind))) return poll;
   const shared = acquireListener(sql);
   try {
-    const wakeups = await QueueWakeups.open(shared.listener, queue);
+    const wakeups = await bounded(QueueWakeups.open(shared.listener, queue), "LISTEN", timeoutMs);
     return {
       mode: "listen",
       wakeups,

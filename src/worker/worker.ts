@@ -235,7 +235,14 @@ class Worker implements FlowWorker {
       "register_worker",
       timeoutMs,
     );
-    this.#wakeups = await openWakeups(sql, this.queueName, config.wakeups, connection, this.#log);
+    this.#wakeups = await openWakeups(
+      sql,
+      this.queueName,
+      config.wakeups,
+      connection,
+      this.#log,
+      timeoutMs,
+    );
     this.#state = "running";
     this.#log.info("worker started", {
       function: this.functionName,
