@@ -41,8 +41,12 @@ export interface PollLoopDeps {
   readonly wakeups?: QueueWakeups;
   /** Aborted to stop polling (in-flight tasks are not affected). */
   readonly signal: AbortSignal;
-  /** Runs one claimed task to its end. */
-  readonly execute: (task: ClaimedTask, message: PgmqMessageRecord) => Promise<unknown>;
+  /** Runs one claimed task to its end; calls `handlerDone` when only its report is left. */
+  readonly execute: (
+    task: ClaimedTask,
+    message: PgmqMessageRecord,
+    handlerDone: () => void,
+  ) => Promise<unknown>;
 }
 
 /** The longest the loop waits for more free slots before reading (see runPollLoop). */
@@ -115,7 +119,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       }
       // Run the claimed tasks even when a stop arrived during the read: they are ours now.
       for (const task of result.claimed) {
-        slots.run(() => deps.execute(task, result.messages.get(task.messageId)!));
+        slots.run((release) => deps.execute(task, result.messages.get(task.messageId)!, release));
       }
       for (const skipped of result.skipped) {
         // Identity only: the body never explains or authorises anything.

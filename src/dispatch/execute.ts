@@ -43,7 +43,7 @@ export interface ExecuteDeps {
 
 /**
  * Runs one claimed task: handler(input, context), then `complete_task` with the exact output or
- * `fail_task` with the error's message. Report calls are retried with backoff; if they still fail
+ * `fail_task` with the error's message; `handlerDone` is called between the two. Report calls are retried with backoff; if they still fail
  * the task stays started and stalled recovery takes it back (never a second run from here).
  *
  * Logs: every line carries the task's identity (run id included). A completed task is a `debug`
@@ -54,6 +54,7 @@ export async function executeTask(
   deps: ExecuteDeps,
   task: ClaimedTask,
   message: PgmqMessageRecord,
+  handlerDone: () => void = () => {},
 ): Promise<void> {
   const log = deps.log.with({
     runId: task.runId,
@@ -97,6 +98,8 @@ export async function executeTask(
     }
   }
   const ms = Math.round(performance.now() - started);
+  // The handler's slot is free for the next task; the report below still counts as in flight.
+  handlerDone();
   let failOutcome = "failed" as FailOutcome;
   const send = async (r: typeof report) => {
     await retry(

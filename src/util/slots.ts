@@ -1,10 +1,14 @@
 /**
- * The worker's concurrency bound. Each running task holds one slot and frees it when it ends, so
- * the poll loop refills exactly what finished (no waiting for a whole batch).
+ * The worker's concurrency bound. Each running task holds one slot until its handler is done, so
+ * the poll loop refills exactly what finished (no waiting for a whole batch), and the next read
+ * goes out while the finished tasks' reports are still on their way (a read and a report in
+ * flight at once, instead of one after the other).
  */
 export class Slots {
   readonly #capacity: number;
   readonly #running = new Set<Promise<unknown>>();
+  /** Tasks that have not released their slot (handlers running). */
+  #held = 0;
   #waiters: (() => void)[] = [];
 
   /** @param capacity the most tasks running at once */
@@ -17,25 +21,49 @@ export class Slots {
     return this.#capacity;
   }
 
-  /** Slots free right now. */
+  /**
+   * Slots free right now: `capacity` less the handlers running, and never more than the room left
+   * for reports (`capacity` released tasks at most).
+   */
   get free(): number {
-    return this.#capacity - this.#running.size;
+    return Math.max(
+      0,
+      Math.min(this.#capacity - this.#held, 2 * this.#capacity - this.#running.size),
+    );
   }
 
-  /** Tasks running right now. */
+  /** Tasks running right now, their reports included. */
   get running(): number {
     return this.#running.size;
   }
 
-  /** Runs `task` in a slot; the slot frees when it settles. Never rejects the caller. */
-  run(task: () => Promise<unknown>): void {
-    const promise = task().catch(() => {}).finally(() => {
+  /**
+   * Runs `task` in a slot; the slot frees when the task calls `release` (its handler is done and
+   * only its report is left) or settles, whichever is first. A released task still counts in
+   * `running` and `drain`, and at most `capacity` released tasks wait on their reports at once,
+   * so reports that fall behind hold the next reads back. Never rejects the caller.
+   */
+  run(task: (release: () => void) => Promise<unknown>): void {
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      this.#held--;
+      this.#wake();
+    };
+    this.#held++;
+    const promise = task(release).catch(() => {}).finally(() => {
+      release();
       this.#running.delete(promise);
-      const waiters = this.#waiters;
-      this.#waiters = [];
-      for (const wake of waiters) wake();
+      this.#wake();
     });
     this.#running.add(promise);
+  }
+
+  #wake(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
   }
 
   /** Resolves once at least one slot is free, or when `signal` aborts. */

@@ -287,7 +287,7 @@ class Worker implements FlowWorker {
       activity,
       wakeups: this.#wakeups?.wakeups,
       signal: this.#pollStop.signal,
-      execute: (task, message) =>
+      execute: (task, message, handlerDone) =>
         executeTask(
           {
             sql,
@@ -302,6 +302,7 @@ class Worker implements FlowWorker {
           },
           task,
           message,
+          handlerDone,
         ),
     });
     const heartbeat = every(config.heartbeatIntervalMs, this.#timersStop.signal, async () => {
