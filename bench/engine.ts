@@ -7,7 +7,7 @@ import type postgres from "postgres";
 import type { WorkerTarget } from "../src/routing/selection.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { type FlowWorker, instantiateWorker } from "../src/worker/worker.ts";
-import { groupedChain, handlerStarts, privateChain } from "./flows.ts";
+import { groupedChain, handlerStarts, plainChain, privateChain } from "./flows.ts";
 import {
   dbNow,
   sendTimes,
@@ -104,7 +104,10 @@ export async function singleStepScenario(
 }
 
 /** Send → handler start (ms) of `latencyTasks` runs started at `rate` per second. */
-async function pacedLatencies(s: EngineSettings, slugs: readonly string[]): Promise<number[]> {
+export async function pacedLatencies(
+  s: EngineSettings,
+  slugs: readonly string[],
+): Promise<number[]> {
   handlerStarts.clear();
   const since = await dbNow(s.sql);
   await startPaced(s.sql, slugs, s.latencyTasks, s.rate);
@@ -129,24 +132,34 @@ export interface ChainResult {
   readonly runP95: number;
 }
 
+/** How many chain runs a chain scenario drains, and how many it starts one by one, how fast. */
+export interface ChainLoad {
+  /** Runs in the backlog (runs/s). */
+  readonly runs: number;
+  /** Runs started one at a time for run latency. */
+  readonly paced: number;
+  /** Runs per second while pacing (low: the unloaded hand-off). */
+  readonly rate: number;
+}
+
 async function chainScenario(
   s: EngineSettings,
+  load: ChainLoad,
   name: string,
   specs: readonly WorkerSpec[],
   slug: string,
 ): Promise<ChainResult> {
-  const runs = Math.max(1, Math.round(s.tasks / 3));
   const workers = await startWorkers(s, specs);
   try {
     const since = await dbNow(s.sql);
-    await startBacklog(s.sql, [slug], runs);
-    await waitRunsCompleted(s.sql, [slug], since, runs);
+    await startBacklog(s.sql, [slug], load.runs);
+    await waitRunsCompleted(s.sql, [slug], since, load.runs);
     const window = await taskWindow(s.sql, [slug], since);
 
     const pacedSince = await dbNow(s.sql);
-    const paced = Math.max(1, Math.round(s.latencyTasks / 3));
-    await startPaced(s.sql, [slug], paced, s.rate / 3);
-    await waitRunsCompleted(s.sql, [slug], pacedSince, paced);
+    await startPaced(s.sql, [slug], load.paced, load.rate);
+    await waitRunsCompleted(s.sql, [slug], pacedSince, load.paced);
+    // start_flow's now() to the now() of the transaction that completed the last step.
     const rows = await s.sql<{ ms: number }[]>`
       select extract(epoch from completed_at - started_at)::float8 * 1000 as ms
       from pgflow.runs where flow_slug = ${slug} and started_at >= ${pacedSince}::timestamptz`;
@@ -154,8 +167,8 @@ async function chainScenario(
     return {
       name,
       workers: workers.length,
-      runs,
-      runsPerSec: runs / window.seconds,
+      runs: load.runs,
+      runsPerSec: load.runs / window.seconds,
       tasksPerSec: window.tasks / window.seconds,
       runP50: percentile(ms, 50),
       runP95: percentile(ms, 95),
@@ -165,17 +178,40 @@ async function chainScenario(
   }
 }
 
-/** The three-step flow grouped (a, b on one shared queue; c on another) vs private queues. */
-export async function chainScenarios(s: EngineSettings): Promise<ChainResult[]> {
-  const grouped = await chainScenario(s, "a+b shared, c shared (2 workers)", [
-    { target: [groupedChain], queueName: "bench_grouped" },
-    { target: [groupedChain], queueName: "bench_tail" },
-  ], "bench_chain_grouped");
-  const privateQueues = await chainScenario(
-    s,
-    "private per-step queues (3 workers)",
-    ["a", "b", "c"].map((stepSlug) => ({ target: privateChain, stepSlug })),
-    "bench_chain_private",
-  );
-  return [grouped, privateQueues];
+/** The name of the one-worker chain scenario, the one compared with graphile-worker's chain. */
+export const PLAIN_CHAIN = "plain flow queue (1 worker)";
+
+/**
+ * The three-step flow on its own queue with one worker (the comparison with graphile-worker's
+ * chained jobs), grouped (a, b on one shared queue; c on another), and on private queues.
+ */
+export function chainScenarios(
+  s: EngineSettings,
+  load: ChainLoad,
+): [string, () => Promise<ChainResult>][] {
+  return [
+    [
+      PLAIN_CHAIN,
+      () => chainScenario(s, load, PLAIN_CHAIN, [{ target: plainChain }], "bench_chain_plain"),
+    ],
+    [
+      "a+b shared, c shared (2 workers)",
+      () =>
+        chainScenario(s, load, "a+b shared, c shared (2 workers)", [
+          { target: [groupedChain], queueName: "bench_grouped" },
+          { target: [groupedChain], queueName: "bench_tail" },
+        ], "bench_chain_grouped"),
+    ],
+    [
+      "private per-step queues (3 workers)",
+      () =>
+        chainScenario(
+          s,
+          load,
+          "private per-step queues (3 workers)",
+          ["a", "b", "c"].map((stepSlug) => ({ target: privateChain, stepSlug })),
+          "bench_chain_private",
+        ),
+    ],
+  ];
 }

@@ -45,6 +45,9 @@ function chain(slug: string) {
     .step({ slug: "c", dependsOn: ["b"] }, noop);
 }
 
+/** Three steps a → b → c on the flow's own queue. */
+export const plainChain = chain("bench_chain_plain");
+
 /** Three steps a → b → c; a and b grouped on one shared queue, c on another. */
 export const groupedChain = routeFlow(chain("bench_chain_grouped"), {
   queues: { a: "bench_grouped", b: "bench_grouped", c: "bench_tail" },

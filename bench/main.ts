@@ -18,6 +18,9 @@ import {
   type EngineSettings,
   singleStepScenario,
 } from "./engine.ts";
+import { measureGraphileChain } from "./peer_graphile_chain.ts";
+import { Rounds } from "./repeat.ts";
+import { scaleOutScenarios } from "./scale_out.ts";
 import { plainFlow, privateFlow, sharedFlows } from "./flows.ts";
 import { measureClaimCost } from "./claim_cost.ts";
 import { measureMemory } from "./memory.ts";
@@ -76,55 +79,66 @@ async function run(o: BenchOptions): Promise<Figures> {
       durability: `fsync=${fsync}, synchronous_commit=${synchronous_commit}`,
       pgmq: `${PGMQ_SOURCES[db.pgmq]} (${db.local ? "throw-away local server" : "DATABASE_URL"})`,
       options: o,
-      single: [],
-      chain: [],
+      single: new Rounds(),
+      floor: new Rounds(),
+      peer: new Rounds(),
+      chain: new Rounds(),
+      scale: new Rounds(),
       claim: [],
     };
-    if (o.only.has("floor")) {
-      log("raw PGMQ floor");
-      f.floor = await measureFloor(s);
-    }
+    // Every repeated scenario, in the order a round runs them; each appends to its own list.
+    const scenarios: [() => Promise<void>, string][] = [];
+    const add = <T>(list: Rounds<T>, name: string, fn: () => Promise<T>) =>
+      scenarios.push([async () => list.add(name, await fn()), name]);
+    if (o.only.has("floor")) add(f.floor, "raw PGMQ floor", () => measureFloor(s));
     if (o.only.has("single")) {
-      const scenarios: [string, () => Promise<EngineResult>][] = [
-        [
-          "plain flow queue",
-          () => singleStepScenario(s, "plain flow queue", { target: plainFlow }, [plainFlow.slug]),
-        ],
-        [
-          "private step queue",
-          () =>
-            singleStepScenario(s, "private step queue", { target: privateFlow, stepSlug: "work" }, [
-              privateFlow.flow.slug,
-            ]),
-        ],
-        ...pooledScenario(s, db.local),
-        ...[1, 10, 100].map((n): [string, () => Promise<EngineResult>] => {
-          const { queue, flows } = sharedFlows(n);
-          const name = `shared queue, ${n} flow${n === 1 ? "" : "s"}`;
-          return [
+      add(
+        f.single,
+        "plain flow queue",
+        () => singleStepScenario(s, "plain flow queue", { target: plainFlow }, [plainFlow.slug]),
+      );
+      add(
+        f.single,
+        "private step queue",
+        () =>
+          singleStepScenario(s, "private step queue", { target: privateFlow, stepSlug: "work" }, [
+            privateFlow.flow.slug,
+          ]),
+      );
+      for (const [name, fn] of pooledScenario(s, db.local)) add(f.single, name, fn);
+      for (const n of [1, 10, 100]) {
+        const { queue, flows } = sharedFlows(n);
+        const name = `shared queue, ${n} flow${n === 1 ? "" : "s"}`;
+        add(f.single, name, () =>
+          singleStepScenario(
+            s,
             name,
-            () =>
-              singleStepScenario(
-                s,
-                name,
-                { target: flows, queueName: queue },
-                flows.map((r) => r.flow.slug),
-              ),
-          ];
-        }),
-      ];
-      for (const [name, scenario] of scenarios) {
-        log(name);
-        f.single.push(await scenario());
+            { target: flows, queueName: queue },
+            flows.map((r) => r.flow.slug),
+          ));
       }
     }
-    if (o.only.has("peer")) {
-      log("graphile-worker");
-      f.peer = await measureGraphile(s);
-    }
+    if (o.only.has("peer")) add(f.peer, "graphile-worker", () => measureGraphile(s));
     if (o.only.has("chain")) {
-      log("three-step flow");
-      f.chain = await chainScenarios(s);
+      const load = { runs: o.chainRuns, paced: o.chainPaced, rate: o.chainRate };
+      for (const [name, fn] of chainScenarios(s, load)) add(f.chain, name, fn);
+      if (o.only.has("peer")) {
+        add(
+          f.chain,
+          "graphile-worker chained jobs",
+          () => measureGraphileChain(s, load.runs, load.paced, load.rate),
+        );
+      }
+    }
+    if (o.only.has("scale")) {
+      const scale = { ...s, tasks: o.scaleTasks, latencyTasks: Math.min(100, s.latencyTasks) };
+      for (const [name, fn] of scaleOutScenarios(scale, o.scaleWorkers)) add(f.scale, name, fn);
+    }
+    for (let round = 1; round <= o.repeat; round++) {
+      for (const [scenario, name] of scenarios) {
+        log(`round ${round}/${o.repeat}: ${name}`);
+        await scenario();
+      }
     }
     if (o.only.has("claim")) {
       log(`claim cost (${PAIRS.join(", ")} pairs)`);

@@ -1,7 +1,7 @@
 /** Command-line options of `deno task bench`. */
 import { WORKER_OPTIONS } from "../src/worker/options.ts";
 
-export const SECTIONS = ["floor", "single", "peer", "chain", "claim", "memory"] as const;
+export const SECTIONS = ["floor", "single", "peer", "chain", "scale", "claim", "memory"] as const;
 export type Section = typeof SECTIONS[number];
 
 /** Parsed options. */
@@ -18,6 +18,17 @@ export interface BenchOptions {
   label: string;
   /** Start the throw-away server with fsync and synchronous_commit off (not durable). */
   fast: boolean;
+  /** Rounds: every repeated scenario runs once per round, in turn. */
+  repeat: number;
+  /** Chain runs drained for runs/s. */
+  chainRuns: number;
+  /** Chain runs started one by one for the unloaded run latency, and how many per second. */
+  chainPaced: number;
+  chainRate: number;
+  /** Worker counts of the scale-out curve. */
+  scaleWorkers: number[];
+  /** Tasks per scale-out point. */
+  scaleTasks: number;
 }
 
 export const HELP = `pgflow benchmarks: throughput, pickup latency, claim cost, floor, peer, memory.
@@ -32,6 +43,13 @@ usage: deno task bench [options]
   --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)
   --rate N             runs per second while measuring latency (default 100)
   --memory-tasks N     tasks the memory worker runs (default 10000; quick 2000)
+  --repeat N           rounds of the throughput and latency scenarios, interleaved; tables show
+                       the median and the spread across rounds (default 3)
+  --chain-runs N       three-step runs drained per chain scenario (default 1000; quick 200)
+  --chain-paced N      chain runs started one by one for the unloaded run latency (default 100;
+                       quick 40), at --chain-rate per second (default 20)
+  --scale-workers LIST worker counts of the scale-out curve (default 1,2,4,8,16; quick 1,2,4)
+  --scale-tasks N      tasks per scale-out point (default 1500; quick 400)
   --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker
                        default)
   --max-poll-seconds S maxPollSeconds of every worker and of the raw loop (default: the worker
@@ -73,6 +91,12 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     out: defaultOut,
     label: "",
     fast: args.includes("--fast"),
+    repeat: 3,
+    chainRuns: quick ? 200 : 1000,
+    chainPaced: quick ? 40 : 100,
+    chainRate: 20,
+    scaleWorkers: quick ? [1, 2, 4] : [1, 2, 4, 8, 16],
+    scaleTasks: quick ? 400 : 1500,
   };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i];
@@ -100,6 +124,33 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
         break;
       case "--memory-tasks":
         o.memoryTasks = count(flag, value, 10, 1_000_000);
+        break;
+      case "--repeat":
+        o.repeat = count(flag, value, 1, 100);
+        break;
+      case "--chain-runs":
+        o.chainRuns = count(flag, value, 1, 1_000_000);
+        break;
+      case "--chain-paced":
+        o.chainPaced = count(flag, value, 1, 100_000);
+        break;
+      case "--chain-rate":
+        o.chainRate = count(flag, value, 1, 10_000);
+        break;
+      case "--scale-workers": {
+        const counts = (value ?? "").split(",").map(Number);
+        if (!value || counts.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) {
+          fail(
+            `--scale-workers takes worker counts from 1 to 16, e.g. 1,2,4; got ${
+              value ?? "nothing"
+            }`,
+          );
+        }
+        o.scaleWorkers = counts;
+        break;
+      }
+      case "--scale-tasks":
+        o.scaleTasks = count(flag, value, 10, 1_000_000);
         break;
       case "--poll-interval":
         o.pollIntervalMs = count(

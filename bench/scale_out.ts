@@ -1,0 +1,70 @@
+/**
+ * The scale-out curve: 1, 2, 4, … workers on one shared queue (every worker polls the same queue
+ * for the same flow) and on separate queues (one flow, queue and worker each), each point a backlog
+ * drained (tasks/s) and runs started one by one (pickup p50 / p95). Every worker runs in this
+ * process with its own pool, as several Edge isolates would each have theirs (the workers of one
+ * process share one LISTEN connection, as they do in an isolate that runs several).
+ */
+import { type EngineSettings, pacedLatencies, startWorkers } from "./engine.ts";
+import { singleStep } from "./flows.ts";
+import { dbNow, startBacklog, taskWindow, waitRunsCompleted } from "./load.ts";
+import { percentile } from "./stats.ts";
+
+/** One point of the curve. */
+export interface ScalePoint {
+  readonly name: string;
+  readonly layout: "shared" | "separate";
+  readonly workers: number;
+  readonly tasksPerSec: number;
+  readonly p50: number;
+  readonly p95: number;
+}
+
+const shared = singleStep("bench_scale_shared");
+const separate = Array.from({ length: 16 }, (_, i) => singleStep(`bench_scale_sep_${i + 1}`));
+
+/** One scenario per (layout, worker count), to be run in turn each round. */
+export function scaleOutScenarios(
+  s: EngineSettings,
+  counts: readonly number[],
+): [string, () => Promise<ScalePoint>][] {
+  return (["shared", "separate"] as const).flatMap((layout) =>
+    counts.map((n): [string, () => Promise<ScalePoint>] => {
+      const name = `${n} worker${n === 1 ? "" : "s"}, ${layout} queue${
+        layout === "separate" ? "s" : ""
+      }`;
+      return [name, () => point(s, layout, n, name)];
+    })
+  );
+}
+
+async function point(
+  s: EngineSettings,
+  layout: "shared" | "separate",
+  n: number,
+  name: string,
+): Promise<ScalePoint> {
+  const flows = layout === "shared" ? [shared] : separate.slice(0, n);
+  const specs = layout === "shared"
+    ? Array.from({ length: n }, () => ({ target: shared }))
+    : flows.map((flow) => ({ target: flow }));
+  const slugs = flows.map((f) => f.slug);
+  const workers = await startWorkers(s, specs);
+  try {
+    const since = await dbNow(s.sql);
+    await startBacklog(s.sql, slugs, s.tasks);
+    await waitRunsCompleted(s.sql, slugs, since, s.tasks);
+    const window = await taskWindow(s.sql, slugs, since);
+    const latencies = await pacedLatencies(s, slugs);
+    return {
+      name,
+      layout,
+      workers: n,
+      tasksPerSec: window.tasks / window.seconds,
+      p50: percentile(latencies, 50),
+      p95: percentile(latencies, 95),
+    };
+  } finally {
+    await Promise.all(workers.map((w) => w.stop()));
+  }
+}
