@@ -1,0 +1,42 @@
+/** The benchmark's arithmetic: medians and spreads across rounds, and the scale-out target. */
+import assert from "node:assert/strict";
+import { combine, Rounds, spread, spreadCell } from "../../bench/repeat.ts";
+import { scaleHolds } from "../../bench/report.ts";
+import { parseOptions } from "../../bench/options.ts";
+
+Deno.test("spread: median and lowest–highest across rounds; one round shows the figure alone", () => {
+  assert.deepEqual(spread([3, 1, 2, NaN]), { median: 2, min: 1, max: 3, n: 3 });
+  assert.equal(spreadCell(spread([655, 584, 702]), 0), "655 (584–702)");
+  assert.equal(spreadCell(spread([6.25]), 1), "6.3");
+});
+
+Deno.test("rounds keep scenarios in first-seen order; combine takes the spread of numbers only", () => {
+  const rounds = new Rounds<{ name: string; tasksPerSec: number }>();
+  rounds.add("b", { name: "b", tasksPerSec: 10 });
+  rounds.add("a", { name: "a", tasksPerSec: 1 });
+  rounds.add("b", { name: "b", tasksPerSec: 30 });
+  rounds.add("b", { name: "b", tasksPerSec: 20 });
+  assert.deepEqual(rounds.entries().map(([n]) => n), ["b", "a"]);
+  const b = combine(rounds.entries()[0][1]);
+  assert.equal(b.name, "b");
+  assert.deepEqual(b.tasksPerSec, { median: 20, min: 10, max: 30, n: 3 });
+});
+
+Deno.test("scale-out holds unless a point falls below 0.9× the best with fewer workers", () => {
+  const at = (pairs: [number, number][]) =>
+    pairs.map(([workers, tasksPerSec]) => ({ workers, tasksPerSec }));
+  assert.equal(scaleHolds(at([[1, 100], [2, 180], [4, 175]])).met, true);
+  const fell = scaleHolds(at([[4, 150], [1, 100], [2, 200]]));
+  assert.equal(fell.met, false);
+  assert.equal(fell.worst, 0.75);
+});
+
+Deno.test("bench options: --repeat and the chain and scale-out settings", () => {
+  const o = parseOptions(["--repeat", "5", "--scale-workers", "1,4", "--chain-rate", "10"], "x.md");
+  assert.equal(o.repeat, 5);
+  assert.deepEqual(o.scaleWorkers, [1, 4]);
+  assert.equal(o.chainRate, 10);
+  const quick = parseOptions(["--quick"], "x.md");
+  assert.deepEqual(quick.scaleWorkers, [1, 2, 4]);
+  assert.equal(quick.repeat, 3);
+});
