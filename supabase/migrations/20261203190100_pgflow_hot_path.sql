@@ -1,0 +1,385 @@
+-- pgflow_hot_path: written by `deno task migration:new` from the schema files that differ from the
+-- migrations before it. Say here what it changes and why, what it does to existing data, and
+-- how long it locks what (docs/upgrade.md).
+--
+-- Changes:
+-- - drop function pgflow._send_task_messages(p_run_id uuid)
+-- - drop index pgflow.step_tasks_run_status_idx
+-- - create function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+-- - replace function pgflow._start_ready_steps(p_run_id uuid)
+-- - replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
+-- - create function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
+-- - replace function pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
+-- - privileges on function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
+-- - privileges on function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+begin;
+
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if exists (select 1 from pgflow.migrations m where m.name = '20261203190100_pgflow_hot_path') then
+    raise exception 'pgflow migration 20261203190100_pgflow_hot_path is already applied to this database; nothing was changed'
+      using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+  end if;
+end
+$$;
+
+set local lock_timeout = '5s';
+
+-- ---- function pgflow._send_task_messages(p_run_id uuid): no longer in the schema files
+drop function pgflow._send_task_messages(p_run_id uuid);
+
+-- ---- index pgflow.step_tasks_run_status_idx: no longer in the schema files
+drop index pgflow.step_tasks_run_status_idx;
+
+-- ---- schemas/0200_messages.sql: pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+-- Sending and archiving task messages. Only PGMQ's public functions are used, and every call names
+-- the queue from the task's snapshot: a flow slug never stands in for a queue.
+
+-- Creates the tasks of steps just started (p_steps, with p_counts tasks each) and sends one message
+-- per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
+-- with its queue snapshot and message id in the same transaction.
+create or replace function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+  ids bigint[];
+  batch_size constant integer := 1000;
+begin
+  for grp in
+    select s.queue_name, s.opt_start_delay as delay,
+           array_agg(s.step_slug order by s.step_slug, i) as steps,
+           array_agg(i order by s.step_slug, i) as idxs,
+           -- The body is informational only: the claim reads ids, never bodies.
+           array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                        'step_slug', s.step_slug, 'task_index', i)
+                     order by s.step_slug, i) as msgs
+    from unnest(p_steps, p_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i
+    group by s.queue_name, s.opt_start_delay
+  loop
+    -- Large maps go out in slices so one statement never carries an unbounded array.
+    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+      -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+      select array_agg(id order by id) into ids
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id
+      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
+        as u(step_slug, task_index, id);
+    end loop;
+  end loop;
+end;
+$$;
+
+-- ---- schemas/0300_start_flow.sql: pgflow._start_ready_steps(p_run_id uuid)
+-- Starts every step whose dependencies are done: evaluates its condition, creates its tasks and
+-- sends their messages. Steps that finish at once (an empty map, a skip) can make further steps
+-- ready, so this repeats until nothing changes. The caller holds the run's lock.
+--
+-- The tasks of the started steps are created at the end, by _send_task_messages, with their
+-- message ids: inserted once rather than inserted and then updated (an update in the creating
+-- transaction also checks every foreign key again, and touches every index). A pass that fails
+-- the run creates them without messages first, so _fail_run cancels them as it always did.
+create or replace function pgflow._start_ready_steps(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  run pgflow.runs;
+  ready record;
+  source jsonb;
+  cond_input jsonb;
+  task_count integer;
+  progressed boolean := true;
+  -- The steps started by this call and their task counts, in start order.
+  new_steps text[] := '{}';
+  new_counts integer[] := '{}';
+  fail_step text;
+  fail_error text;
+begin
+  <<pass>>
+  while progressed loop
+    progressed := false;
+    select * into run from pgflow.runs r where r.run_id = p_run_id;
+    exit when run.status <> 'started';
+    for ready in
+      select ss.step_slug, s.step_type, s.deps_count, s.required_input_pattern, s.forbidden_input_pattern,
+             s.when_unmet,
+             -- A map step has at most one dependency: the one it maps over.
+             (select min(d.dep_slug) from pgflow.deps d
+              where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
+      from pgflow.step_states ss
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = p_run_id and ss.status = 'created' and ss.remaining_deps = 0
+      order by s.step_index
+    loop
+      -- An earlier step of this pass may have failed the run or cascaded a skip onto this one.
+      exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
+      continue when (select ss.status from pgflow.step_states ss
+                     where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+
+      -- Conditions: if / ifNot are containment patterns on the run input (root steps) or on the
+      -- object of completed dependency outputs (dependent steps).
+      if ready.required_input_pattern is not null or ready.forbidden_input_pattern is not null then
+        cond_input := case when ready.deps_count = 0 then run.input
+                           else pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) end;
+        if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
+                and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
+          if ready.when_unmet = 'fail' then
+            fail_step := ready.step_slug;
+            fail_error := format('[CONDITION_UNMET] step %s: its if/ifNot condition does not hold', ready.step_slug);
+            exit pass;
+          end if;
+          perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
+          progressed := true;
+          continue;
+        end if;
+      end if;
+
+      if ready.step_type = 'single' then
+        task_count := 1;
+      else
+        -- A map step fans out over the run input (root map) or its one dependency's output.
+        if ready.deps_count = 0 then
+          source := run.input;
+        else
+          if (select ss.status from pgflow.step_states ss
+              where ss.run_id = p_run_id and ss.step_slug = ready.map_dep) = 'skipped' then
+            -- Nothing to map over: the map is skipped like its source, and releases its dependents.
+            perform pgflow._skip_step(p_run_id, ready.step_slug, 'dependency_skipped', false);
+            progressed := true;
+            continue;
+          end if;
+          select ss.output into source from pgflow.step_states ss
+          where ss.run_id = p_run_id and ss.step_slug = ready.map_dep;
+        end if;
+        if jsonb_typeof(source) is distinct from 'array' then
+          fail_step := ready.step_slug;
+          fail_error := format('[TYPE_VIOLATION] map step %s needs an array to map over, got %s',
+            ready.step_slug, coalesce(jsonb_typeof(source), 'nothing'));
+          exit pass;
+        end if;
+        task_count := jsonb_array_length(source);
+      end if;
+
+      update pgflow.step_states ss
+      set status = 'started', started_at = now(), initial_tasks = task_count, remaining_tasks = task_count
+      where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
+
+      if task_count = 0 then
+        perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
+        progressed := true;
+      else
+        new_steps := new_steps || ready.step_slug;
+        new_counts := new_counts || task_count;
+      end if;
+    end loop;
+  end loop;
+  if fail_step is not null then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
+    select p_run_id, run.flow_slug, n.step_slug, i, s.queue_name
+    from unnest(new_steps, new_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = run.flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i;
+    perform pgflow._fail_run(p_run_id, fail_step, fail_error);
+    return;
+  end if;
+  if cardinality(new_steps) > 0 then
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
+  end if;
+end;
+$$;
+
+-- ---- schemas/0500_complete_task.sql: pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
+-- Completing a task. Late or duplicate completions (the task is no longer started, or its run or step
+-- has moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks
+-- and read_and_claim return it with the task): a report for an older attempt (its reply was lost,
+-- and the task has since been claimed again) is late too, so it can never complete or fail the
+-- attempt that is running now. The attempt is required: a report without one cannot be told from a
+-- late one, so it would complete whichever attempt happens to be running. The parameter keeps its
+-- NULL default only so that a call without it gets this explanation instead of "function does not
+-- exist"; an operator completing a task by hand passes step_tasks.attempts_count.
+--
+-- This runs once per task, so the common path is kept to a few statements in one function: nested
+-- plpgsql calls each cost a plan and a search_path save/restore. What _complete_step and
+-- _count_off_step do is written out here, and the ready-step pass runs only when a dependent's last
+-- dependency just completed (a pass always leaves no ready step behind, so no other step can be
+-- waiting for one).
+--
+-- The work is pgflow._complete_task's; complete_task archives the task's message at once, and
+-- complete_tasks archives the messages of a whole batch with one pgmq.archive call per queue (each
+-- PGMQ call builds and plans its statement again, which cost more than the rest of a completion).
+create or replace function pgflow.complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  return query select * from pgflow._complete_task(complete_task.run_id, complete_task.step_slug,
+    complete_task.task_index, complete_task.output, complete_task.attempt, true);
+end;
+$$;
+
+-- ---- schemas/0500_complete_task.sql: pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
+-- complete_task's work. p_archive false leaves the completed task's message in its queue for the
+-- caller to archive (complete_tasks, once per queue for its batch) before its transaction ends.
+create or replace function pgflow._complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  run_status text;
+  task pgflow.step_tasks;
+  left_tasks integer;
+  ready integer;
+begin
+  if _complete_task.attempt is null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', _complete_task.step_slug,
+      _complete_task.task_index, _complete_task.run_id
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
+  end if;
+  -- The run lock orders every state change of one run: completions, failures and stalled recovery.
+  select r.status into run_status from pgflow.runs r where r.run_id = _complete_task.run_id for update;
+  if run_status is distinct from 'started' then
+    return;
+  end if;
+  -- Under the run lock, an update that matches only a started task is both the check and the change.
+  update pgflow.step_tasks t
+  set status = 'completed', completed_at = now(), output = _complete_task.output
+  where t.run_id = _complete_task.run_id and t.step_slug = _complete_task.step_slug
+    and t.task_index = _complete_task.task_index and t.status = 'started'
+    and t.attempts_count = _complete_task.attempt
+  returning * into task;
+  if not found then
+    return;
+  end if;
+  if p_archive then
+    perform pgmq.archive(task.queue_name, task.message_id);
+  end if;
+
+  -- Count the task off; when it was the step's last, complete the step in the same statement. A
+  -- map step's output is its tasks' outputs in index order (this task's output is already stored);
+  -- CASE evaluates the aggregate only for the last task of a map.
+  update pgflow.step_states ss
+  set remaining_tasks = ss.remaining_tasks - 1,
+      status = case when ss.remaining_tasks = 1 then 'completed' else ss.status end,
+      completed_at = case when ss.remaining_tasks = 1 then now() else ss.completed_at end,
+      output = case
+        when ss.remaining_tasks <> 1 then ss.output
+        when s.step_type = 'map' then
+          (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+           where t.run_id = task.run_id and t.step_slug = task.step_slug)
+        else task.output
+      end
+  from pgflow.steps s
+  where ss.run_id = task.run_id and ss.step_slug = task.step_slug
+    and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+  returning ss.remaining_tasks into left_tasks;
+
+  if left_tasks = 0 then
+    -- Release the dependents (as _complete_step does) and note whether any became ready.
+    with released as (
+      update pgflow.step_states ss
+      set remaining_deps = ss.remaining_deps - 1
+      from pgflow.deps d
+      where ss.run_id = task.run_id and d.flow_slug = task.flow_slug and d.dep_slug = task.step_slug
+        and ss.step_slug = d.step_slug
+      returning ss.remaining_deps, ss.status
+    )
+    select count(*) filter (where r.remaining_deps = 0 and r.status = 'created') into ready from released r;
+
+    -- Count the step off the run (as _count_off_step does); the last one completes the run with the
+    -- outputs of its completed leaf steps. The run is started: its lock is held and it was checked.
+    update pgflow.runs r
+    set remaining_steps = r.remaining_steps - 1,
+        status = case when r.remaining_steps = 1 then 'completed' else r.status end,
+        completed_at = case when r.remaining_steps = 1 then now() else r.completed_at end,
+        output = case when r.remaining_steps = 1 then coalesce((
+          select jsonb_object_agg(ss.step_slug, ss.output)
+          from pgflow.step_states ss
+          where ss.run_id = task.run_id and ss.status = 'completed'
+            and not exists (select 1 from pgflow.deps d
+                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+        ), '{}'::jsonb) else r.output end
+    where r.run_id = task.run_id;
+
+    if ready > 0 then
+      perform pgflow._start_ready_steps(task.run_id);
+    end if;
+  end if;
+  return next task;
+end;
+$$;
+
+-- ---- schemas/0500_complete_task.sql: pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
+-- Several completions in one round trip: each is exactly complete_task (same checks, same
+-- idempotence, the attempt required; a late or duplicate one changes nothing), all in one
+-- transaction. Runs are locked in run_id order, so two batches that share runs wait for each other
+-- instead of deadlocking. The completed tasks' messages are archived at the end, one pgmq.archive
+-- call per queue.
+create or replace function pgflow.complete_tasks(
+  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  i integer;
+  task pgflow.step_tasks;
+  done_queues text[] := '{}';
+  done_ids bigint[] := '{}';
+  grp record;
+begin
+  if cardinality(run_ids) is distinct from cardinality(step_slugs)
+     or cardinality(run_ids) is distinct from cardinality(task_indexes)
+     or cardinality(run_ids) is distinct from cardinality(outputs)
+     or cardinality(run_ids) is distinct from cardinality(attempts) then
+    raise exception 'complete_tasks: % run ids, % step slugs, % task indexes, % outputs and % attempts',
+      cardinality(run_ids), cardinality(step_slugs), cardinality(task_indexes), cardinality(outputs),
+      coalesce(cardinality(attempts)::text, 'no')
+      using errcode = '22023', hint = 'pass one run id, step slug, task index, output and attempt per task (the attempt is required, as in complete_task)';
+  end if;
+  for i in select u.ord from unnest(run_ids) with ordinality as u(run_id, ord) order by u.run_id, u.ord loop
+    for task in select * from pgflow._complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i], attempts[i], false) loop
+      done_queues := done_queues || task.queue_name;
+      done_ids := done_ids || task.message_id;
+      return next task;
+    end loop;
+  end loop;
+  for grp in
+    select u.q, array_agg(u.id order by u.id) as ids from unnest(done_queues, done_ids) as u(q, id) group by u.q
+  loop
+    perform pgmq.archive(grp.q, grp.ids);
+  end loop;
+end;
+$$;
+
+-- ---- privileges on function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
+revoke all on function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean) from public;
+
+-- ---- privileges on function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+revoke all on function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[]) from public;
+
+insert into pgflow.migrations (name) values ('20261203190100_pgflow_hot_path') on conflict (name) do nothing;
+
+commit;
