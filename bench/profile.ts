@@ -77,9 +77,9 @@ async function profileOnce(
   try {
     let sql = postgres(server.url, { max: 1, onnotice: () => {} });
     await sql.unsafe(
-      `alter system set shared_preload_libraries = 'pg_stat_statements${
-        explain ? ",auto_explain" : ""
-      }'`,
+      `alter system set shared_preload_libraries = 'pg_stat_statements'${
+        explain ? ", 'auto_explain'" : ""
+      }`,
     );
     await sql.end();
     await server.stop();

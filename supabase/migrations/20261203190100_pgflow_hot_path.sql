@@ -7,6 +7,7 @@
 -- - drop index pgflow.step_tasks_run_status_idx
 -- - create function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
 -- - replace function pgflow._start_ready_steps(p_run_id uuid)
+-- - replace function pgflow.start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb)
 -- - replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
 -- - create function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
 -- - replace function pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
@@ -196,6 +197,189 @@ begin
   if cardinality(new_steps) > 0 then
     perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
   end if;
+end;
+$$;
+
+-- ---- schemas/0400_start_tasks.sql: pgflow.start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb)
+-- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
+-- once by register_worker): a worker with 1,000 pairs then sends none of them with each batch.
+-- A worker id with no row (never registered, or its row deleted since) fails with SQLSTATE PFW01,
+-- pgflow's own code for an unregistered worker (class PF is used by neither Postgres nor the SQL
+-- standard), so a caller tells it from every other error by its code alone. With explicit pairs
+-- such a worker still claims (its poll falls back to them): the tasks it claims then record no
+-- last_worker_id, which can only name a registered worker.
+create or replace function pgflow.start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  q text := start_tasks.queue_name;
+  -- The support set keyed as pgflow._support_keys builds it.
+  sup_keys jsonb;
+  c_msg bigint[];
+  c_run uuid[];
+  c_step text[];
+  c_idx integer[];
+  c_att integer[];
+  c_off integer[];
+  changed integer;
+  malformed boolean;
+  reg_queue text;
+  -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
+  stamp uuid := start_tasks.worker_id;
+begin
+  if q is null then
+    raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if supported is null then
+    -- The registered set, already keyed: one primary-key lookup whatever the set's size.
+    select w.queue_name, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
+    into reg_queue, sup_keys
+    from pgflow.workers w where w.worker_id = start_tasks.worker_id;
+    if not found then
+      raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', start_tasks.worker_id
+        using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+    end if;
+    -- A set registered for another queue says nothing about this one.
+    if reg_queue is distinct from q then
+      raise exception 'start_tasks: worker % is registered for queue %, not %', start_tasks.worker_id,
+        quote_literal(reg_queue), quote_literal(q)
+        using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+    end if;
+  -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
+  -- paid per batch, which is why workers claim against their registered set instead.
+  elsif jsonb_typeof(supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into sup_keys, malformed
+    from jsonb_array_elements(supported) e;
+    -- Key-share locked, as the foreign key would: the row cannot vanish before the claim.
+    perform 1 from pgflow.workers w where w.worker_id = start_tasks.worker_id for key share;
+    if not found then
+      stamp := null;
+    end if;
+  end if;
+  if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+        last_worker_id = stamp
+    -- One index lookup per id: `message_id = any (msg_ids)` let the planner scan every task the
+    -- queue ever had. A join on (queue, message id) did too, whenever the statistics were older
+    -- than the queue's backlog (a new queue, a fresh database, a burst: the cached plan expected
+    -- a few tasks per queue and scanned all of them for every batch), so each id is looked up on
+    -- its own (LIMIT 1 keeps the lookup a parameterised index scan; the pair is unique) and the
+    -- task updated by its primary key.
+    from (select k.run_id, k.step_slug, k.task_index
+          from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+          cross join lateral (
+            select t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k) i,
+         pgflow.runs r, pgflow.step_states ss
+    where t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and t.status = 'queued'
+      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      and r.run_id = t.run_id and r.status = 'started'
+      and ss.run_id = t.run_id and ss.step_slug = t.step_slug and ss.status = 'started'
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  )
+  select array_agg(c.message_id), array_agg(c.run_id), array_agg(c.step_slug),
+         array_agg(c.task_index), array_agg(c.attempts_count),
+         array_agg(coalesce(s.opt_timeout, f.opt_timeout) + 2)
+  into c_msg, c_run, c_step, c_idx, c_att, c_off
+  from claimed c
+  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+  join pgflow.flows f on f.flow_slug = c.flow_slug;
+
+  if c_msg is not null then
+    -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+    -- whose message is gone would otherwise run with nothing guarding it.
+    select count(*) into changed from pgflow.set_vt_batch(q, c_msg, c_off);
+    if changed <> cardinality(c_msg) then
+      raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
+        cardinality(c_msg), c_msg using errcode = '55000';
+    end if;
+  end if;
+
+  return query
+  with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
+  claimed as (
+    select * from unnest(c_msg, c_run, c_step, c_idx, c_att) as c(mid, run_id, step_slug, task_index, attempt)
+  )
+  select i.mid,
+         case
+           when c.mid is not null then 'claimed'
+           when t.run_id is null then 'unknown'
+           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
+           when t.status = 'started' then 'started'
+           else 'ineligible'
+         end,
+         -- The task's identity whenever one owns the message (claimed or not), so the worker can
+         -- say which flow and step an unclaimed message needs; input and attempt only if claimed.
+         t.flow_slug,
+         t.run_id,
+         t.step_slug,
+         t.task_index,
+         -- The handler input, built here rather than in a helper function: a SQL function with
+         -- its own search_path is planned again on every call, and this runs once per claimed task.
+         case when c.mid is not null then
+           case
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
+             when s.step_type = 'map' then
+               (select ss.output -> t.task_index
+                from pgflow.deps d
+                join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+             when s.deps_count = 0 then r.input
+             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+                   from pgflow.deps d
+                   join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug
+                     and ss.status = 'completed')
+           end
+         end,
+         c.attempt
+  from ids i
+  left join claimed c on c.mid = i.mid
+  -- Looked up per id (LIMIT 1: the pair is unique), as in the claim above: a join let stale
+  -- statistics scan every task of the queue and every run for each batch.
+  left join lateral (
+    select t.flow_slug, t.run_id, t.step_slug, t.task_index, t.status from pgflow.step_tasks t
+    where t.queue_name = q and t.message_id = i.mid
+    limit 1
+  ) t on true
+  left join pgflow.steps s on c.mid is not null and s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+  left join lateral (
+    select r.input from pgflow.runs r where c.mid is not null and r.run_id = t.run_id limit 1
+  ) r on true
+  order by i.mid;
 end;
 $$;
 
