@@ -1,6 +1,16 @@
--- pgflow_hot_path: written by `deno task migration:new` from the schema files that differ from the
--- migrations before it. Say here what it changes and why, what it does to existing data, and
--- how long it locks what (docs/upgrade.md).
+-- pgflow_hot_path: a cheaper hot path per task (issue 19 part 4; bench/results.md, round 7).
+-- - start_tasks (its claim and its result) and read_and_claim's re-stamp of started_at look each
+--   message id up on its own (a lateral lookup with LIMIT 1 on the unique (queue, message id)
+--   index): with statistics older than the queue's backlog, the cached plan scanned every task of
+--   the queue (and every run) per batch.
+-- - Tasks are inserted with their message ids (_send_task_messages now creates them, after the
+--   send): no second, non-HOT update per task, which also re-checked every foreign key.
+-- - complete_tasks archives its batch with one pgmq.archive call per queue instead of one per
+--   task (complete_task's work moves to _complete_task; complete_task itself is unchanged).
+-- - The index step_tasks_run_status_idx is dropped: every lookup by run and status names the run,
+--   which the primary key finds; one index entry fewer for each task insert and update.
+-- Existing data is not touched. Dropping the index takes a brief exclusive lock on step_tasks;
+-- the rest replaces functions (brief catalog locks only).
 --
 -- Changes:
 -- - drop function pgflow._send_task_messages(p_run_id uuid)
@@ -8,6 +18,7 @@
 -- - create function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
 -- - replace function pgflow._start_ready_steps(p_run_id uuid)
 -- - replace function pgflow.start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb)
+-- - replace function pgflow.read_and_claim(queue_name text, worker_id uuid, visibility_timeout integer, qty integer, max_poll_seconds integer, poll_interval_ms integer, supported jsonb)
 -- - replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
 -- - create function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
 -- - replace function pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
@@ -19,8 +30,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261203190100_pgflow_hot_path') then
-    raise exception 'pgflow migration 20261203190100_pgflow_hot_path is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261203210000_pgflow_hot_path') then
+    raise exception 'pgflow migration 20261203210000_pgflow_hot_path is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -383,6 +394,101 @@ begin
 end;
 $$;
 
+-- ---- schemas/0410_read_and_claim.sql: pgflow.read_and_claim(queue_name text, worker_id uuid, visibility_timeout integer, qty integer, max_poll_seconds integer, poll_interval_ms integer, supported jsonb)
+-- Read and claim in one round trip. A worker's poll is pgmq.read_with_poll followed by start_tasks
+-- on exactly the ids it returned; run as two calls, every batch waits for two round trips in series
+-- before a task starts. This does both in one call and one transaction, against the support set
+-- the worker registered (start_tasks(..., supported => NULL)) or, when given, the explicit pairs.
+--
+-- Every message read is returned once with its id, read count, times and disposition, and the
+-- identity of the task that owns it (flow, run, step, index; NULL for a message no task owns), so
+-- a worker can say which flow and step an unclaimed message needs. Only claimed rows carry input,
+-- attempt, and the message's body and headers (the handler context's rawMessage; a claimed
+-- message is the one pgflow sent for the task, so it is small). A message that is not claimed
+-- comes back without body or headers (NULL): it may be anything another sender put on the queue,
+-- of any size, and every worker on the queue would receive it again at every visibility timeout.
+-- It is changed by nothing but PGMQ's own read (read_ct and a visibility of visibility_timeout),
+-- exactly as with the two calls. Should the claim fail, the read is rolled back with it and the
+-- messages stay visible.
+create or replace function pgflow.read_and_claim(
+  queue_name text,
+  worker_id uuid,
+  visibility_timeout integer,
+  qty integer,
+  max_poll_seconds integer default 2,
+  poll_interval_ms integer default 50,
+  supported jsonb default null
+)
+returns table (
+  msg_id bigint,
+  read_ct integer,
+  enqueued_at timestamptz,
+  vt timestamptz,
+  message jsonb,
+  headers jsonb,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  q text := read_and_claim.queue_name;
+  msgs pgmq.message_record[];
+  ids bigint[];
+begin
+  if q is null then
+    raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+  into msgs, ids
+  from pgmq.read_with_poll(q, read_and_claim.visibility_timeout, read_and_claim.qty,
+                           read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
+  if ids is null then
+    return;
+  end if;
+
+  return query
+  select m.msg_id, m.read_ct, m.enqueued_at, m.vt,
+         case when c.disposition = 'claimed' then m.message end,
+         -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
+         case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
+         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
+  from unnest(msgs) m
+  join pgflow.start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported) c
+    on c.message_id = m.msg_id
+  order by m.msg_id;
+
+  -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
+  -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
+  -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
+  -- start_tasks) with the time they really started, so stalled recovery measures from there.
+  if clock_timestamp() - now() > interval '500 milliseconds' then
+    -- Each id looked up on its own, as in start_tasks: a join could scan the queue's every task.
+    update pgflow.step_tasks t
+    set started_at = clock_timestamp()
+    from (select k.run_id, k.step_slug, k.task_index
+          from unnest(ids) i(mid)
+          cross join lateral (
+            select t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k) i
+    where t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and t.status = 'started'
+      and (t.last_worker_id = read_and_claim.worker_id or t.last_worker_id is null)
+      and t.started_at = now();
+  end if;
+end;
+$$;
+
 -- ---- schemas/0500_complete_task.sql: pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
 -- Completing a task. Late or duplicate completions (the task is no longer started, or its run or step
 -- has moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks
@@ -564,6 +670,6 @@ revoke all on function pgflow._complete_task(run_id uuid, step_slug text, task_i
 -- ---- privileges on function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
 revoke all on function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[]) from public;
 
-insert into pgflow.migrations (name) values ('20261203190100_pgflow_hot_path') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261203210000_pgflow_hot_path') on conflict (name) do nothing;
 
 commit;
