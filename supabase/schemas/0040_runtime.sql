@@ -78,7 +78,9 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 -- Stalled recovery scans started tasks.
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
-create index if not exists step_tasks_run_status_idx on pgflow.step_tasks (run_id, status);
+-- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
+-- primary key's leading column finds, and each index is one more entry for every task update (none
+-- of which is HOT: each changes message_id, status or started_at).
 -- Pruning a worker clears last_worker_id on its tasks (on delete set null) and first checks that it
 -- holds no started task: both look tasks up by worker, which must not scan every task.
 create index if not exists step_tasks_last_worker_idx on pgflow.step_tasks (last_worker_id)

@@ -1,10 +1,11 @@
 -- Sending and archiving task messages. Only PGMQ's public functions are used, and every call names
 -- the queue from the task's snapshot: a flow slug never stands in for a queue.
 
--- Sends one message per queued task of the run that has none yet, batched per (queue, delay) in
--- send_batch calls of at most 1,000, records each message id on its task in the same transaction,
--- and notifies channel pgflow_queue:<queue> for every queue that got messages visible at once.
-create or replace function pgflow._send_task_messages(p_run_id uuid)
+-- Creates the tasks of steps just started (p_steps, with p_counts tasks each) and sends one message
+-- per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
+-- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
+-- is notified for every queue that got messages visible at once.
+create or replace function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
 returns void
 language plpgsql
 volatile
@@ -16,28 +17,27 @@ declare
   batch_size constant integer := 1000;
 begin
   for grp in
-    select t.queue_name, s.opt_start_delay as delay,
-           array_agg(t.step_slug order by t.step_slug, t.task_index) as steps,
-           array_agg(t.task_index order by t.step_slug, t.task_index) as idxs,
+    select s.queue_name, s.opt_start_delay as delay,
+           array_agg(s.step_slug order by s.step_slug, i) as steps,
+           array_agg(i order by s.step_slug, i) as idxs,
            -- The body is informational only: the claim reads ids, never bodies.
-           array_agg(jsonb_build_object('flow_slug', t.flow_slug, 'run_id', t.run_id,
-                                        'step_slug', t.step_slug, 'task_index', t.task_index)
-                     order by t.step_slug, t.task_index) as msgs
-    from pgflow.step_tasks t
-    join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
-    where t.run_id = p_run_id and t.status = 'queued' and t.message_id is null
-    group by t.queue_name, s.opt_start_delay
+           array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                        'step_slug', s.step_slug, 'task_index', i)
+                     order by s.step_slug, i) as msgs
+    from unnest(p_steps, p_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i
+    group by s.queue_name, s.opt_start_delay
   loop
     -- Large maps go out in slices so one statement never carries an unbounded array.
     for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
       from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
-      update pgflow.step_tasks t
-      set message_id = u.id
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id
       from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
-        as u(step_slug, task_index, id)
-      where t.run_id = p_run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
+        as u(step_slug, task_index, id);
     end loop;
     -- Wakes the workers listening on the queue. Sent in this transaction, so it is delivered at
     -- commit or never: a worker never wakes before the messages are visible to its read. A delayed

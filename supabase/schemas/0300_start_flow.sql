@@ -131,6 +131,11 @@ $$;
 -- Starts every step whose dependencies are done: evaluates its condition, creates its tasks and
 -- sends their messages. Steps that finish at once (an empty map, a skip) can make further steps
 -- ready, so this repeats until nothing changes. The caller holds the run's lock.
+--
+-- The tasks of the started steps are created at the end, by _send_task_messages, with their
+-- message ids: inserted once rather than inserted and then updated (an update in the creating
+-- transaction also checks every foreign key again, and touches every index). A pass that fails
+-- the run creates them without messages first, so _fail_run cancels them as it always did.
 create or replace function pgflow._start_ready_steps(p_run_id uuid)
 returns void
 language plpgsql
@@ -144,7 +149,13 @@ declare
   cond_input jsonb;
   task_count integer;
   progressed boolean := true;
+  -- The steps started by this call and their task counts, in start order.
+  new_steps text[] := '{}';
+  new_counts integer[] := '{}';
+  fail_step text;
+  fail_error text;
 begin
+  <<pass>>
   while progressed loop
     progressed := false;
     select * into run from pgflow.runs r where r.run_id = p_run_id;
@@ -173,9 +184,9 @@ begin
         if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
                 and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
           if ready.when_unmet = 'fail' then
-            perform pgflow._fail_run(p_run_id, ready.step_slug,
-              format('[CONDITION_UNMET] step %s: its if/ifNot condition does not hold', ready.step_slug));
-            return;
+            fail_step := ready.step_slug;
+            fail_error := format('[CONDITION_UNMET] step %s: its if/ifNot condition does not hold', ready.step_slug);
+            exit pass;
           end if;
           perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
           progressed := true;
@@ -201,10 +212,10 @@ begin
           where ss.run_id = p_run_id and ss.step_slug = ready.map_dep;
         end if;
         if jsonb_typeof(source) is distinct from 'array' then
-          perform pgflow._fail_run(p_run_id, ready.step_slug, format(
-            '[TYPE_VIOLATION] map step %s needs an array to map over, got %s',
-            ready.step_slug, coalesce(jsonb_typeof(source), 'nothing')));
-          return;
+          fail_step := ready.step_slug;
+          fail_error := format('[TYPE_VIOLATION] map step %s needs an array to map over, got %s',
+            ready.step_slug, coalesce(jsonb_typeof(source), 'nothing'));
+          exit pass;
         end if;
         task_count := jsonb_array_length(source);
       end if;
@@ -217,14 +228,23 @@ begin
         perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
         progressed := true;
       else
-        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
-        select p_run_id, run.flow_slug, ready.step_slug, i, s.queue_name
-        from pgflow.steps s, generate_series(0, task_count - 1) as i
-        where s.flow_slug = run.flow_slug and s.step_slug = ready.step_slug;
+        new_steps := new_steps || ready.step_slug;
+        new_counts := new_counts || task_count;
       end if;
     end loop;
   end loop;
-  perform pgflow._send_task_messages(p_run_id);
+  if fail_step is not null then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
+    select p_run_id, run.flow_slug, n.step_slug, i, s.queue_name
+    from unnest(new_steps, new_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = run.flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i;
+    perform pgflow._fail_run(p_run_id, fail_step, fail_error);
+    return;
+  end if;
+  if cardinality(new_steps) > 0 then
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
+  end if;
 end;
 $$;
 

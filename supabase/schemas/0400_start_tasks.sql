@@ -107,11 +107,20 @@ begin
     set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
         last_worker_id = stamp
     -- One index lookup per id: `message_id = any (msg_ids)` let the planner scan every task the
-    -- queue ever had.
-    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid),
+    -- queue ever had. A join on (queue, message id) did too, whenever the statistics were older
+    -- than the queue's backlog (a new queue, a fresh database, a burst: the cached plan expected
+    -- a few tasks per queue and scanned all of them for every batch), so each id is looked up on
+    -- its own (LIMIT 1 keeps the lookup a parameterised index scan; the pair is unique) and the
+    -- task updated by its primary key.
+    from (select k.run_id, k.step_slug, k.task_index
+          from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+          cross join lateral (
+            select t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k) i,
          pgflow.runs r, pgflow.step_states ss
-    where t.queue_name = q
-      and t.message_id = i.mid
+    where t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
       and t.status = 'queued'
       and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
       and r.run_id = t.run_id and r.status = 'started'
@@ -176,9 +185,17 @@ begin
          c.attempt
   from ids i
   left join claimed c on c.mid = i.mid
-  left join pgflow.step_tasks t on t.queue_name = q and t.message_id = i.mid
+  -- Looked up per id (LIMIT 1: the pair is unique), as in the claim above: a join let stale
+  -- statistics scan every task of the queue and every run for each batch.
+  left join lateral (
+    select t.flow_slug, t.run_id, t.step_slug, t.task_index, t.status from pgflow.step_tasks t
+    where t.queue_name = q and t.message_id = i.mid
+    limit 1
+  ) t on true
   left join pgflow.steps s on c.mid is not null and s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
-  left join pgflow.runs r on c.mid is not null and r.run_id = t.run_id
+  left join lateral (
+    select r.input from pgflow.runs r where c.mid is not null and r.run_id = t.run_id limit 1
+  ) r on true
   order by i.mid;
 end;
 $$;

@@ -12,8 +12,28 @@
 -- _count_off_step do is written out here, and the ready-step pass runs only when a dependent's last
 -- dependency just completed (a pass always leaves no ready step behind, so no other step can be
 -- waiting for one).
+--
+-- The work is pgflow._complete_task's; complete_task archives the task's message at once, and
+-- complete_tasks archives the messages of a whole batch with one pgmq.archive call per queue (each
+-- PGMQ call builds and plans its statement again, which cost more than the rest of a completion).
 create or replace function pgflow.complete_task(
   run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  return query select * from pgflow._complete_task(complete_task.run_id, complete_task.step_slug,
+    complete_task.task_index, complete_task.output, complete_task.attempt, true);
+end;
+$$;
+
+-- complete_task's work. p_archive false leaves the completed task's message in its queue for the
+-- caller to archive (complete_tasks, once per queue for its batch) before its transaction ends.
+create or replace function pgflow._complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -27,28 +47,30 @@ declare
   left_tasks integer;
   ready integer;
 begin
-  if complete_task.attempt is null then
-    raise exception 'complete_task: attempt is required (task % [%] of run %)', complete_task.step_slug,
-      complete_task.task_index, complete_task.run_id
+  if _complete_task.attempt is null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', _complete_task.step_slug,
+      _complete_task.task_index, _complete_task.run_id
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
   -- The run lock orders every state change of one run: completions, failures and stalled recovery.
-  select r.status into run_status from pgflow.runs r where r.run_id = complete_task.run_id for update;
+  select r.status into run_status from pgflow.runs r where r.run_id = _complete_task.run_id for update;
   if run_status is distinct from 'started' then
     return;
   end if;
   -- Under the run lock, an update that matches only a started task is both the check and the change.
   update pgflow.step_tasks t
-  set status = 'completed', completed_at = now(), output = complete_task.output
-  where t.run_id = complete_task.run_id and t.step_slug = complete_task.step_slug
-    and t.task_index = complete_task.task_index and t.status = 'started'
-    and t.attempts_count = complete_task.attempt
+  set status = 'completed', completed_at = now(), output = _complete_task.output
+  where t.run_id = _complete_task.run_id and t.step_slug = _complete_task.step_slug
+    and t.task_index = _complete_task.task_index and t.status = 'started'
+    and t.attempts_count = _complete_task.attempt
   returning * into task;
   if not found then
     return;
   end if;
-  perform pgmq.archive(task.queue_name, task.message_id);
+  if p_archive then
+    perform pgmq.archive(task.queue_name, task.message_id);
+  end if;
 
   -- Count the task off; when it was the step's last, complete the step in the same statement. A
   -- map step's output is its tasks' outputs in index order (this task's output is already stored);
@@ -107,7 +129,8 @@ $$;
 -- Several completions in one round trip: each is exactly complete_task (same checks, same
 -- idempotence, the attempt required; a late or duplicate one changes nothing), all in one
 -- transaction. Runs are locked in run_id order, so two batches that share runs wait for each other
--- instead of deadlocking.
+-- instead of deadlocking. The completed tasks' messages are archived at the end, one pgmq.archive
+-- call per queue.
 create or replace function pgflow.complete_tasks(
   run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
 )
@@ -118,6 +141,10 @@ set search_path = ''
 as $$
 declare
   i integer;
+  task pgflow.step_tasks;
+  done_queues text[] := '{}';
+  done_ids bigint[] := '{}';
+  grp record;
 begin
   if cardinality(run_ids) is distinct from cardinality(step_slugs)
      or cardinality(run_ids) is distinct from cardinality(task_indexes)
@@ -129,7 +156,16 @@ begin
       using errcode = '22023', hint = 'pass one run id, step slug, task index, output and attempt per task (the attempt is required, as in complete_task)';
   end if;
   for i in select u.ord from unnest(run_ids) with ordinality as u(run_id, ord) order by u.run_id, u.ord loop
-    return query select * from pgflow.complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i], attempts[i]);
+    for task in select * from pgflow._complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i], attempts[i], false) loop
+      done_queues := done_queues || task.queue_name;
+      done_ids := done_ids || task.message_id;
+      return next task;
+    end loop;
+  end loop;
+  for grp in
+    select u.q, array_agg(u.id order by u.id) as ids from unnest(done_queues, done_ids) as u(q, id) group by u.q
+  loop
+    perform pgmq.archive(grp.q, grp.ids);
   end loop;
 end;
 $$;
