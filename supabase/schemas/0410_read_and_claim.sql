@@ -82,17 +82,19 @@ begin
   -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
   -- start_tasks) with the time they really started, so stalled recovery measures from there.
   if clock_timestamp() - now() > interval '500 milliseconds' then
-    -- Each id looked up on its own, as in start_tasks: a join could scan the queue's every task.
+    -- Each id looked up on its own and the task updated by the row version found, as in
+    -- start_tasks: a join could scan the queue's every task.
     update pgflow.step_tasks t
     set started_at = clock_timestamp()
-    from (select k.run_id, k.step_slug, k.task_index
+    from (select k.tid, k.run_id, k.step_slug, k.task_index
           from unnest(ids) i(mid)
           cross join lateral (
-            select t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
             where t2.queue_name = q and t2.message_id = i.mid
             limit 1
           ) k) i
-    where t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+    where t.ctid = i.tid
+      and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
       and t.status = 'started'
       and (t.last_worker_id = read_and_claim.worker_id or t.last_worker_id is null)
       and t.started_at = now();
