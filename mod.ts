@@ -118,7 +118,7 @@ export { EdgeWorker } from "./src/worker/edge_worker.ts";
 export type { EdgeWorkerApi } from "./src/worker/edge_worker.ts";
 export { createWorker } from "./src/worker/worker.ts";
 export type { FlowWorker, WorkerState } from "./src/worker/worker.ts";
-export type { EdgeWorkerConfig, WakeupMode } from "./src/worker/config.ts";
+export type { EdgeWorkerConfig, PreparedStatementsMode, WakeupMode } from "./src/worker/config.ts";
 export { WorkerConfigError, WorkerStartupError } from "./src/worker/errors.ts";
 export type { SupportedPair } from "./src/claim/claim.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
@@ -132,7 +132,7 @@ export {
   DatabaseTimeoutError,
   DEFAULT_QUERY_TIMEOUT_MS,
 } from "./src/platform/deadline.ts";
-export { describeConnection } from "./src/platform/connection_kind.ts";
+export { describeConnection, ownsServerSession } from "./src/platform/connection_kind.ts";
 export type { ConnectionInfo } from "./src/platform/connection_kind.ts";
 export { createLogger } from "./src/platform/logger.ts";
 export type {

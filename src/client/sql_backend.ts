@@ -5,7 +5,7 @@
  * @module
  */
 import { bounded } from "../platform/deadline.ts";
-import { describeConnection } from "../platform/connection_kind.ts";
+import { describeConnection, ownsServerSession } from "../platform/connection_kind.ts";
 import type { Sql } from "../platform/types.ts";
 import type { Backend, StartResult, WakeSource } from "./backend.ts";
 import { toRunState } from "./snapshot.ts";
@@ -34,9 +34,7 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
     // LISTEN needs a connection of its own that lasts: a direct one or a session pooler's. A
     // transaction pooler (or a pooler whose mode cannot be told) would deliver nothing.
     const info = await describeConnection(sql, options.url, options.queryTimeoutMs);
-    return info.kind === "direct" || info.kind === "session pooler"
-      ? listenSource(sql)
-      : pollSource();
+    return ownsServerSession(info.kind) ? listenSource(sql) : pollSource();
   };
   return {
     async startFlow(flowSlug, input, runId): Promise<StartResult> {

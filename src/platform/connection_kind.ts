@@ -68,6 +68,24 @@ export async function describeConnection(
   return { kind: "pooler", evidence: "backend key differs from pg_backend_pid()", ...parts };
 }
 
+/**
+ * Whether a connection of this kind keeps its server session for as long as it is open: a direct
+ * connection or a session pooler's. Only such a connection keeps a LISTEN or a prepared
+ * statement; a transaction pooler hands each transaction to any server connection, and a pooler
+ * whose mode cannot be told is treated as one.
+ *
+ * @example
+ * ```ts
+ * import { ownsServerSession } from "@pgflow/shared";
+ *
+ * ownsServerSession("direct"); // true
+ * ownsServerSession("transaction pooler"); // false
+ * ```
+ */
+export function ownsServerSession(kind: ConnectionInfo["kind"]): boolean {
+  return kind === "direct" || kind === "session pooler";
+}
+
 function urlParts(url: string): Pick<ConnectionInfo, "host" | "port" | "database" | "user"> {
   const u = new URL(url);
   return {

@@ -5,7 +5,7 @@ import { GatedSocket, type SslSetting } from "./wire_gate.ts";
 import { installTypeFetchGuard } from "./type_fetch_guard.ts";
 
 /**
- * Options of {@link createPool}. Everything else (prepared statements, the socket) is the pool's
+ * Options of {@link createPool}. Everything else (the socket, the reconnect backoff) is the pool's
  * own, because it is what keeps the pool safe behind a transaction pooler.
  *
  * @example
@@ -28,6 +28,15 @@ export interface PoolOptions {
   readonly connect_timeout?: number;
   /** Shown in `pg_stat_activity`; default `postgres.js`. */
   readonly application_name?: string;
+  /**
+   * Named prepared statements: each query text is parsed and described once per connection, and
+   * every later run is one round trip instead of two (postgres.js describes an unprepared
+   * query's parameters before it binds them). Default `false`, the only setting a transaction
+   * pooler allows (it hands each transaction to any server connection, where the statement does
+   * not exist). Turn it on only for a connection that keeps its server session: a direct one or
+   * a session pooler's (see `ownsServerSession`).
+   */
+  readonly prepare?: boolean;
   /** Receives server notices; default: ignored. */
   readonly onnotice?: (notice: { readonly [field: string]: unknown }) => void;
 }
@@ -36,7 +45,8 @@ export interface PoolOptions {
  * Opens a postgres.js pool that is safe behind a transaction-mode pooler (Supavisor on port 6543,
  * PgBouncer in `pool_mode = transaction`), a session pooler and a direct connection alike:
  *
- * - no prepared statements (a pooler hands each transaction to any server connection);
+ * - no prepared statements unless `prepare` is set (a transaction pooler hands each transaction
+ *   to any server connection);
  * - a connection never carries a message of the next request while an earlier Sync is
  *   unanswered, whatever queries run on it (see `GatedSocket` and `docs/connections.md`);
  * - a query with an `undefined` parameter is rejected before it is sent (postgres.js would
@@ -64,9 +74,9 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   url.searchParams.delete("ssl");
   const host = decodeURIComponent(url.hostname).replace(/^\[|\]$/g, "") || "localhost";
   const port = Number(url.port || 5432);
-  const { ssl: _ssl, application_name, ...rest } = options;
+  const { ssl: _ssl, application_name, prepare = false, ...rest } = options;
   // `socket` is a postgres.js option its type declarations leave out.
-  const owned = { prepare: false, ssl: false, socket: () => new GatedSocket({ host, port, ssl }) };
+  const owned = { prepare, ssl: false, socket: () => new GatedSocket({ host, port, ssl }) };
   return guardSql(postgres(url.toString(), {
     onnotice: () => {},
     connect_timeout: 10,

@@ -44,6 +44,14 @@ export interface EdgeWorkerConfig {
    * pooler whose mode cannot be told (a transaction pooler does not keep a LISTEN).
    */
   readonly wakeups?: WakeupMode;
+  /**
+   * Whether the pool the worker opens from `connectionString` uses named prepared statements,
+   * which make each of its queries one round trip instead of two. `on`, `off`, or `auto` (the
+   * default): on for a direct or session-pooler connection, off behind a transaction pooler or a
+   * pooler whose mode cannot be told (where a prepared statement would be missing on the next
+   * server connection). Handlers' `context.sql` is that pool. No effect on a pool given as `sql`.
+   */
+  readonly preparedStatements?: PreparedStatementsMode;
   /** Pool size when the worker opens its own pool; default 4 (at least 2). */
   readonly maxPgConnections?: number;
   /** Postgres URL; else `sql`; else env `EDGE_WORKER_DB_URL`, then `DATABASE_URL`. */
@@ -90,6 +98,19 @@ export interface EdgeWorkerConfig {
  */
 export type WakeupMode = "auto" | "listen" | "poll";
 
+/**
+ * Whether the worker's own pool prepares its statements: `on`, `off`, or `auto` (see
+ * `EdgeWorkerConfig.preparedStatements`).
+ *
+ * @example
+ * ```ts
+ * import type { PreparedStatementsMode } from "@pgflow/shared";
+ *
+ * const mode: PreparedStatementsMode = "off"; // e.g. behind a pooler that passes backend keys on
+ * ```
+ */
+export type PreparedStatementsMode = "auto" | "on" | "off";
+
 /** A config with every default applied and every value checked. */
 export type ResolvedConfig = { readonly [K in NumericOptionName]: number } & {
   /** Exactly one of `sql` and `connectionString` is set. */
@@ -98,6 +119,7 @@ export type ResolvedConfig = { readonly [K in NumericOptionName]: number } & {
   readonly functionName?: string;
   readonly workerId?: string;
   readonly wakeups: WakeupMode;
+  readonly preparedStatements: PreparedStatementsMode;
   readonly logLevel: LogLevel;
   readonly logger?: Logger;
   readonly context?: { readonly [key: string]: unknown };
@@ -110,6 +132,7 @@ const KNOWN = new Set([
   "functionName",
   "workerId",
   "wakeups",
+  "preparedStatements",
   "env",
   "logger",
   "context",
@@ -207,6 +230,14 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
       `wakeups must be "auto", "listen" or "poll", got ${describe(wakeups)}`,
     );
   }
+  const preparedStatements = config.preparedStatements ?? "auto";
+  if (
+    preparedStatements !== "auto" && preparedStatements !== "on" && preparedStatements !== "off"
+  ) {
+    throw new WorkerConfigError(
+      `preparedStatements must be "auto", "on" or "off", got ${describe(preparedStatements)}`,
+    );
+  }
   const level = env.EDGE_WORKER_LOG_LEVEL ?? "info";
   if (!isLogLevel(level)) {
     throw new WorkerConfigError(
@@ -220,6 +251,7 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     functionName,
     workerId: config.workerId,
     wakeups,
+    preparedStatements,
     logLevel: level,
     logger: config.logger,
     context: config.context,

@@ -1,5 +1,5 @@
 import type { Sql } from "../platform/types.ts";
-import type { ConnectionInfo } from "../platform/connection_kind.ts";
+import { type ConnectionInfo, ownsServerSession } from "../platform/connection_kind.ts";
 import type { Logger } from "../platform/logger.ts";
 import { ChannelListener } from "../platform/listen.ts";
 import { bounded } from "../platform/deadline.ts";
@@ -22,7 +22,7 @@ export interface WorkerWakeups {
  * connection to another client after every transaction, nor behind a pooler of unknown mode.
  */
 export function listensOn(kind: ConnectionInfo["kind"]): boolean {
-  return kind === "direct" || kind === "session pooler";
+  return ownsServerSession(kind);
 }
 
 /**

@@ -10,8 +10,8 @@ import { executeTask } from "../dispatch/execute.ts";
 import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
-import { createPool } from "../platform/pool.ts";
-import { describeConnection } from "../platform/connection_kind.ts";
+import { type ConnectionInfo, describeConnection } from "../platform/connection_kind.ts";
+import { openWorkerPool } from "./worker_pool.ts";
 import { bounded } from "../platform/deadline.ts";
 import { createLogger, type Logger, markLogged } from "../platform/logger.ts";
 import { ActivityLog } from "../platform/activity.ts";
@@ -197,18 +197,29 @@ class Worker implements FlowWorker {
 
   async #startup(): Promise<void> {
     const config = this.#config;
+    const timeoutMs = config.queryTimeoutMs;
+    let connection: ConnectionInfo;
+    // Unknown for a pool the worker was given.
+    let prepared: boolean | undefined;
     if (config.sql !== undefined) {
       this.#sql = config.sql;
+      connection = await describeConnection(config.sql, config.connectionString, timeoutMs);
     } else {
-      // Safe behind a transaction pooler: no prepared statements, no request pipelined behind
-      // an unanswered Sync (docs/connections.md).
-      this.#sql = createPool(config.connectionString!, { max: config.maxPgConnections });
+      // Safe behind a transaction pooler: no request pipelined behind an unanswered Sync
+      // (docs/connections.md), and prepared statements only where the server session stays ours.
+      const pool = await openWorkerPool(
+        config.connectionString!,
+        config.maxPgConnections,
+        config.preparedStatements,
+        timeoutMs,
+      );
+      this.#sql = pool.sql;
       this.#ownsPool = true;
+      connection = pool.connection;
+      prepared = pool.prepared;
     }
     const sql = this.#sql;
-    const timeoutMs = config.queryTimeoutMs;
-    const connection = await describeConnection(sql, config.connectionString, timeoutMs);
-    this.#log.info("database connection", { ...connection });
+    this.#log.info("database connection", { ...connection, preparedStatements: prepared });
     await verifySchemaVersion(sql, this.#log, timeoutMs);
     await compileDefinitions(sql, this.#target.definitions, this.#log, timeoutMs);
     const registry = new HandlerRegistry(this.#target.flows);

@@ -43,6 +43,12 @@ const bad: [string, WorkerTarget, Record<string, unknown>, RegExp][] = [
     /maxPgConnections must be an integer from 2/,
   ],
   ["unknown option", flow, { maxConcurent: 3 }, /unknown worker option "maxConcurent"/],
+  [
+    "preparedStatements",
+    flow,
+    { preparedStatements: true },
+    /preparedStatements must be "auto", "on" or "off", got true/,
+  ],
   ["sql and connectionString", flow, { sql: () => {} }, /either sql .* or connectionString/],
   ["bad scheme", flow, { connectionString: "mysql://x" }, /postgres:\/\/ or postgresql:\/\//],
   ["functionName", flow, { functionName: "bad name!" }, /functionName must be/],
