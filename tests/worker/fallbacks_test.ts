@@ -62,7 +62,7 @@ db.test("completion batcher: a batch that fails is sent again one by one, and ea
     max: 2,
     debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
   });
-  // One call in flight: the first completion goes alone, the next two wait and go as one batch.
+  // Completions of one tick go together: one batch of three.
   const batcher = new CompletionBatcher(pool, 1, 100);
   const settled = await Promise.allSettled([
     batcher.complete(first, '"first"'),
@@ -87,7 +87,29 @@ db.test("completion batcher: a batch that fails is sent again one by one, and ea
   const calls = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).map((q) =>
     /pgflow\.complete_tasks\(/.test(q) ? "batch" : "one"
   );
-  assert.deepEqual(calls, ["one", "batch", "one", "one"]);
+  assert.deepEqual(calls, ["batch", "one", "one", "one"]);
+});
+
+db.test("completion batcher: completions of one tick go in one call, later ones in the next", async ({ sql, connect }) => {
+  const { tasks } = await claimRuns(sql, "fb_coalesce", 5);
+  const sent: string[] = [];
+  const pool = connect({
+    max: 2,
+    debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
+  });
+  const batcher = new CompletionBatcher(pool, 1, 100);
+  // Three in one tick; then, once that call is sent (one call at a time here), two more.
+  const first = tasks.slice(0, 3).map((t, i) => batcher.complete(t, `${i}`));
+  while (!sent.some((q) => /pgflow\.complete_tasks\(/.test(q))) {
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  const second = tasks.slice(3).map((t, i) => batcher.complete(t, `${3 + i}`));
+  await Promise.all([...first, ...second]);
+  const calls = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).map((q) =>
+    /pgflow\.complete_tasks\(/.test(q) ? "batch" : "one"
+  );
+  assert.deepEqual(calls, ["batch", "batch"]);
+  for (const t of tasks) assert.equal((await taskStatus(sql, t)).status, "completed");
 });
 
 db.test("poll loop: a worker whose row vanished goes on claiming with its explicit pairs", async ({ sql, url }) => {
