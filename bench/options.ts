@@ -49,7 +49,8 @@ usage: deno task bench [options]
   --chain-paced N      chain runs started one by one for the unloaded run latency (default 100;
                        quick 40), at --chain-rate per second (default 20)
   --scale-workers LIST worker counts of the scale-out curve (default 1,2,4,8,16; quick 1,2,4)
-  --scale-tasks N      tasks per scale-out point (default 1500; quick 400)
+  --scale-tasks N      tasks per scale-out point, after a warm-up of 50 per worker (default
+                       3000; quick 400)
   --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker
                        default)
   --max-poll-seconds S maxPollSeconds of every worker and of the raw loop (default: the worker
@@ -96,7 +97,7 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     chainPaced: quick ? 40 : 100,
     chainRate: 20,
     scaleWorkers: quick ? [1, 2, 4] : [1, 2, 4, 8, 16],
-    scaleTasks: quick ? 400 : 1500,
+    scaleTasks: quick ? 400 : 3000,
   };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i];
