@@ -3,7 +3,7 @@ import type { ClaimCell } from "./claim_cost.ts";
 import { BATCHES, PAIRS } from "./claim_cost.ts";
 import { type ChainResult, type EngineResult, PLAIN_CHAIN } from "./engine.ts";
 import { combine, type Rounds, type Spread, spreadCell } from "./repeat.ts";
-import type { ScalePoint } from "./scale_out.ts";
+import { type ScalePoint, WARM_UP_PER_WORKER } from "./scale_out.ts";
 import type { MemoryResult } from "./memory.ts";
 import type { BenchOptions } from "./options.ts";
 import { fixed, markdownTable, ratio, textTable } from "./stats.ts";
@@ -301,11 +301,11 @@ function settings(f: Figures): string {
     }: every throughput and latency scenario runs once per round, in turn; each cell is the median across rounds with the spread (lowest–highest) in brackets`,
     `${o.tasks} tasks per throughput scenario (a backlog sent in one transaction, drained; tasks/s over first claim → last completion)`,
     `${o.latencyTasks} runs started one at a time at ${o.rate}/s for pickup latency (sending transaction's now() → handler's first line, clocks aligned by a measured offset)`,
-    `every worker: batchSize 10, maxConcurrent 10, pollIntervalMs ${o.pollIntervalMs}, maxPollSeconds ${o.maxPollSeconds}, default pool (4 connections)`,
+    `every worker: batchSize 10, maxConcurrent 10, pollIntervalMs ${o.pollIntervalMs}, maxPollSeconds ${o.maxPollSeconds}, default pool (4 connections; prepared statements on this direct connection)`,
     `chains: ${o.chainRuns} three-step runs drained (runs/s), then ${o.chainPaced} runs started one at a time at ${o.chainRate}/s (unloaded): run latency from start_flow's now() to the now() of the transaction completing its last step; graphile-worker: from job a's run_at to the end of job c's function, each job adding the next`,
     `scale-out: ${
       o.scaleWorkers.join(", ")
-    } workers, ${o.scaleTasks} tasks per point, pickup from ${
+    } workers, ${o.scaleTasks} tasks per point after a warm-up of ${WARM_UP_PER_WORKER} per worker, pickup from ${
       Math.min(100, o.latencyTasks)
     } runs at ${o.rate}/s; every worker its own pool, in one process`,
     `memory: ${o.memoryTasks} tasks in a worker process of its own`,
