@@ -17,6 +17,10 @@ create table if not exists pgflow.workers (
   -- claim against the registered set is a key lookup instead of unpacking the pairs per batch.
   -- NULL for rows written without register_worker; start_tasks then derives it from `supported`.
   supported_keys jsonb,
+  -- The one visibility (timeout + 2 s) every step of `supported` had at registration, NULL when
+  -- they differ: read_and_claim reads with it, so the messages it claims need no set_vt. Only a
+  -- hint: each claim still checks every claimed message against its step's timeout now.
+  claim_visibility integer,
   constraint workers_pkey primary key (worker_id),
   constraint workers_function_name_is_valid check (pgflow.is_valid_function_name(function_name))
 );

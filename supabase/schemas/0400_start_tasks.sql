@@ -25,11 +25,13 @@ $$;
 -- standard), so a caller tells it from every other error by its code alone. With explicit pairs
 -- such a worker still claims (its poll falls back to them): the tasks it claims then record no
 -- last_worker_id, which can only name a registered worker.
-create or replace function pgflow.start_tasks(
+create or replace function pgflow._start_tasks(
   queue_name text,
   msg_ids bigint[],
   worker_id uuid,
-  supported jsonb
+  supported jsonb,
+  p_read_visibility integer,
+  p_unclaimed_visibility integer
 )
 returns table (
   message_id bigint,
@@ -39,7 +41,9 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  -- The message's visibility when this call changed it (set_vt), else NULL.
+  vt timestamptz
 )
 language plpgsql
 volatile
@@ -47,7 +51,7 @@ set search_path = ''
 as $$
 #variable_conflict use_column
 declare
-  q text := start_tasks.queue_name;
+  q text := _start_tasks.queue_name;
   -- The support set keyed as pgflow._support_keys builds it.
   sup_keys jsonb;
   c_msg bigint[];
@@ -57,10 +61,15 @@ declare
   c_att integer[];
   c_off integer[];
   changed integer;
+  v_msg bigint[];
+  v_off integer[];
+  u_msg bigint[];
+  s_ids bigint[] := '{}';
+  s_vts timestamptz[] := '{}';
   malformed boolean;
   reg_queue text;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
-  stamp uuid := start_tasks.worker_id;
+  stamp uuid := _start_tasks.worker_id;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
@@ -69,14 +78,14 @@ begin
     -- The registered set, already keyed: one primary-key lookup whatever the set's size.
     select w.queue_name, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
     into reg_queue, sup_keys
-    from pgflow.workers w where w.worker_id = start_tasks.worker_id;
+    from pgflow.workers w where w.worker_id = _start_tasks.worker_id;
     if not found then
-      raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', start_tasks.worker_id
+      raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', _start_tasks.worker_id
         using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
     end if;
     -- A set registered for another queue says nothing about this one.
     if reg_queue is distinct from q then
-      raise exception 'start_tasks: worker % is registered for queue %, not %', start_tasks.worker_id,
+      raise exception 'start_tasks: worker % is registered for queue %, not %', _start_tasks.worker_id,
         quote_literal(reg_queue), quote_literal(q)
         using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
     end if;
@@ -92,7 +101,7 @@ begin
     into sup_keys, malformed
     from jsonb_array_elements(supported) e;
     -- Key-share locked, as the foreign key would: the row cannot vanish before the claim.
-    perform 1 from pgflow.workers w where w.worker_id = start_tasks.worker_id for key share;
+    perform 1 from pgflow.workers w where w.worker_id = _start_tasks.worker_id for key share;
     if not found then
       stamp := null;
     end if;
@@ -144,13 +153,30 @@ begin
   join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
   join pgflow.flows f on f.flow_slug = c.flow_slug;
 
-  if c_msg is not null then
-    -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
-    -- whose message is gone would otherwise run with nothing guarding it.
-    select count(*) into changed from pgflow.set_vt_batch(q, c_msg, c_off);
-    if changed <> cardinality(c_msg) then
+  -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+  -- whose message is gone would otherwise run with nothing guarding it. A message the read in
+  -- this transaction already hid for exactly that long (read_and_claim reads with the worker's
+  -- claim_visibility) is left as it is: PGMQ builds and plans every set_vt again.
+  select array_agg(u.m), array_agg(u.o) into v_msg, v_off
+  from unnest(c_msg, c_off) as u(m, o)
+  where u.o is distinct from p_read_visibility;
+  if v_msg is not null then
+    select count(*), array_agg(r.msg_id), array_agg(r.vt) into changed, s_ids, s_vts
+    from pgflow.set_vt_batch(q, v_msg, v_off) r;
+    if changed <> cardinality(v_msg) then
       raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
-        cardinality(c_msg), c_msg using errcode = '55000';
+        cardinality(v_msg), v_msg using errcode = '55000';
+    end if;
+  end if;
+  -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
+  -- visibility the worker asked for, as if read with it.
+  if p_unclaimed_visibility is not null then
+    select array_agg(i.m) into u_msg
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
+    where not (i.m = any (coalesce(c_msg, '{}')));
+    if u_msg is not null then
+      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+      from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
     end if;
   end if;
 
@@ -191,9 +217,11 @@ begin
                      and ss.status = 'completed')
            end
          end,
-         c.attempt
+         c.attempt,
+         nv.vt
   from ids i
   left join claimed c on c.mid = i.mid
+  left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
   -- Looked up per id (LIMIT 1: the pair is unique), as in the claim above: a join let stale
   -- statistics scan every task of the queue and every run for each batch.
   left join lateral (
@@ -206,6 +234,35 @@ begin
     select r.input from pgflow.runs r where c.mid is not null and r.run_id = t.run_id limit 1
   ) r on true
   order by i.mid;
+end;
+$$;
+
+-- The claim of messages read by a separate call: every claimed message gets set_vt.
+create or replace function pgflow.start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  return query select c.message_id, c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index,
+    c.input, c.attempt
+  from pgflow._start_tasks(start_tasks.queue_name, start_tasks.msg_ids, start_tasks.worker_id,
+    start_tasks.supported, null, null) c;
 end;
 $$;
 

@@ -10,9 +10,14 @@
 -- message is the one pgflow sent for the task, so it is small). A message that is not claimed
 -- comes back without body or headers (NULL): it may be anything another sender put on the queue,
 -- of any size, and every worker on the queue would receive it again at every visibility timeout.
--- It is changed by nothing but PGMQ's own read (read_ct and a visibility of visibility_timeout),
--- exactly as with the two calls. Should the claim fail, the read is rolled back with it and the
--- messages stay visible.
+-- It ends as PGMQ's own read leaves it (read_ct and a visibility of visibility_timeout), exactly
+-- as with the two calls. Should the claim fail, the read is rolled back with it and the messages
+-- stay visible.
+--
+-- A worker claiming against its registered set reads with its claim_visibility (the timeout + 2 s
+-- all its steps shared at registration), when it has one: the messages it claims are then hidden
+-- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
+-- again), and only the messages it does not claim are set back to visibility_timeout.
 create or replace function pgflow.read_and_claim(
   queue_name text,
   worker_id uuid,
@@ -46,20 +51,27 @@ declare
   q text := read_and_claim.queue_name;
   msgs pgmq.message_record[];
   ids bigint[];
+  -- How long the read hides what it reads.
+  read_vt integer := read_and_claim.visibility_timeout;
+  hint integer;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if read_and_claim.supported is null then
+    select w.claim_visibility into hint from pgflow.workers w where w.worker_id = read_and_claim.worker_id;
+    read_vt := coalesce(hint, read_vt);
   end if;
   if read_and_claim.max_poll_seconds = 0 then
     -- A worker woken by notifications reads once without waiting: it waits for the next
     -- notification itself (read_with_poll with no time left returns before reading at all).
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read(q, read_and_claim.visibility_timeout, read_and_claim.qty) m;
+    from pgmq.read(q, read_vt, read_and_claim.qty) m;
   else
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read_with_poll(q, read_and_claim.visibility_timeout, read_and_claim.qty,
+    from pgmq.read_with_poll(q, read_vt, read_and_claim.qty,
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
@@ -67,13 +79,16 @@ begin
   end if;
 
   return query
-  select m.msg_id, m.read_ct, m.enqueued_at, m.vt,
+  -- The visibility the message ends with: set by the claim (claimed, or set back) or by the read.
+  select m.msg_id, m.read_ct, m.enqueued_at, coalesce(c.vt, m.vt),
          case when c.disposition = 'claimed' then m.message end,
          -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
          case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
          c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
   from unnest(msgs) m
-  join pgflow.start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported) c
+  join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
+                           case when read_vt <> read_and_claim.visibility_timeout
+                                then read_and_claim.visibility_timeout end) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 

@@ -34,9 +34,16 @@ begin
     raise exception 'worker function % is disabled; no new worker may register until it is enabled again', fn.function_name
       using errcode = '55000', hint = 'finish the deploy fence with pgflow.end_deploy_fence, or set worker_functions.enabled';
   end if;
-  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys)
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys, claim_visibility)
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
-          pgflow._support_keys(register_worker.supported))
+          pgflow._support_keys(register_worker.supported),
+          -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
+          (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
+                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end
+           from jsonb_array_elements(register_worker.supported) e
+           join pgflow.steps s on s.flow_slug = e ->> 0 and s.step_slug = e ->> 1
+           join pgflow.flows f on f.flow_slug = s.flow_slug
+           where jsonb_typeof(e) = 'array'))
   returning * into result;
   -- Every start adds a row; each registration also removes a bounded batch of expired ones, so the
   -- table stays about the size of the retention window without a scheduler.
