@@ -17,15 +17,6 @@ export interface WorkerWakeups {
 }
 
 /**
- * Whether `auto` listens: on a direct connection or a session pooler, where the connection (and
- * its LISTEN) stays the worker's; not behind a transaction pooler, which gives the server
- * connection to another client after every transaction, nor behind a pooler of unknown mode.
- */
-export function listensOn(kind: ConnectionInfo["kind"]): boolean {
-  return ownsServerSession(kind);
-}
-
-/**
  * Opens the worker's wake-ups before its first read, so no notification is missed between that
  * read and the LISTEN. A LISTEN that fails or goes unanswered for `timeoutMs` (a pooler that
  * refuses it) is logged and the worker polls instead: wake-ups make pickup faster, never possible.
@@ -39,7 +30,9 @@ export async function openWakeups(
   timeoutMs: number,
 ): Promise<WorkerWakeups> {
   const poll: WorkerWakeups = { mode: "poll", close: () => Promise.resolve() };
-  if (mode === "poll" || (mode === "auto" && !listensOn(connection.kind))) return poll;
+  // `auto` listens only where the connection (and its LISTEN) stays the worker's: not behind a
+  // transaction pooler, nor a pooler of unknown mode.
+  if (mode === "poll" || (mode === "auto" && !ownsServerSession(connection.kind))) return poll;
   const shared = acquireListener(sql);
   try {
     const wakeups = await bounded(QueueWakeups.open(shared.listener, queue), "LISTEN", timeoutMs);

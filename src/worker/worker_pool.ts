@@ -37,7 +37,8 @@ export async function openWorkerPool(
   mode: PreparedStatementsMode,
   timeoutMs: number,
 ): Promise<WorkerPool> {
-  const first = createPool(url, { max, prepare: mode === "on" });
+  const firstPrepares = mode === "on";
+  const first = createPool(url, { max, prepare: firstPrepares });
   let connection: ConnectionInfo;
   try {
     connection = await describeConnection(first, url, timeoutMs);
@@ -46,7 +47,7 @@ export async function openWorkerPool(
     throw error;
   }
   const prepared = preparesOn(mode, connection.kind);
-  if (prepared === (mode === "on")) return { sql: first, connection, prepared };
+  if (prepared === firstPrepares) return { sql: first, connection, prepared };
   await first.end({ timeout: 1 }).catch(() => {});
   return { sql: createPool(url, { max, prepare: true }), connection, prepared };
 }

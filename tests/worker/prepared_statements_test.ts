@@ -6,6 +6,7 @@
  * is that pool: `pg_prepared_statements` lists the named statements of the session it runs on.
  */
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { Flow, type FlowWorker } from "../../mod.ts";
 import { preparesOn } from "../../src/worker/worker_pool.ts";
 import { testDatabase } from "../support/db.ts";
@@ -33,7 +34,6 @@ async function prepared(
   try {
     const { logs } = await startWorker(workers, flow(slug), config);
     const seen: string[][] = [];
-    const { default: postgres } = await import("postgres");
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       for (let n = 0; n < 4; n++) {
