@@ -25,6 +25,8 @@ $$;
 -- standard), so a caller tells it from every other error by its code alone. With explicit pairs
 -- such a worker still claims (its poll falls back to them): the tasks it claims then record no
 -- last_worker_id, which can only name a registered worker.
+--
+-- enable_seqscan = off: see read_and_claim (0410_read_and_claim.sql); start_tasks gets it here.
 create or replace function pgflow._start_tasks(
   queue_name text,
   msg_ids bigint[],
@@ -48,6 +50,7 @@ returns table (
 language plpgsql
 volatile
 set search_path = ''
+set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare

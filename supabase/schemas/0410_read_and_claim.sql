@@ -18,6 +18,12 @@
 -- all its steps shared at registration), when it has one: the messages it claims are then hidden
 -- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
 -- again), and only the messages it does not claim are set back to visibility_timeout.
+--
+-- Seq scans are priced out here and in everything it calls (enable_seqscan = off): every row it
+-- touches is found by a key, and a worker's session keeps plans made on the statistics of the
+-- moment. A plan made while the tables were small (a young database, or one autovacuum has just
+-- vacuumed) would scan runs or step states in full for every batch after a burst, until the next
+-- ANALYZE (tests/sql/claim_plan_test.ts). Where no index fits, a scan still runs.
 create or replace function pgflow.read_and_claim(
   queue_name text,
   worker_id uuid,
@@ -45,6 +51,7 @@ returns table (
 language plpgsql
 volatile
 set search_path = ''
+set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare
@@ -101,16 +108,19 @@ begin
     -- start_tasks: a join could scan the queue's every task.
     update pgflow.step_tasks t
     set started_at = clock_timestamp()
+    -- The status is checked on the row found, not in the update's conditions: there it would let
+    -- the planner walk every started task through step_tasks_started_idx.
     from (select k.tid, k.run_id, k.step_slug, k.task_index
           from unnest(ids) i(mid)
           cross join lateral (
-            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index, t2.status
+            from pgflow.step_tasks t2
             where t2.queue_name = q and t2.message_id = i.mid
             limit 1
-          ) k) i
+          ) k
+          where k.status = 'started') i
     where t.ctid = i.tid
       and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
-      and t.status = 'started'
       and (t.last_worker_id = read_and_claim.worker_id or t.last_worker_id is null)
       and t.started_at = now();
   end if;

@@ -1,21 +1,18 @@
--- Completing a task. Late or duplicate completions (the task is no longer started, or its run or step
--- has moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks
--- and read_and_claim return it with the task): a report for an older attempt (its reply was lost,
--- and the task has since been claimed again) is late too, so it can never complete or fail the
--- attempt that is running now. The attempt is required: a report without one cannot be told from a
--- late one, so it would complete whichever attempt happens to be running. The parameter keeps its
--- NULL default only so that a call without it gets this explanation instead of "function does not
+-- Completing tasks. Late or duplicate completions (the task is no longer started, or its run has
+-- moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks and
+-- read_and_claim return it with the task): a report for an older attempt (its reply was lost, and
+-- the task has since been claimed again) is late too, so it can never complete or fail the attempt
+-- that is running now. The attempt is required: a report without one cannot be told from a late
+-- one, so it would complete whichever attempt happens to be running. The parameter keeps its NULL
+-- default only so that a call without it gets this explanation instead of "function does not
 -- exist"; an operator completing a task by hand passes step_tasks.attempts_count.
 --
--- This runs once per task, so the common path is kept to a few statements in one function: nested
--- plpgsql calls each cost a plan and a search_path save/restore. What _complete_step and
--- _count_off_step do is written out here, and the ready-step pass runs only when a dependent's last
--- dependency just completed (a pass always leaves no ready step behind, so no other step can be
--- waiting for one).
---
--- The work is pgflow._complete_task's; complete_task archives the task's message at once, and
--- complete_tasks archives the messages of a whole batch with one pgmq.archive call per queue (each
--- PGMQ call builds and plans its statement again, which cost more than the rest of a completion).
+-- One code path for one task and for a worker's batch: pgflow._complete_tasks does the work as a
+-- handful of set-based statements whatever the batch's size (lock the runs, complete the tasks,
+-- count them off their steps, release the dependents of the steps that completed, count those
+-- off their runs, archive the messages once per queue). A task at a time, as before, each
+-- completion was five statements and a nested plpgsql call, and a batch of ten cost the database
+-- about three times what the statements below do (bench/results.md, round 10).
 create or replace function pgflow.complete_task(
   run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
 )
@@ -25,112 +22,19 @@ volatile
 set search_path = ''
 as $$
 begin
-  return query select * from pgflow._complete_task(complete_task.run_id, complete_task.step_slug,
-    complete_task.task_index, complete_task.output, complete_task.attempt, true);
-end;
-$$;
-
--- complete_task's work. p_archive false leaves the completed task's message in its queue for the
--- caller to archive (complete_tasks, once per queue for its batch) before its transaction ends.
-create or replace function pgflow._complete_task(
-  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean
-)
-returns setof pgflow.step_tasks
-language plpgsql
-volatile
-set search_path = ''
-as $$
-#variable_conflict use_column
-declare
-  run_status text;
-  task pgflow.step_tasks;
-  left_tasks integer;
-  ready integer;
-begin
-  if _complete_task.attempt is null then
-    raise exception 'complete_task: attempt is required (task % [%] of run %)', _complete_task.step_slug,
-      _complete_task.task_index, _complete_task.run_id
+  if complete_task.attempt is null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', complete_task.step_slug,
+      complete_task.task_index, complete_task.run_id
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
-  -- The run lock orders every state change of one run: completions, failures and stalled recovery.
-  select r.status into run_status from pgflow.runs r where r.run_id = _complete_task.run_id for update;
-  if run_status is distinct from 'started' then
-    return;
-  end if;
-  -- Under the run lock, an update that matches only a started task is both the check and the change.
-  update pgflow.step_tasks t
-  set status = 'completed', completed_at = now(), output = _complete_task.output
-  where t.run_id = _complete_task.run_id and t.step_slug = _complete_task.step_slug
-    and t.task_index = _complete_task.task_index and t.status = 'started'
-    and t.attempts_count = _complete_task.attempt
-  returning * into task;
-  if not found then
-    return;
-  end if;
-  if p_archive then
-    perform pgmq.archive(task.queue_name, task.message_id);
-  end if;
-
-  -- Count the task off; when it was the step's last, complete the step in the same statement. A
-  -- map step's output is its tasks' outputs in index order (this task's output is already stored);
-  -- CASE evaluates the aggregate only for the last task of a map.
-  update pgflow.step_states ss
-  set remaining_tasks = ss.remaining_tasks - 1,
-      status = case when ss.remaining_tasks = 1 then 'completed' else ss.status end,
-      completed_at = case when ss.remaining_tasks = 1 then now() else ss.completed_at end,
-      output = case
-        when ss.remaining_tasks <> 1 then ss.output
-        when s.step_type = 'map' then
-          (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
-           where t.run_id = task.run_id and t.step_slug = task.step_slug)
-        else task.output
-      end
-  from pgflow.steps s
-  where ss.run_id = task.run_id and ss.step_slug = task.step_slug
-    and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-  returning ss.remaining_tasks into left_tasks;
-
-  if left_tasks = 0 then
-    -- Release the dependents (as _complete_step does) and note whether any became ready.
-    with released as (
-      update pgflow.step_states ss
-      set remaining_deps = ss.remaining_deps - 1
-      from pgflow.deps d
-      where ss.run_id = task.run_id and d.flow_slug = task.flow_slug and d.dep_slug = task.step_slug
-        and ss.step_slug = d.step_slug
-      returning ss.remaining_deps, ss.status
-    )
-    select count(*) filter (where r.remaining_deps = 0 and r.status = 'created') into ready from released r;
-
-    -- Count the step off the run (as _count_off_step does); the last one completes the run with the
-    -- outputs of its completed leaf steps. The run is started: its lock is held and it was checked.
-    update pgflow.runs r
-    set remaining_steps = r.remaining_steps - 1,
-        status = case when r.remaining_steps = 1 then 'completed' else r.status end,
-        completed_at = case when r.remaining_steps = 1 then now() else r.completed_at end,
-        output = case when r.remaining_steps = 1 then coalesce((
-          select jsonb_object_agg(ss.step_slug, ss.output)
-          from pgflow.step_states ss
-          where ss.run_id = task.run_id and ss.status = 'completed'
-            and not exists (select 1 from pgflow.deps d
-                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-        ), '{}'::jsonb) else r.output end
-    where r.run_id = task.run_id;
-
-    if ready > 0 then
-      perform pgflow._start_ready_steps(task.run_id);
-    end if;
-  end if;
-  return next task;
+  return query select * from pgflow._complete_tasks(array[complete_task.run_id], array[complete_task.step_slug],
+    array[complete_task.task_index], array[complete_task.output], array[complete_task.attempt]);
 end;
 $$;
 
--- Several completions in one round trip: each is exactly complete_task (same checks, same
--- idempotence, the attempt required; a late or duplicate one changes nothing), all in one
--- transaction. Runs are locked in run_id order, so two batches that share runs wait for each other
--- instead of deadlocking. The completed tasks' messages are archived at the end, one pgmq.archive
--- call per queue.
+-- Several completions in one round trip and one transaction: each is exactly complete_task (same
+-- checks, same idempotence, the attempt required; a late or duplicate one changes nothing).
 create or replace function pgflow.complete_tasks(
   run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
 )
@@ -140,11 +44,7 @@ volatile
 set search_path = ''
 as $$
 declare
-  i integer;
-  task pgflow.step_tasks;
-  done_queues text[] := '{}';
-  done_ids bigint[] := '{}';
-  grp record;
+  missing integer;
 begin
   if cardinality(run_ids) is distinct from cardinality(step_slugs)
      or cardinality(run_ids) is distinct from cardinality(task_indexes)
@@ -155,17 +55,167 @@ begin
       coalesce(cardinality(attempts)::text, 'no')
       using errcode = '22023', hint = 'pass one run id, step slug, task index, output and attempt per task (the attempt is required, as in complete_task)';
   end if;
-  for i in select u.ord from unnest(run_ids) with ordinality as u(run_id, ord) order by u.run_id, u.ord loop
-    for task in select * from pgflow._complete_task(run_ids[i], step_slugs[i], task_indexes[i], outputs[i], attempts[i], false) loop
-      done_queues := done_queues || task.queue_name;
-      done_ids := done_ids || task.message_id;
-      return next task;
-    end loop;
-  end loop;
+  missing := array_position(attempts, null);
+  if missing is not null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', step_slugs[missing],
+      task_indexes[missing], run_ids[missing]
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
+  end if;
+  return query select * from pgflow._complete_tasks(run_ids, step_slugs, task_indexes, outputs, attempts);
+end;
+$$;
+
+-- The work of complete_task and complete_tasks, for any number of tasks (attempts checked by the
+-- callers). Runs are locked in run_id order, so two batches that share runs wait for each other
+-- instead of deadlocking; the run lock orders every state change of one run (completions,
+-- failures, stalled recovery).
+--
+-- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
+-- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
+-- can be waiting for one). Completions of one run in one batch are therefore applied as one: were
+-- that pass to fail the run (a condition with whenUnmet 'fail', a map over a non-array), the
+-- batch's other tasks of the run stay completed rather than cancelled, as if they had reported
+-- first.
+--
+-- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
+-- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
+-- that scans runs or step states in full, or hashes them, is the cheapest, and stays in use after
+-- a burst has made them large, until autovacuum analyses them. So every row here is found by its
+-- key, in a nested loop driven by the batch: seq scans are priced out for this function (it only
+-- ever needs keyed rows; where no index fits, a scan still runs), and no statement that looks a
+-- task up by its key also names its status: the planner could then walk every started task
+-- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
+-- busy queue has thousands) instead of the primary key. The status is checked on the row found.
+create or replace function pgflow._complete_tasks(
+  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+set enable_seqscan = off
+as $$
+declare
+  locked uuid[];
+  done pgflow.step_tasks[];
+  f_runs uuid[];
+  f_flows text[];
+  f_steps text[];
+  ready_runs uuid[];
+  ready_run uuid;
+  grp record;
+begin
+  select array_agg(l.run_id order by l.run_id) into locked
+  from (select distinct u.id from unnest(run_ids) u(id) where u.id is not null order by u.id) i
+  cross join lateral (
+    select r.run_id from pgflow.runs r where r.run_id = i.id and r.status = 'started' limit 1 for update
+  ) l;
+  if locked is null then
+    return;
+  end if;
+
+  -- Under the run locks, a started task of the attempt reported is completed; a task named twice
+  -- completes once, with the first report of the attempt that is running. The task is updated by
+  -- the row version found, so a change since (none can come without the run lock) leaves it alone.
+  with completed as (
+    update pgflow.step_tasks t
+    set status = 'completed', completed_at = now(), output = i.output
+    from (select distinct on (u.run_id, u.step_slug, u.task_index)
+                 k.tid, u.run_id, u.step_slug, u.task_index, u.output
+          from unnest(run_ids, step_slugs, task_indexes, outputs, attempts)
+               with ordinality as u(run_id, step_slug, task_index, output, attempt, ord)
+          cross join lateral (
+            select t2.ctid as tid, t2.status, t2.attempts_count from pgflow.step_tasks t2
+            where t2.run_id = u.run_id and t2.step_slug = u.step_slug and t2.task_index = u.task_index
+            limit 1
+          ) k
+          where u.run_id = any (locked) and k.status = 'started' and k.attempts_count = u.attempt
+          order by u.run_id, u.step_slug, u.task_index, u.ord) i
+    where t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and t.ctid = i.tid
+    returning t.*
+  )
+  select array_agg(c::pgflow.step_tasks) into done from completed c;
+  if done is null then
+    return;
+  end if;
+
+  -- Count the tasks off their steps; a step whose last task this was completes in the same
+  -- statement. A map step's output is its tasks' outputs in index order (this batch's outputs are
+  -- stored already); CASE evaluates the aggregate only for a map's last task.
+  with finished as (
+    update pgflow.step_states ss
+    set remaining_tasks = ss.remaining_tasks - p.n,
+        status = case when ss.remaining_tasks = p.n then 'completed' else ss.status end,
+        completed_at = case when ss.remaining_tasks = p.n then now() else ss.completed_at end,
+        output = case
+          when ss.remaining_tasks <> p.n then ss.output
+          when p.step_type = 'map' then
+            (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+             where t.run_id = p.run_id and t.step_slug = p.step_slug)
+          else p.output
+        end
+    from (select d.run_id, d.step_slug, d.n, d.output, s.step_type
+          from (select d.run_id, d.flow_slug, d.step_slug, count(*) as n, (array_agg(d.output))[1] as output
+                from unnest(done) d group by d.run_id, d.flow_slug, d.step_slug) d
+          cross join lateral (
+            select s2.step_type from pgflow.steps s2
+            where s2.flow_slug = d.flow_slug and s2.step_slug = d.step_slug limit 1
+          ) s) p
+    where ss.run_id = p.run_id and ss.step_slug = p.step_slug
+    returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_tasks
+  )
+  select array_agg(f.run_id), array_agg(f.flow_slug), array_agg(f.step_slug)
+  into f_runs, f_flows, f_steps
+  from finished f where f.remaining_tasks = 0;
+
+  if f_runs is not null then
+    -- Release the dependents of the steps that completed, and note the runs where one became ready.
+    with released as (
+      update pgflow.step_states ss
+      set remaining_deps = ss.remaining_deps - r.n
+      from (select f.run_id, d.step_slug, count(*) as n
+            from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
+            join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
+            group by f.run_id, d.step_slug) r
+      where ss.run_id = r.run_id and ss.step_slug = r.step_slug
+      returning ss.run_id, ss.remaining_deps, ss.status
+    )
+    select array_agg(distinct r.run_id order by r.run_id) into ready_runs
+    from released r where r.remaining_deps = 0 and r.status = 'created';
+
+    -- Count the steps off their runs; a run's last step completes it with the outputs of its
+    -- completed leaf steps. Every run here is started: its lock is held and it was checked.
+    update pgflow.runs r
+    set remaining_steps = r.remaining_steps - c.n,
+        status = case when r.remaining_steps = c.n then 'completed' else r.status end,
+        completed_at = case when r.remaining_steps = c.n then now() else r.completed_at end,
+        output = case when r.remaining_steps = c.n then coalesce((
+          select jsonb_object_agg(ss.step_slug, ss.output)
+          from pgflow.step_states ss
+          where ss.run_id = c.run_id and ss.status = 'completed'
+            and not exists (select 1 from pgflow.deps d
+                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+        ), '{}'::jsonb) else r.output end
+    from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
+    where r.run_id = c.run_id;
+
+    if ready_runs is not null then
+      foreach ready_run in array ready_runs loop
+        perform pgflow._start_ready_steps(ready_run);
+      end loop;
+    end if;
+  end if;
+
+  -- The messages of the completed tasks, one pgmq.archive call per queue (each PGMQ call builds
+  -- and plans its statement again).
   for grp in
-    select u.q, array_agg(u.id order by u.id) as ids from unnest(done_queues, done_ids) as u(q, id) group by u.q
+    select d.queue_name as q, array_agg(d.message_id order by d.message_id) as ids
+    from unnest(done) d where d.message_id is not null group by d.queue_name
   loop
     perform pgmq.archive(grp.q, grp.ids);
   end loop;
+  return query select * from unnest(done);
 end;
 $$;
