@@ -51,6 +51,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare

@@ -95,6 +95,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   locked uuid[];

@@ -20,8 +20,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204183247_pgflow_set_completions') then
-    raise exception 'pgflow migration 20261204183247_pgflow_set_completions is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204183746_pgflow_set_completions') then
+    raise exception 'pgflow migration 20261204183746_pgflow_set_completions is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -66,6 +66,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -310,6 +311,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -485,6 +487,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   locked uuid[];
@@ -613,6 +616,6 @@ $$;
 -- ---- privileges on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
 revoke all on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]) from public;
 
-insert into pgflow.migrations (name) values ('20261204183247_pgflow_set_completions') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204183746_pgflow_set_completions') on conflict (name) do nothing;
 
 commit;
