@@ -4,7 +4,13 @@ import type { Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
-import { readAndClaim, type ReadOptions } from "./read.ts";
+import {
+  completeAndClaim,
+  readAndClaim,
+  type ReadAndClaimResult,
+  type ReadOptions,
+} from "./read.ts";
+import type { TakenCompletions } from "../dispatch/completions.ts";
 import type { Slots } from "../util/slots.ts";
 import type { QueueWakeups } from "./wakeups.ts";
 
@@ -37,6 +43,11 @@ export interface PollLoopDeps {
   readonly log: Logger;
   /** Counts messages not claimed, reported once per interval. */
   readonly activity: ActivityLog;
+  /**
+   * Completions waiting to be reported: a read takes them along (`pgflow.complete_and_claim`, one
+   * round trip for both). Absent: reads go alone.
+   */
+  readonly completions?: { take(): TakenCompletions | undefined };
   /** Notifications of work sent to the queue (LISTEN); absent: the loop only polls. */
   readonly wakeups?: QueueWakeups;
   /** Aborted to stop polling (in-flight tasks are not affected). */
@@ -69,16 +80,24 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   // support set is not sent and parsed again with every batch. Should the worker's row vanish
   // (an operator deleted it), claiming goes on with the explicit pairs instead of stopping.
   let pairs: readonly SupportedPair[] | null = null;
-  const poll = async (options: ReadOptions) => {
+  const read = (options: ReadOptions, reports: TakenCompletions | undefined) =>
+    reports === undefined
+      ? readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options)
+      : completeAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options, reports);
+  const poll = async (options: ReadOptions, reports: TakenCompletions | undefined) => {
     try {
-      return await readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options);
+      return await read(options, reports);
     } catch (error) {
       if (pairs !== null || !isUnregistered(error)) throw error;
       log.warn("worker row not found; claiming with the explicit support set", {});
       pairs = deps.supported;
-      return await readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options);
+      return await read(options, reports);
     }
   };
+  // After a read that carried completions failed, the next read goes alone: the completions are
+  // back with the batcher (which sends them one by one if need be), and one bad output must not
+  // hold the reads back.
+  let readAlone = false;
   while (!signal.aborted) {
     await slots.waitForFree(signal);
     // Under load slots free up one at a time, and reading at once would make batches of one or
@@ -101,15 +120,32 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       : deps.pollIntervalMs;
     const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
     const qty = Math.min(deps.batchSize, slots.free);
+    // Completions still waiting go with this read, which then does not wait in the database: they
+    // must not wait for work to arrive. A read that comes back short is followed by the usual wait.
+    const reports = readAlone ? undefined : deps.completions?.take();
+    readAlone = false;
+    const readWait = reports === undefined ? waitSeconds : 0;
     try {
       wakeups?.beforeRead();
-      const result = await poll({
-        visibilityTimeout: deps.visibilityTimeout,
-        qty,
-        maxPollSeconds: waitSeconds,
-        pollIntervalMs: deps.pollIntervalMs,
-        timeoutMs: waitSeconds * 1000 + deps.queryTimeoutMs,
-      });
+      let result: ReadAndClaimResult;
+      try {
+        result = await poll({
+          visibilityTimeout: deps.visibilityTimeout,
+          qty,
+          maxPollSeconds: readWait,
+          pollIntervalMs: deps.pollIntervalMs,
+          timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
+        }, reports);
+      } catch (error) {
+        reports?.giveBack();
+        if (reports === undefined) throw error;
+        log.warn("completions with the read failed; reporting them on their own", {
+          error: (error as Error).message,
+        });
+        readAlone = true;
+        continue;
+      }
+      reports?.done();
       failures = 0;
       if (result.read === 0) {
         // The fallback timer finds what no notification announces: a retry's delay or a

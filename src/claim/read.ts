@@ -10,6 +10,7 @@ import {
 } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
+import type { TakenCompletions } from "../dispatch/completions.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {
@@ -76,6 +77,42 @@ export async function readAndClaim(
     "read_and_claim",
     options.timeoutMs,
   );
+  return decodeRead(rows);
+}
+
+/**
+ * `completions` and then a read, in one `pgflow.complete_and_claim` call: one round trip and one
+ * transaction where a busy worker would otherwise make two (`complete_tasks` and
+ * `read_and_claim`). The read never waits in the database (`options.maxPollSeconds` is not used).
+ * Resolves with the read; if it rejects, nothing of it happened (see `TakenCompletions.giveBack`).
+ */
+export async function completeAndClaim(
+  sql: Sql,
+  queue: string,
+  workerId: string,
+  supported: readonly SupportedPair[] | null,
+  options: ReadOptions,
+  completions: TakenCompletions,
+): Promise<ReadAndClaimResult> {
+  const pairs = supported === null ? null : JSON.stringify(supported);
+  const rows = await bounded(
+    sql<Row[]>`
+    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
+           flow_slug, run_id, step_slug, task_index, input, attempt
+    from pgflow.complete_and_claim(
+      ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
+      ${completions.taskIndexes as number[]}::integer[],
+      ${completions.outputs as string[]}::text[]::jsonb[],
+      ${completions.attempts as number[]}::integer[],
+      ${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer, ${options.qty}::integer,
+      ${pairs}::text::jsonb)`,
+    "complete_and_claim",
+    options.timeoutMs,
+  );
+  return decodeRead(rows);
+}
+
+function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
   const messages = new Map<string, PgmqMessageRecord>();
   for (const row of rows) {
     if (row.disposition !== "claimed") continue;

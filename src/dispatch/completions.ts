@@ -12,6 +12,24 @@ interface Pending {
 }
 
 /**
+ * Completions taken from a {@link CompletionBatcher} to travel with a read
+ * (`pgflow.complete_and_claim`), as the arrays that call takes. Exactly one of `done` and
+ * `giveBack` is called.
+ */
+export interface TakenCompletions {
+  readonly runIds: readonly string[];
+  readonly stepSlugs: readonly string[];
+  readonly taskIndexes: readonly number[];
+  /** Each output's exact JSON text. */
+  readonly outputs: readonly string[];
+  readonly attempts: readonly number[];
+  /** The call that carried them succeeded: each caller's promise resolves. */
+  done(): void;
+  /** The call failed: the batcher sends them itself (a batch, then one by one). */
+  giveBack(): void;
+}
+
+/**
  * Reports completions, several per round trip when they pile up. Completions are sent once the
  * event loop has run what is ready (`setImmediate`): the tasks of one batch that finish together
  * go in one `pgflow.complete_tasks` call, and an idle worker's single completion waits for no
@@ -61,6 +79,37 @@ export class CompletionBatcher {
         this.#pump();
       });
     });
+  }
+
+  /**
+   * Takes the completions waiting to be sent (at most `maxBatch`), so that the poll loop's next
+   * read carries them; `undefined` when none is waiting. A completion already on its way is not
+   * taken, and one taken is never sent by the batcher unless it is given back.
+   */
+  take(): TakenCompletions | undefined {
+    if (this.#queue.length === 0) return undefined;
+    const batch = this.#queue.splice(0, this.#maxBatch);
+    let settled = false;
+    const settle = () => {
+      if (settled) throw new Error("taken completions settled twice");
+      settled = true;
+    };
+    return {
+      runIds: batch.map((p) => p.task.runId),
+      stepSlugs: batch.map((p) => p.task.stepSlug),
+      taskIndexes: batch.map((p) => p.task.taskIndex),
+      outputs: batch.map((p) => p.output),
+      attempts: batch.map((p) => p.task.attempt),
+      done: () => {
+        settle();
+        for (const p of batch) p.resolve();
+      },
+      giveBack: () => {
+        settle();
+        this.#queue.unshift(...batch);
+        this.#pump();
+      },
+    };
   }
 
   #pump(): void {

@@ -296,6 +296,7 @@ class Worker implements FlowWorker {
       slots: this.#slots,
       log: this.#log,
       activity,
+      completions,
       wakeups: this.#wakeups?.wakeups,
       signal: this.#pollStop.signal,
       execute: (task, message, handlerDone) =>

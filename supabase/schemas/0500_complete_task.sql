@@ -28,8 +28,9 @@ begin
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
-  return query select * from pgflow._complete_tasks(array[complete_task.run_id], array[complete_task.step_slug],
-    array[complete_task.task_index], array[complete_task.output], array[complete_task.attempt]);
+  return query select * from unnest(pgflow._complete_tasks(array[complete_task.run_id],
+    array[complete_task.step_slug], array[complete_task.task_index], array[complete_task.output],
+    array[complete_task.attempt]));
 end;
 $$;
 
@@ -62,14 +63,14 @@ begin
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
-  return query select * from pgflow._complete_tasks(run_ids, step_slugs, task_indexes, outputs, attempts);
+  return query select * from unnest(pgflow._complete_tasks(run_ids, step_slugs, task_indexes, outputs, attempts));
 end;
 $$;
 
 -- The work of complete_task and complete_tasks, for any number of tasks (attempts checked by the
--- callers). Runs are locked in run_id order, so two batches that share runs wait for each other
--- instead of deadlocking; the run lock orders every state change of one run (completions,
--- failures, stalled recovery).
+-- callers); returns the tasks it completed (NULL for none). Runs are locked in run_id order, so two
+-- batches that share runs wait for each other instead of deadlocking; the run lock orders every
+-- state change of one run (completions, failures, stalled recovery).
 --
 -- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
 -- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
@@ -78,19 +79,25 @@ $$;
 -- batch's other tasks of the run stay completed rather than cancelled, as if they had reported
 -- first.
 --
+-- Cost. Each statement a call runs costs a plan lookup and an executor start whatever the batch's
+-- size, and under load that fixed cost is most of a batch's; so a batch runs as few as it can: the
+-- dependents' release only when a finished step has dependents, the archive in one call when the
+-- batch has one queue, and the result as an array rather than a set.
+--
 -- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
 -- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
 -- that scans runs or step states in full, or hashes them, is the cheapest, and stays in use after
 -- a burst has made them large, until autovacuum analyses them. So every row here is found by its
 -- key, in a nested loop driven by the batch: seq scans are priced out for this function (it only
--- ever needs keyed rows; where no index fits, a scan still runs), and no statement that looks a
+-- ever needs keyed rows; where no index fits, a scan still runs), generic plans are used from the
+-- first call (a custom plan per call costs more than the statement), and no statement that looks a
 -- task up by its key also names its status: the planner could then walk every started task
 -- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
 -- busy queue has thousands) instead of the primary key. The status is checked on the row found.
 create or replace function pgflow._complete_tasks(
   run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]
 )
-returns setof pgflow.step_tasks
+returns pgflow.step_tasks[]
 language plpgsql
 volatile
 set search_path = ''
@@ -100,9 +107,11 @@ as $$
 declare
   locked uuid[];
   done pgflow.step_tasks[];
+  queues text[];
   f_runs uuid[];
   f_flows text[];
   f_steps text[];
+  releases boolean;
   ready_runs uuid[];
   ready_run uuid;
   grp record;
@@ -113,7 +122,7 @@ begin
     select r.run_id from pgflow.runs r where r.run_id = i.id and r.status = 'started' limit 1 for update
   ) l;
   if locked is null then
-    return;
+    return null;
   end if;
 
   -- Under the run locks, a started task of the attempt reported is completed; a task named twice
@@ -137,9 +146,10 @@ begin
       and t.ctid = i.tid
     returning t.*
   )
-  select array_agg(c::pgflow.step_tasks) into done from completed c;
+  select array_agg(c::pgflow.step_tasks), array_agg(distinct c.queue_name) into done, queues
+  from completed c;
   if done is null then
-    return;
+    return null;
   end if;
 
   -- Count the tasks off their steps; a step whose last task this was completes in the same
@@ -157,34 +167,40 @@ begin
              where t.run_id = p.run_id and t.step_slug = p.step_slug)
           else p.output
         end
-    from (select d.run_id, d.step_slug, d.n, d.output, s.step_type
+    from (select d.run_id, d.step_slug, d.n, d.output, s.step_type, s.releases
           from (select d.run_id, d.flow_slug, d.step_slug, count(*) as n, (array_agg(d.output))[1] as output
                 from unnest(done) d group by d.run_id, d.flow_slug, d.step_slug) d
           cross join lateral (
-            select s2.step_type from pgflow.steps s2
+            select s2.step_type,
+                   exists (select 1 from pgflow.deps dd
+                           where dd.flow_slug = s2.flow_slug and dd.dep_slug = s2.step_slug) as releases
+            from pgflow.steps s2
             where s2.flow_slug = d.flow_slug and s2.step_slug = d.step_slug limit 1
           ) s) p
     where ss.run_id = p.run_id and ss.step_slug = p.step_slug
-    returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_tasks
+    returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_tasks, p.releases
   )
-  select array_agg(f.run_id), array_agg(f.flow_slug), array_agg(f.step_slug)
-  into f_runs, f_flows, f_steps
+  select array_agg(f.run_id), array_agg(f.flow_slug), array_agg(f.step_slug), bool_or(f.releases)
+  into f_runs, f_flows, f_steps, releases
   from finished f where f.remaining_tasks = 0;
 
   if f_runs is not null then
-    -- Release the dependents of the steps that completed, and note the runs where one became ready.
-    with released as (
-      update pgflow.step_states ss
-      set remaining_deps = ss.remaining_deps - r.n
-      from (select f.run_id, d.step_slug, count(*) as n
-            from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
-            join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
-            group by f.run_id, d.step_slug) r
-      where ss.run_id = r.run_id and ss.step_slug = r.step_slug
-      returning ss.run_id, ss.remaining_deps, ss.status
-    )
-    select array_agg(distinct r.run_id order by r.run_id) into ready_runs
-    from released r where r.remaining_deps = 0 and r.status = 'created';
+    if releases then
+      -- Release the dependents of the steps that completed, and note the runs where one became
+      -- ready.
+      with released as (
+        update pgflow.step_states ss
+        set remaining_deps = ss.remaining_deps - r.n
+        from (select f.run_id, d.step_slug, count(*) as n
+              from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
+              join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
+              group by f.run_id, d.step_slug) r
+        where ss.run_id = r.run_id and ss.step_slug = r.step_slug
+        returning ss.run_id, ss.remaining_deps, ss.status
+      )
+      select array_agg(distinct r.run_id order by r.run_id) into ready_runs
+      from released r where r.remaining_deps = 0 and r.status = 'created';
+    end if;
 
     -- Count the steps off their runs; a run's last step completes it with the outputs of its
     -- completed leaf steps. Every run here is started: its lock is held and it was checked.
@@ -211,12 +227,17 @@ begin
 
   -- The messages of the completed tasks, one pgmq.archive call per queue (each PGMQ call builds
   -- and plans its statement again).
-  for grp in
-    select d.queue_name as q, array_agg(d.message_id order by d.message_id) as ids
-    from unnest(done) d where d.message_id is not null group by d.queue_name
-  loop
-    perform pgmq.archive(grp.q, grp.ids);
-  end loop;
-  return query select * from unnest(done);
+  if cardinality(queues) = 1 then
+    perform pgmq.archive(queues[1], (select array_agg(d.message_id order by d.message_id)
+                                     from unnest(done) d where d.message_id is not null));
+  else
+    for grp in
+      select d.queue_name as q, array_agg(d.message_id order by d.message_id) as ids
+      from unnest(done) d where d.message_id is not null group by d.queue_name
+    loop
+      perform pgmq.archive(grp.q, grp.ids);
+    end loop;
+  end if;
+  return done;
 end;
 $$;

@@ -1,27 +1,25 @@
--- pgflow_set_completions: completions as a few set-based statements per batch; hot-path plans
--- that stay keyed after a burst.
+-- pgflow_set_completions: written by `deno task migration:new` from the schema files that differ from the
+-- migrations before it. Say here what it changes and why, what it does to existing data, and
+-- how long it locks what (docs/upgrade.md).
 --
--- - pgflow._complete_tasks replaces pgflow._complete_task: a batch of completions is six
---   statements whatever its size (lock the runs, complete the tasks, count them off their steps,
---   release dependents, count steps off their runs, archive once per queue) instead of five
---   statements and a nested call per task. complete_task and complete_tasks call it; their
---   arguments, checks and results are unchanged.
--- - pgflow.read_and_claim, pgflow._start_tasks and pgflow._complete_tasks price seq scans out
---   (set enable_seqscan = off): a worker's session keeps plans made while the tables were small
---   (a young database, or small tables autovacuum had just analysed), which scanned runs or step
---   states in full for every batch after a burst.
--- - read_and_claim's re-stamp of a long read checks a task's status on the row it found.
---
--- No data changes and no table is locked beyond what replacing functions takes. Workers of the
--- previous version call the same functions with the same arguments.
+-- Changes:
+-- - drop function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
+-- - replace function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer)
+-- - replace function pgflow.read_and_claim(queue_name text, worker_id uuid, visibility_timeout integer, qty integer, max_poll_seconds integer, poll_interval_ms integer, supported jsonb)
+-- - create function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
+-- - replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
+-- - replace function pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
+-- - create function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
+-- - privileges on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
+-- - privileges on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
 begin;
 
 -- Runs once: a database that records this migration already has it, and running it again would
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204183746_pgflow_set_completions') then
-    raise exception 'pgflow migration 20261204183746_pgflow_set_completions is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204190134_pgflow_set_completions') then
+    raise exception 'pgflow migration 20261204190134_pgflow_set_completions is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -387,6 +385,58 @@ begin
 end;
 $$;
 
+-- ---- schemas/0420_complete_and_claim.sql: pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
+-- Report a batch and take the next in one round trip. A busy worker finishes a batch and has as
+-- many free slots as it had tasks: it would send complete_tasks on one connection and
+-- read_and_claim on another, two transactions and two durable commits per batch, each call paying
+-- the fixed cost of a round trip. This does both in one transaction, in that order: exactly
+-- pgflow.complete_tasks (same checks, same idempotence; a late or duplicate completion changes
+-- nothing), then exactly pgflow.read_and_claim without waiting (max_poll_seconds 0; the worker
+-- waits for a notification or polls again itself when the read comes back short). It returns the
+-- read's rows.
+--
+-- Completions first: a step completed here that makes a dependent ready sends its message before
+-- the read, so a worker serving the next step on the same queue claims it in this same call.
+-- Should any part fail, nothing of it happens: the worker reports and reads again separately.
+create or replace function pgflow.complete_and_claim(
+  run_ids uuid[],
+  step_slugs text[],
+  task_indexes integer[],
+  outputs jsonb[],
+  attempts integer[],
+  queue_name text,
+  worker_id uuid,
+  visibility_timeout integer,
+  qty integer,
+  supported jsonb default null
+)
+returns table (
+  msg_id bigint,
+  read_ct integer,
+  enqueued_at timestamptz,
+  vt timestamptz,
+  message jsonb,
+  headers jsonb,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
+    complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
+  return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,
+    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported);
+end;
+$$;
+
 -- ---- schemas/0500_complete_task.sql: pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
 -- Completing tasks. Late or duplicate completions (the task is no longer started, or its run has
 -- moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks and
@@ -418,8 +468,9 @@ begin
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
-  return query select * from pgflow._complete_tasks(array[complete_task.run_id], array[complete_task.step_slug],
-    array[complete_task.task_index], array[complete_task.output], array[complete_task.attempt]);
+  return query select * from unnest(pgflow._complete_tasks(array[complete_task.run_id],
+    array[complete_task.step_slug], array[complete_task.task_index], array[complete_task.output],
+    array[complete_task.attempt]));
 end;
 $$;
 
@@ -453,15 +504,15 @@ begin
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
-  return query select * from pgflow._complete_tasks(run_ids, step_slugs, task_indexes, outputs, attempts);
+  return query select * from unnest(pgflow._complete_tasks(run_ids, step_slugs, task_indexes, outputs, attempts));
 end;
 $$;
 
 -- ---- schemas/0500_complete_task.sql: pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
 -- The work of complete_task and complete_tasks, for any number of tasks (attempts checked by the
--- callers). Runs are locked in run_id order, so two batches that share runs wait for each other
--- instead of deadlocking; the run lock orders every state change of one run (completions,
--- failures, stalled recovery).
+-- callers); returns the tasks it completed (NULL for none). Runs are locked in run_id order, so two
+-- batches that share runs wait for each other instead of deadlocking; the run lock orders every
+-- state change of one run (completions, failures, stalled recovery).
 --
 -- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
 -- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
@@ -470,19 +521,25 @@ $$;
 -- batch's other tasks of the run stay completed rather than cancelled, as if they had reported
 -- first.
 --
+-- Cost. Each statement a call runs costs a plan lookup and an executor start whatever the batch's
+-- size, and under load that fixed cost is most of a batch's; so a batch runs as few as it can: the
+-- dependents' release only when a finished step has dependents, the archive in one call when the
+-- batch has one queue, and the result as an array rather than a set.
+--
 -- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
 -- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
 -- that scans runs or step states in full, or hashes them, is the cheapest, and stays in use after
 -- a burst has made them large, until autovacuum analyses them. So every row here is found by its
 -- key, in a nested loop driven by the batch: seq scans are priced out for this function (it only
--- ever needs keyed rows; where no index fits, a scan still runs), and no statement that looks a
+-- ever needs keyed rows; where no index fits, a scan still runs), generic plans are used from the
+-- first call (a custom plan per call costs more than the statement), and no statement that looks a
 -- task up by its key also names its status: the planner could then walk every started task
 -- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
 -- busy queue has thousands) instead of the primary key. The status is checked on the row found.
 create or replace function pgflow._complete_tasks(
   run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]
 )
-returns setof pgflow.step_tasks
+returns pgflow.step_tasks[]
 language plpgsql
 volatile
 set search_path = ''
@@ -492,9 +549,11 @@ as $$
 declare
   locked uuid[];
   done pgflow.step_tasks[];
+  queues text[];
   f_runs uuid[];
   f_flows text[];
   f_steps text[];
+  releases boolean;
   ready_runs uuid[];
   ready_run uuid;
   grp record;
@@ -505,7 +564,7 @@ begin
     select r.run_id from pgflow.runs r where r.run_id = i.id and r.status = 'started' limit 1 for update
   ) l;
   if locked is null then
-    return;
+    return null;
   end if;
 
   -- Under the run locks, a started task of the attempt reported is completed; a task named twice
@@ -529,9 +588,10 @@ begin
       and t.ctid = i.tid
     returning t.*
   )
-  select array_agg(c::pgflow.step_tasks) into done from completed c;
+  select array_agg(c::pgflow.step_tasks), array_agg(distinct c.queue_name) into done, queues
+  from completed c;
   if done is null then
-    return;
+    return null;
   end if;
 
   -- Count the tasks off their steps; a step whose last task this was completes in the same
@@ -549,34 +609,40 @@ begin
              where t.run_id = p.run_id and t.step_slug = p.step_slug)
           else p.output
         end
-    from (select d.run_id, d.step_slug, d.n, d.output, s.step_type
+    from (select d.run_id, d.step_slug, d.n, d.output, s.step_type, s.releases
           from (select d.run_id, d.flow_slug, d.step_slug, count(*) as n, (array_agg(d.output))[1] as output
                 from unnest(done) d group by d.run_id, d.flow_slug, d.step_slug) d
           cross join lateral (
-            select s2.step_type from pgflow.steps s2
+            select s2.step_type,
+                   exists (select 1 from pgflow.deps dd
+                           where dd.flow_slug = s2.flow_slug and dd.dep_slug = s2.step_slug) as releases
+            from pgflow.steps s2
             where s2.flow_slug = d.flow_slug and s2.step_slug = d.step_slug limit 1
           ) s) p
     where ss.run_id = p.run_id and ss.step_slug = p.step_slug
-    returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_tasks
+    returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_tasks, p.releases
   )
-  select array_agg(f.run_id), array_agg(f.flow_slug), array_agg(f.step_slug)
-  into f_runs, f_flows, f_steps
+  select array_agg(f.run_id), array_agg(f.flow_slug), array_agg(f.step_slug), bool_or(f.releases)
+  into f_runs, f_flows, f_steps, releases
   from finished f where f.remaining_tasks = 0;
 
   if f_runs is not null then
-    -- Release the dependents of the steps that completed, and note the runs where one became ready.
-    with released as (
-      update pgflow.step_states ss
-      set remaining_deps = ss.remaining_deps - r.n
-      from (select f.run_id, d.step_slug, count(*) as n
-            from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
-            join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
-            group by f.run_id, d.step_slug) r
-      where ss.run_id = r.run_id and ss.step_slug = r.step_slug
-      returning ss.run_id, ss.remaining_deps, ss.status
-    )
-    select array_agg(distinct r.run_id order by r.run_id) into ready_runs
-    from released r where r.remaining_deps = 0 and r.status = 'created';
+    if releases then
+      -- Release the dependents of the steps that completed, and note the runs where one became
+      -- ready.
+      with released as (
+        update pgflow.step_states ss
+        set remaining_deps = ss.remaining_deps - r.n
+        from (select f.run_id, d.step_slug, count(*) as n
+              from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
+              join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
+              group by f.run_id, d.step_slug) r
+        where ss.run_id = r.run_id and ss.step_slug = r.step_slug
+        returning ss.run_id, ss.remaining_deps, ss.status
+      )
+      select array_agg(distinct r.run_id order by r.run_id) into ready_runs
+      from released r where r.remaining_deps = 0 and r.status = 'created';
+    end if;
 
     -- Count the steps off their runs; a run's last step completes it with the outputs of its
     -- completed leaf steps. Every run here is started: its lock is held and it was checked.
@@ -603,19 +669,27 @@ begin
 
   -- The messages of the completed tasks, one pgmq.archive call per queue (each PGMQ call builds
   -- and plans its statement again).
-  for grp in
-    select d.queue_name as q, array_agg(d.message_id order by d.message_id) as ids
-    from unnest(done) d where d.message_id is not null group by d.queue_name
-  loop
-    perform pgmq.archive(grp.q, grp.ids);
-  end loop;
-  return query select * from unnest(done);
+  if cardinality(queues) = 1 then
+    perform pgmq.archive(queues[1], (select array_agg(d.message_id order by d.message_id)
+                                     from unnest(done) d where d.message_id is not null));
+  else
+    for grp in
+      select d.queue_name as q, array_agg(d.message_id order by d.message_id) as ids
+      from unnest(done) d where d.message_id is not null group by d.queue_name
+    loop
+      perform pgmq.archive(grp.q, grp.ids);
+    end loop;
+  end if;
+  return done;
 end;
 $$;
 
 -- ---- privileges on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
 revoke all on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]) from public;
 
-insert into pgflow.migrations (name) values ('20261204183746_pgflow_set_completions') on conflict (name) do nothing;
+-- ---- privileges on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
+revoke all on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb) from public;
+
+insert into pgflow.migrations (name) values ('20261204190134_pgflow_set_completions') on conflict (name) do nothing;
 
 commit;

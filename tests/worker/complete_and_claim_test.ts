@@ -1,0 +1,129 @@
+/**
+ * A busy worker reports a batch with its next read (pgflow.complete_and_claim): one round trip
+ * per batch instead of two. Completions never wait for a read (the batcher sends what no read
+ * takes), and a read that carried a completion Postgres refuses gives the completions back to the
+ * batcher, which reports them on their own while reads go on.
+ */
+import assert from "node:assert/strict";
+import { Flow, type FlowWorker } from "../../mod.ts";
+import type { ClaimedTask } from "../../src/claim/claim.ts";
+import { CompletionBatcher } from "../../src/dispatch/completions.ts";
+import { testDatabase } from "../support/db.ts";
+import { defineFlow, readAndStart } from "../support/engine.ts";
+import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
+
+const db = testDatabase(import.meta.url);
+
+db.test("a busy worker's completions travel with its reads", async ({ sql, connect }) => {
+  const flow = new Flow<{ n: number }>({ slug: "cc_busy" }).step({ slug: "work" }, (i) => i.n);
+  const sent: string[] = [];
+  const pool = connect({
+    max: 4,
+    debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
+  });
+  const workers: FlowWorker[] = [];
+  try {
+    await startWorker(workers, flow, { sql: pool, maxConcurrent: 10, batchSize: 10 });
+    const runs = 60;
+    await sql`select count(pgflow.start_flow('cc_busy', jsonb_build_object('n', i)))
+              from generate_series(1, ${runs}::int) i`;
+    let done: { status: string; output: { work: number }; input: { n: number } }[] = [];
+    for (let i = 0; i < 200; i++) {
+      done = await sql`select status, output, input from pgflow.runs
+                       where flow_slug = 'cc_busy' and status <> 'started'`;
+      if (done.length === runs) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(done.length, runs);
+    for (const r of done) {
+      assert.deepEqual([r.status, r.output], ["completed", { work: r.input.n }]);
+    }
+    const combined = sent.filter((q) => /pgflow\.complete_and_claim\(/.test(q)).length;
+    const alone = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).length;
+    // Six batches of ten: the reads after the first carry the previous batch's completions.
+    assert.ok(combined >= 3, `${combined} reads carried completions (${alone} reports went alone)`);
+  } finally {
+    await stopAll(workers);
+  }
+});
+
+db.test("taken completions settle once: done resolves them, giveBack hands them to the batcher", async ({ sql, connect }) => {
+  await defineFlow(sql, "cc_take", [{ slug: "a" }]);
+  const worker = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${worker}, 'cc_take', 'test_fn')`;
+  await sql`select count(pgflow.start_flow('cc_take', '{}')) from generate_series(1, 3)`;
+  const tasks: ClaimedTask[] = (await readAndStart(sql, "cc_take", worker, [["cc_take", "a"]]))
+    .map((r) => ({
+      messageId: String(r.message_id),
+      flowSlug: r.flow_slug!,
+      runId: r.run_id!,
+      stepSlug: r.step_slug!,
+      taskIndex: r.task_index!,
+      input: r.input as ClaimedTask["input"],
+      attempt: r.attempt!,
+    }));
+  const sent: string[] = [];
+  const pool = connect({
+    max: 2,
+    debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
+  });
+  const batcher = new CompletionBatcher(pool, 1, 100);
+  const first = batcher.complete(tasks[0], "1");
+  const taken = batcher.take()!;
+  assert.deepEqual(taken.runIds, [tasks[0].runId]);
+  assert.equal(batcher.take(), undefined, "nothing left to take");
+  taken.done();
+  await first;
+  assert.throws(() => taken.done(), /settled twice/);
+
+  const rest = [batcher.complete(tasks[1], "2"), batcher.complete(tasks[2], "3")];
+  const back = batcher.take()!;
+  assert.equal(back.runIds.length, 2);
+  back.giveBack();
+  await Promise.all(rest);
+  // The batcher sent them itself, in one batch.
+  assert.equal(sent.filter((q) => /pgflow\.complete_tasks\(/.test(q)).length, 1);
+  const statuses = await sql`select status from pgflow.step_tasks
+    where run_id = any (${[tasks[1].runId, tasks[2].runId]}::uuid[])`;
+  assert.deepEqual(statuses.map((s) => s.status), ["completed", "completed"]);
+  // tasks[0] was only taken (its call is the caller's): the batcher never sent it.
+  assert.equal(
+    (await sql`select status from pgflow.step_tasks where run_id = ${tasks[0].runId}::uuid`)[0]
+      .status,
+    "started",
+  );
+});
+
+db.test("a read carrying an output Postgres refuses: completions reported alone, reads go on", async ({ sql, url }) => {
+  // Handlers that finish at once: their completions are queued before the loop reads again, so
+  // every full read after the first carries the previous batch's.
+  const flow = new Flow<{ n: number }>({ slug: "cc_bad", maxAttempts: 1 }).step(
+    { slug: "work" },
+    (input): { text?: string; n?: number } => input.n === 3 ? { text: "a\u0000b" } : { n: input.n },
+  );
+  const workers: FlowWorker[] = [];
+  try {
+    const { logs } = await startWorker(workers, flow, {
+      connectionString: url,
+      maxConcurrent: 4,
+      batchSize: 4,
+    });
+    // One transaction: the first read finds a full batch.
+    const runs = (await sql<{ run_id: string }[]>`
+      select (pgflow.start_flow('cc_bad', jsonb_build_object('n', n))).run_id
+      from generate_series(0, 11) n order by n`).map((r) => r.run_id);
+    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r, 15_000)));
+    assert.deepEqual(
+      rows.map((r) => r.status),
+      runs.map((_, n) => n === 3 ? "failed" : "completed"),
+    );
+    assert.deepEqual(rows[5].output, { work: { n: 5 } });
+    assert.ok(
+      logs.some((l) => l.event === "completions with the read failed; reporting them on their own"),
+      "the combined call failed and was recovered from",
+    );
+    assert.deepEqual(logs.filter((l) => l.event === "poll failed; backing off"), []);
+  } finally {
+    await stopAll(workers);
+  }
+});
