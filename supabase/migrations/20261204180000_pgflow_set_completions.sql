@@ -1,25 +1,32 @@
--- pgflow_set_completions: written by `deno task migration:new` from the schema files that differ from the
--- migrations before it. Say here what it changes and why, what it does to existing data, and
--- how long it locks what (docs/upgrade.md).
+-- pgflow_set_completions: completions as a few set-based statements per batch, reported with the
+-- next read in one call; hot-path plans that stay keyed after a burst.
 --
--- Changes:
--- - drop function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean)
--- - replace function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer)
--- - replace function pgflow.read_and_claim(queue_name text, worker_id uuid, visibility_timeout integer, qty integer, max_poll_seconds integer, poll_interval_ms integer, supported jsonb)
--- - create function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
--- - replace function pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
--- - replace function pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
--- - create function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
--- - privileges on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
--- - privileges on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
+-- - pgflow._complete_tasks replaces pgflow._complete_task: a batch of completions is six
+--   statements whatever its size (lock the runs, complete the tasks, count them off their steps,
+--   release dependents, count steps off their runs, archive once per queue) instead of five
+--   statements and a nested call per task. complete_task and complete_tasks call it; their
+--   arguments, checks and results are unchanged.
+-- - pgflow.read_and_claim, pgflow._start_tasks and pgflow._complete_tasks price seq scans out
+--   (set enable_seqscan = off): a worker's session keeps plans made while the tables were small
+--   (a young database, or small tables autovacuum had just analysed), which scanned runs or step
+--   states in full for every batch after a burst.
+-- - pgflow.complete_and_claim (new): a batch's completions and the next read in one transaction,
+--   exactly complete_tasks then read_and_claim without waiting; a busy worker makes one round trip
+--   and one durable commit per batch instead of two.
+-- - read_and_claim's re-stamp of a long read checks a task's status on the row it found.
+-- - read_and_claim, _start_tasks and _complete_tasks use generic plans from the first call
+--   (plan_cache_mode): with small batches their statements were planned again on every call.
+--
+-- No data changes and no table is locked beyond what replacing functions takes. Workers of the
+-- previous version call the same functions with the same arguments.
 begin;
 
 -- Runs once: a database that records this migration already has it, and running it again would
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204190134_pgflow_set_completions') then
-    raise exception 'pgflow migration 20261204190134_pgflow_set_completions is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204180000_pgflow_set_completions') then
+    raise exception 'pgflow migration 20261204180000_pgflow_set_completions is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -690,6 +697,6 @@ revoke all on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[],
 -- ---- privileges on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
 revoke all on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb) from public;
 
-insert into pgflow.migrations (name) values ('20261204190134_pgflow_set_completions') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204180000_pgflow_set_completions') on conflict (name) do nothing;
 
 commit;
