@@ -13,12 +13,21 @@
 -- - pgflow.complete_and_claim (new): a batch's completions and the next read in one transaction,
 --   exactly complete_tasks then read_and_claim without waiting; a busy worker makes one round trip
 --   and one durable commit per batch instead of two.
+-- - step_tasks loses step_tasks_worker_fkey and step_tasks_last_worker_idx: last_worker_id is
+--   history, and every claim paid a lookup of the worker's row and an index entry for it (every
+--   completion an index entry too). A pruned worker's id now stays on the tasks it ran instead of
+--   becoming NULL. The questions asked by worker are about started tasks, which
+--   step_tasks_started_idx finds.
+-- - read_and_claim looks the worker's claim settings up once (pgflow._registered_claim), before
+--   it reads; _start_tasks takes them, looks each step's timeout up once per batch, and skips the
+--   statements for claimed messages needing set_vt and unclaimed ones when there are none.
 -- - read_and_claim's re-stamp of a long read checks a task's status on the row it found.
 -- - read_and_claim, _start_tasks and _complete_tasks use generic plans from the first call
 --   (plan_cache_mode): with small batches their statements were planned again on every call.
 --
--- No data changes and no table is locked beyond what replacing functions takes. Workers of the
--- previous version call the same functions with the same arguments.
+-- No data changes. Dropping the foreign key and the index takes step_tasks' ACCESS EXCLUSIVE lock
+-- for a moment (lock_timeout 5 s: claims and completions wait, nothing is rewritten). Workers of
+-- the previous version call the same functions with the same arguments.
 begin;
 
 -- Runs once: a database that records this migration already has it, and running it again would
@@ -34,17 +43,63 @@ $$;
 
 set local lock_timeout = '5s';
 
+-- ---- constraint pgflow.step_tasks.step_tasks_worker_fkey: no longer in the schema files
+alter table pgflow.step_tasks drop constraint step_tasks_worker_fkey;
+
 -- ---- function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean): no longer in the schema files
 drop function pgflow._complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer, p_archive boolean);
 
--- ---- schemas/0400_start_tasks.sql: pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer)
+-- ---- function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer): no longer in the schema files
+drop function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer);
+
+-- ---- index pgflow.step_tasks_last_worker_idx: no longer in the schema files
+drop index pgflow.step_tasks_last_worker_idx;
+
+-- ---- schemas/0400_start_tasks.sql: pgflow._registered_claim(p_worker_id uuid, p_queue_name text)
+-- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
+-- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
+-- support set, keyed as _support_keys builds it. A worker id with no row (never registered, or its
+-- row deleted since) fails with SQLSTATE PFW01, pgflow's own code for an unregistered worker
+-- (class PF is used by neither Postgres nor the SQL standard), so a caller tells it from every
+-- other error by its code alone; a worker registered for another queue fails too, since its set
+-- says nothing about this one.
+create or replace function pgflow._registered_claim(p_worker_id uuid, p_queue_name text)
+returns table (claim_visibility integer, support_keys jsonb)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  reg_queue text;
+begin
+  select w.queue_name, w.claim_visibility, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
+  into reg_queue, claim_visibility, support_keys
+  from pgflow.workers w where w.worker_id = p_worker_id;
+  if not found then
+    raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', p_worker_id
+      using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+  end if;
+  if reg_queue is distinct from p_queue_name then
+    raise exception 'start_tasks: worker % is registered for queue %, not %', p_worker_id,
+      quote_literal(reg_queue), quote_literal(p_queue_name)
+      using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+  end if;
+  return next;
+end;
+$$;
+
+-- ---- schemas/0400_start_tasks.sql: pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb)
 -- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
--- once by register_worker): a worker with 1,000 pairs then sends none of them with each batch.
--- A worker id with no row (never registered, or its row deleted since) fails with SQLSTATE PFW01,
--- pgflow's own code for an unregistered worker (class PF is used by neither Postgres nor the SQL
--- standard), so a caller tells it from every other error by its code alone. With explicit pairs
--- such a worker still claims (its poll falls back to them): the tasks it claims then record no
--- last_worker_id, which can only name a registered worker.
+-- once by register_worker; see _registered_claim): a worker with 1,000 pairs then sends none of
+-- them with each batch. p_support_keys, when given, is that set already looked up by the caller
+-- (read_and_claim). With explicit pairs a worker with no row still claims (its poll falls back to
+-- them): the tasks it claims then record no last_worker_id, which can only name a registered
+-- worker.
+--
+-- Each statement a claim runs costs a plan lookup and an executor start whatever the batch's size,
+-- so the common claim (every message claimed, every step with the timeout the read used) runs two:
+-- the claim and its result. A step's timeout is looked up once per step in the batch, not once per
+-- task.
 --
 -- enable_seqscan = off: see read_and_claim (0410_read_and_claim.sql); start_tasks gets it here.
 create or replace function pgflow._start_tasks(
@@ -53,7 +108,8 @@ create or replace function pgflow._start_tasks(
   worker_id uuid,
   supported jsonb,
   p_read_visibility integer,
-  p_unclaimed_visibility integer
+  p_unclaimed_visibility integer,
+  p_support_keys jsonb default null
 )
 returns table (
   message_id bigint,
@@ -77,21 +133,22 @@ as $$
 declare
   q text := _start_tasks.queue_name;
   -- The support set keyed as pgflow._support_keys builds it.
-  sup_keys jsonb;
+  sup_keys jsonb := _start_tasks.p_support_keys;
   c_msg bigint[];
+  c_flow text[];
   c_run uuid[];
   c_step text[];
   c_idx integer[];
   c_att integer[];
-  c_off integer[];
-  changed integer;
+  -- Claimed messages whose step's timeout + 2 s is not the visibility the read gave them.
   v_msg bigint[];
   v_off integer[];
+  n_ids integer;
+  changed integer;
   u_msg bigint[];
   s_ids bigint[] := '{}';
   s_vts timestamptz[] := '{}';
   malformed boolean;
-  reg_queue text;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
   stamp uuid := _start_tasks.worker_id;
 begin
@@ -99,19 +156,8 @@ begin
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
   end if;
   if supported is null then
-    -- The registered set, already keyed: one primary-key lookup whatever the set's size.
-    select w.queue_name, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
-    into reg_queue, sup_keys
-    from pgflow.workers w where w.worker_id = _start_tasks.worker_id;
-    if not found then
-      raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', _start_tasks.worker_id
-        using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
-    end if;
-    -- A set registered for another queue says nothing about this one.
-    if reg_queue is distinct from q then
-      raise exception 'start_tasks: worker % is registered for queue %, not %', _start_tasks.worker_id,
-        quote_literal(reg_queue), quote_literal(q)
-        using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+    if sup_keys is null then
+      select r.support_keys into sup_keys from pgflow._registered_claim(_start_tasks.worker_id, q) r;
     end if;
   -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
   -- paid per batch, which is why workers claim against their registered set instead.
@@ -124,8 +170,7 @@ begin
                         else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
     into sup_keys, malformed
     from jsonb_array_elements(supported) e;
-    -- Key-share locked, as the foreign key would: the row cannot vanish before the claim.
-    perform 1 from pgflow.workers w where w.worker_id = _start_tasks.worker_id for key share;
+    perform 1 from pgflow.workers w where w.worker_id = _start_tasks.worker_id;
     if not found then
       stamp := null;
     end if;
@@ -168,22 +213,31 @@ begin
       and t.status = 'queued'
       and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
     returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  ),
+  -- Each step's effective timeout + 2 s, once per step of the batch.
+  timeouts as (
+    select p.flow_slug, p.step_slug, o.off
+    from (select distinct c.flow_slug, c.step_slug from claimed c) p
+    cross join lateral (
+      select coalesce(s.opt_timeout, f.opt_timeout) + 2 as off
+      from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
+      where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
+      limit 1
+    ) o
   )
-  select array_agg(c.message_id), array_agg(c.run_id), array_agg(c.step_slug),
+  select array_agg(c.message_id), array_agg(c.flow_slug), array_agg(c.run_id), array_agg(c.step_slug),
          array_agg(c.task_index), array_agg(c.attempts_count),
-         array_agg(coalesce(s.opt_timeout, f.opt_timeout) + 2)
-  into c_msg, c_run, c_step, c_idx, c_att, c_off
+         array_agg(c.message_id) filter (where o.off is distinct from p_read_visibility),
+         array_agg(o.off) filter (where o.off is distinct from p_read_visibility),
+         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null)
+  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids
   from claimed c
-  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
-  join pgflow.flows f on f.flow_slug = c.flow_slug;
+  join timeouts o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
 
   -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
   -- whose message is gone would otherwise run with nothing guarding it. A message the read in
   -- this transaction already hid for exactly that long (read_and_claim reads with the worker's
   -- claim_visibility) is left as it is: PGMQ builds and plans every set_vt again.
-  select array_agg(u.m), array_agg(u.o) into v_msg, v_off
-  from unnest(c_msg, c_off) as u(m, o)
-  where u.o is distinct from p_read_visibility;
   if v_msg is not null then
     select count(*), array_agg(r.msg_id), array_agg(r.vt) into changed, s_ids, s_vts
     from pgflow.set_vt_batch(q, v_msg, v_off) r;
@@ -194,20 +248,19 @@ begin
   end if;
   -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
   -- visibility the worker asked for, as if read with it.
-  if p_unclaimed_visibility is not null then
+  if p_unclaimed_visibility is not null and coalesce(cardinality(c_msg), 0) < n_ids then
     select array_agg(i.m) into u_msg
     from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
     where not (i.m = any (coalesce(c_msg, '{}')));
-    if u_msg is not null then
-      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
-      from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
-    end if;
+    select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+    from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
   end if;
 
   return query
   with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
   claimed as (
-    select * from unnest(c_msg, c_run, c_step, c_idx, c_att) as c(mid, run_id, step_slug, task_index, attempt)
+    select * from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att)
+      as c(mid, flow_slug, run_id, step_slug, task_index, attempt)
   )
   select i.mid,
          case
@@ -219,25 +272,25 @@ begin
          end,
          -- The task's identity whenever one owns the message (claimed or not), so the worker can
          -- say which flow and step an unclaimed message needs; input and attempt only if claimed.
-         t.flow_slug,
-         t.run_id,
-         t.step_slug,
-         t.task_index,
+         coalesce(c.flow_slug, t.flow_slug),
+         coalesce(c.run_id, t.run_id),
+         coalesce(c.step_slug, t.step_slug),
+         coalesce(c.task_index, t.task_index),
          -- The handler input, built here rather than in a helper function: a SQL function with
          -- its own search_path is planned again on every call, and this runs once per claimed task.
          case when c.mid is not null then
            case
-             when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
              when s.step_type = 'map' then
-               (select ss.output -> t.task_index
+               (select ss.output -> c.task_index
                 from pgflow.deps d
-                join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
-                where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+                join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
              when s.deps_count = 0 then r.input
              else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
                    from pgflow.deps d
-                   join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = d.dep_slug
-                   where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug
+                   join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug
                      and ss.status = 'completed')
            end
          end,
@@ -246,16 +299,20 @@ begin
   from ids i
   left join claimed c on c.mid = i.mid
   left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
-  -- Looked up per id (LIMIT 1: the pair is unique), as in the claim above: a join let stale
-  -- statistics scan every task of the queue and every run for each batch.
+  -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
+  -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
   left join lateral (
     select t.flow_slug, t.run_id, t.step_slug, t.task_index, t.status from pgflow.step_tasks t
-    where t.queue_name = q and t.message_id = i.mid
+    where c.mid is null and t.queue_name = q and t.message_id = i.mid
     limit 1
   ) t on true
-  left join pgflow.steps s on c.mid is not null and s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
   left join lateral (
-    select r.input from pgflow.runs r where c.mid is not null and r.run_id = t.run_id limit 1
+    select s.step_type, s.deps_count from pgflow.steps s
+    where c.mid is not null and s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+    limit 1
+  ) s on true
+  left join lateral (
+    select r.input from pgflow.runs r where c.mid is not null and r.run_id = c.run_id limit 1
   ) r on true
   order by i.mid;
 end;
@@ -326,12 +383,16 @@ declare
   -- How long the read hides what it reads.
   read_vt integer := read_and_claim.visibility_timeout;
   hint integer;
+  -- The registered support set, looked up once here for the claim.
+  keys jsonb;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
   end if;
   if read_and_claim.supported is null then
-    select w.claim_visibility into hint from pgflow.workers w where w.worker_id = read_and_claim.worker_id;
+    -- Before the read: an unregistered worker (PFW01) reads nothing.
+    select r.claim_visibility, r.support_keys into hint, keys
+    from pgflow._registered_claim(read_and_claim.worker_id, q) r;
     read_vt := coalesce(hint, read_vt);
   end if;
   if read_and_claim.max_poll_seconds = 0 then
@@ -360,7 +421,7 @@ begin
   from unnest(msgs) m
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
-                                then read_and_claim.visibility_timeout end) c
+                                then read_and_claim.visibility_timeout end, keys) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 
@@ -693,6 +754,12 @@ $$;
 
 -- ---- privileges on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
 revoke all on function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]) from public;
+
+-- ---- privileges on function pgflow._registered_claim(p_worker_id uuid, p_queue_name text)
+revoke all on function pgflow._registered_claim(p_worker_id uuid, p_queue_name text) from public;
+
+-- ---- privileges on function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb)
+revoke all on function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb) from public;
 
 -- ---- privileges on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb)
 revoke all on function pgflow.complete_and_claim(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[], queue_name text, worker_id uuid, visibility_timeout integer, qty integer, supported jsonb) from public;

@@ -66,7 +66,6 @@ create table if not exists pgflow.step_tasks (
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
   constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
-  constraint step_tasks_worker_fkey foreign key (last_worker_id) references pgflow.workers (worker_id) on delete set null,
   constraint step_tasks_status_known check (status in ('queued', 'started', 'completed', 'failed', 'cancelled')),
   constraint step_tasks_task_index_range check (task_index >= 0),
   constraint step_tasks_attempts_range check (attempts_count >= 0)
@@ -81,7 +80,9 @@ create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_
 -- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
 -- primary key's leading column finds, and each index is one more entry for every task update (none
 -- of which is HOT: each changes message_id, status or started_at).
--- Pruning a worker clears last_worker_id on its tasks (on delete set null) and first checks that it
--- holds no started task: both look tasks up by worker, which must not scan every task.
-create index if not exists step_tasks_last_worker_idx on pgflow.step_tasks (last_worker_id)
-  where last_worker_id is not null;
+--
+-- last_worker_id names the worker that claimed the task last, as history: no index and no foreign
+-- key. Both cost every claim (an index entry, and a lookup of the worker's row) and every
+-- completion (an index entry), and the only questions asked by worker (does a worker hold a
+-- started task; how many started tasks do a function's workers hold) are about started tasks,
+-- which step_tasks_started_idx finds. A pruned worker's id stays on the tasks it ran.

@@ -62,12 +62,16 @@ declare
   -- How long the read hides what it reads.
   read_vt integer := read_and_claim.visibility_timeout;
   hint integer;
+  -- The registered support set, looked up once here for the claim.
+  keys jsonb;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
   end if;
   if read_and_claim.supported is null then
-    select w.claim_visibility into hint from pgflow.workers w where w.worker_id = read_and_claim.worker_id;
+    -- Before the read: an unregistered worker (PFW01) reads nothing.
+    select r.claim_visibility, r.support_keys into hint, keys
+    from pgflow._registered_claim(read_and_claim.worker_id, q) r;
     read_vt := coalesce(hint, read_vt);
   end if;
   if read_and_claim.max_poll_seconds = 0 then
@@ -96,7 +100,7 @@ begin
   from unnest(msgs) m
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
-                                then read_and_claim.visibility_timeout end) c
+                                then read_and_claim.visibility_timeout end, keys) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 

@@ -246,8 +246,8 @@ db.test("a task claimed after the read waited is stamped with when it started, n
 });
 
 db.test("a worker with no row claims with explicit pairs: its tasks name no worker, a long read re-stamps them", async ({ sql, connect }) => {
-  // A worker whose row vanished (an operator deleted it) polls on with its explicit pairs; the
-  // foreign key to pgflow.workers allows no other last_worker_id than NULL.
+  // A worker whose row vanished (an operator deleted it) polls on with its explicit pairs; a task
+  // names only a worker that was registered when it claimed it.
   await defineFlow(sql, "rac_gone", [{ slug: "a", queue: "rac_gone_q" }], { mode: "routed" });
   const worker = crypto.randomUUID();
   const poller = connect({ connection: { application_name: "rac_gone_poller" } });

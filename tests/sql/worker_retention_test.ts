@@ -70,11 +70,16 @@ db.test("expired workers are pruned at registration and by prune_workers; live a
   );
   assert.equal((await sql`select pgflow.set_worker_retention(null) as r`)[0].r, "7 days");
 
-  // Once its task is done, the busy worker's row goes too; its tasks keep their history otherwise.
+  // Once its task is done, the busy worker's row goes too; its task keeps the id of the worker
+  // that ran it, as history.
   await sql`update pgflow.step_tasks set status = 'completed' where last_worker_id = ${busy}`;
   assert.equal((await sql`select pgflow.prune_workers() as n`)[0].n, 1);
   assert.equal(
-    (await sql`select count(*)::int as n from pgflow.step_tasks where flow_slug = 'ret' and last_worker_id is null`)[
+    (await sql`select count(*)::int as n from pgflow.workers where worker_id = ${busy}`)[0].n,
+    0,
+  );
+  assert.equal(
+    (await sql`select count(*)::int as n from pgflow.step_tasks where flow_slug = 'ret' and last_worker_id = ${busy}`)[
       0
     ].n,
     1,

@@ -12,7 +12,7 @@ import {
   MAX_ERROR_CHARS,
   MAX_LOGGED_ERROR_CHARS,
 } from "../../src/dispatch/report.ts";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
@@ -96,7 +96,13 @@ db.test("a handler's error is stored capped; the log has its first line, never a
     for (const secret of ["s3cret", "BBBB"]) {
       assert.ok(!text.includes(secret), `a log line quotes ${secret}`);
     }
-    const failed = logs.filter((l) => l.event === "task failed");
+    // The run is failed in the database before the worker hears back and logs it.
+    const failedLines = () => logs.filter((l) => l.event === "task failed");
+    await waitFor(() => failedLines().length >= 3, {
+      timeoutMs: 5_000,
+      what: "three failure lines",
+    });
+    const failed = failedLines();
     assert.deepEqual(failed.map((l) => [l.level, l.fields.errorKind, l.fields.error]), [
       ["error", "Error", "card 4111-1111 declined for ann@example.com"],
       ["error", "Error", "bad byte \uFFFD in ann@example.com"],

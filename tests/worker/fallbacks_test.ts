@@ -141,12 +141,11 @@ db.test("poll loop: a worker whose row vanished goes on claiming with its explic
       l.event === "worker row not found; claiming with the explicit support set"
     );
     assert.equal(fallbacks.length, 1, "one fallback, then the explicit pairs for good");
-    // The tasks claimed without a row record no worker (the foreign key allows no other id; the
-    // first task's was cleared with the row).
+    // The tasks claimed without a row record no worker; the first keeps the id it was claimed by.
     const stamped = await sql`select last_worker_id from pgflow.step_tasks t
       join pgflow.runs r using (run_id) where r.flow_slug = 'fb_row_gone'
       order by (r.input ->> 'n')::int`;
-    assert.deepEqual(stamped.map((r) => r.last_worker_id), [null, null, null]);
+    assert.deepEqual(stamped.map((r) => r.last_worker_id), [worker.id, null, null]);
   } finally {
     await stopAll(workers);
   }
