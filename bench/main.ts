@@ -132,7 +132,9 @@ async function run(o: BenchOptions): Promise<Figures> {
     }
     if (o.only.has("scale")) {
       const scale = { ...s, tasks: o.scaleTasks, latencyTasks: Math.min(100, s.latencyTasks) };
-      for (const [name, fn] of scaleOutScenarios(scale, o.scaleWorkers)) add(f.scale, name, fn);
+      for (const [name, fn] of scaleOutScenarios(scale, o.scaleWorkers, o.only.has("peer"))) {
+        add(f.scale, name, fn);
+      }
     }
     for (let round = 1; round <= o.repeat; round++) {
       for (const [scenario, name] of scenarios) {

@@ -48,7 +48,8 @@ usage: deno task bench [options]
   --chain-runs N       three-step runs drained per chain scenario (default 1000; quick 200)
   --chain-paced N      chain runs started one by one for the unloaded run latency (default 100;
                        quick 40), at --chain-rate per second (default 20)
-  --scale-workers LIST worker counts of the scale-out curve (default 1,2,4,8,16; quick 1,2,4)
+  --scale-workers LIST worker counts of the scale-out curve (default 1,2,4,8,16; quick 1,2,4);
+                       with the peer section, graphile-worker runs as many runners too
   --scale-tasks N      tasks per scale-out point, after a warm-up of 50 per worker (default
                        3000; quick 400)
   --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker

@@ -12,32 +12,51 @@ import { percentile } from "./stats.ts";
 /** The graphile-worker version pinned in deno.json. */
 export const GRAPHILE_VERSION = "0.16.6";
 
-export async function measureGraphile(s: EngineSettings): Promise<EngineResult> {
+/**
+ * graphile-worker's throughput and pickup with `runners` runners on one database (as many worker
+ * processes would run), each at the benchmark's concurrency; with `warmUpPerRunner`, that many
+ * jobs per runner run first, unmeasured (connections opened, statements prepared).
+ */
+export async function measureGraphile(
+  s: EngineSettings,
+  runners = 1,
+  warmUpPerRunner = 0,
+): Promise<EngineResult> {
   let started = 0;
   let completed = 0;
   let first = NaN;
   let last = NaN;
   let latencies: number[] | undefined;
-  const runner = await run({
-    connectionString: s.url,
-    concurrency: s.maxConcurrent,
-    noHandleSignals: true,
-    // Its own default; LISTEN/NOTIFY wakes it on new jobs, the poll is only a fallback.
-    pollInterval: 2000,
-    logger: new Logger(() => () => {}),
-    taskList: {
-      noop: (_payload, helpers) => {
-        const at = wallMs();
-        if (started++ === 0) first = at;
-        latencies?.push(at - (helpers.job.run_at.getTime() + s.offsetMs));
-        return Promise.resolve();
-      },
-    },
-  });
-  runner.events.on("job:complete", () => {
-    completed++;
-    last = wallMs();
-  });
+  const started_ = (at: number) => {
+    if (started++ === 0) first = at;
+  };
+  const running = [];
+  for (let i = 0; i < runners; i++) {
+    running.push(
+      await run({
+        connectionString: s.url,
+        concurrency: s.maxConcurrent,
+        noHandleSignals: true,
+        // Its own default; LISTEN/NOTIFY wakes it on new jobs, the poll is only a fallback.
+        pollInterval: 2000,
+        logger: new Logger(() => () => {}),
+        taskList: {
+          noop: (_payload, helpers) => {
+            const at = wallMs();
+            started_(at);
+            latencies?.push(at - (helpers.job.run_at.getTime() + s.offsetMs));
+            return Promise.resolve();
+          },
+        },
+      }),
+    );
+  }
+  for (const runner of running) {
+    runner.events.on("job:complete", () => {
+      completed++;
+      last = wallMs();
+    });
+  }
   const waitFor = async (n: number) => {
     const deadline = wallMs() + 180_000;
     while (completed < n) {
@@ -45,11 +64,18 @@ export async function measureGraphile(s: EngineSettings): Promise<EngineResult> 
       await sleep(20);
     }
   };
+  const addJobs = (n: number) =>
+    s.sql`select count(graphile_worker.add_job('noop', '{}'::json))
+          from generate_series(1, ${n}::integer)`;
   try {
-    await s.sql`
-      select count(graphile_worker.add_job('noop', '{}'::json))
-      from generate_series(1, ${s.tasks}::integer)`;
-    await waitFor(s.tasks);
+    const warmUp = warmUpPerRunner * runners;
+    if (warmUp > 0) {
+      await addJobs(warmUp);
+      await waitFor(warmUp);
+      started = 0;
+    }
+    await addJobs(s.tasks);
+    await waitFor(warmUp + s.tasks);
     const seconds = (last - first) / 1000;
 
     latencies = [];
@@ -59,7 +85,7 @@ export async function measureGraphile(s: EngineSettings): Promise<EngineResult> 
       if (wait > 0) await sleep(wait);
       await s.sql`select graphile_worker.add_job('noop', '{}'::json)`;
     }
-    await waitFor(s.tasks + s.latencyTasks);
+    await waitFor(warmUp + s.tasks + s.latencyTasks);
     return {
       name: `graphile-worker ${GRAPHILE_VERSION}`,
       tasks: s.tasks,
@@ -68,6 +94,6 @@ export async function measureGraphile(s: EngineSettings): Promise<EngineResult> 
       p95: percentile(latencies, 95),
     };
   } finally {
-    await runner.stop();
+    await Promise.all(running.map((r) => r.stop()));
   }
 }

@@ -190,6 +190,23 @@ export function scaleHolds(points: readonly { workers: number; tasksPerSec: numb
   return { worst, met: !(worst < 0.9) };
 }
 
+/**
+ * The engine's tasks/s ÷ the peer's at each worker count both were measured at: the worst, and
+ * whether the engine is ahead at every one; `undefined` when no count is shared.
+ */
+export function aheadAtEveryCount(
+  engine: readonly { workers: number; tasksPerSec: number }[],
+  peer: readonly { workers: number; tasksPerSec: number }[],
+): { worst: number; met: boolean } | undefined {
+  const ratios = engine.flatMap((p) => {
+    const q = peer.find((x) => x.workers === p.workers);
+    return q ? [p.tasksPerSec / q.tasksPerSec] : [];
+  });
+  if (ratios.length === 0) return undefined;
+  const worst = Math.min(...ratios);
+  return { worst, met: worst > 1 };
+}
+
 function targets(f: Figures): Target[] {
   const base = plain(f);
   const shared100 = find(f.single, "shared queue, 100 flows");
@@ -270,17 +287,31 @@ function targets(f: Figures): Target[] {
       met: chain.runP50.median <= limit,
     });
   }
-  for (const layout of ["shared", "separate"] as const) {
-    const points = combined(f.scale).filter(([, p]) => p.layout === layout)
+  const curve = (layout: ScalePoint["layout"]) =>
+    combined(f.scale).filter(([, p]) => p.layout === layout)
       .map(([, p]) => ({ workers: p.workers.median, tasksPerSec: p.tasksPerSec.median }));
+  for (const layout of ["shared", "separate"] as const) {
+    const points = curve(layout);
     if (points.length < 2) continue;
     const { worst, met } = scaleHolds(points);
+    const runners = curve("graphile-worker");
+    const peerFall = runners.length < 2
+      ? ""
+      : `; graphile-worker's runners: worst ${ratio(scaleHolds(runners).worst)}`;
     out.push({
       name: `scale-out, ${layout} queue${
         layout === "separate" ? "s" : ""
       }: tasks/s never below 0.9× the best with fewer workers`,
-      measured: `worst ${ratio(worst)}`,
+      measured: `worst ${ratio(worst)}${peerFall}`,
       met,
+    });
+  }
+  const ahead = aheadAtEveryCount(curve("shared"), curve("graphile-worker"));
+  if (ahead !== undefined) {
+    out.push({
+      name: "scale-out: engine (shared queue) ÷ graphile-worker at every worker count",
+      measured: `worst ${ratio(ahead.worst)}`,
+      met: ahead.met,
     });
   }
   return out;
@@ -307,7 +338,7 @@ function settings(f: Figures): string {
       o.scaleWorkers.join(", ")
     } workers, ${o.scaleTasks} tasks per point after a warm-up of ${WARM_UP_PER_WORKER} per worker, pickup from ${
       Math.min(100, o.latencyTasks)
-    } runs at ${o.rate}/s; every worker its own pool, in one process`,
+    } runs at ${o.rate}/s; every worker its own pool, in one process; graphile-worker as many runners (concurrency 10 each), same warm-up, from the first job started to the last completed`,
     `memory: ${o.memoryTasks} tasks in a worker process of its own`,
   ].map((l) => `- ${l}`).join("\n");
 }

@@ -7,6 +7,7 @@
  * process share one LISTEN connection, as they do in an isolate that runs several).
  */
 import { type EngineSettings, pacedLatencies, startWorkers } from "./engine.ts";
+import { measureGraphile } from "./peer_graphile.ts";
 import { singleStep } from "./flows.ts";
 import { dbNow, startBacklog, taskWindow, waitRunsCompleted } from "./load.ts";
 import { percentile } from "./stats.ts";
@@ -14,7 +15,8 @@ import { percentile } from "./stats.ts";
 /** One point of the curve. */
 export interface ScalePoint {
   readonly name: string;
-  readonly layout: "shared" | "separate";
+  /** The engine on one queue or on a queue per worker, or graphile-worker's runners (the peer). */
+  readonly layout: "shared" | "separate" | "graphile-worker";
   readonly workers: number;
   readonly tasksPerSec: number;
   readonly p50: number;
@@ -27,12 +29,16 @@ const shared = singleStep("bench_scale_shared");
 export const WARM_UP_PER_WORKER = 50;
 const separate = Array.from({ length: 16 }, (_, i) => singleStep(`bench_scale_sep_${i + 1}`));
 
-/** One scenario per (layout, worker count), to be run in turn each round. */
+/**
+ * One scenario per (layout, worker count), to be run in turn each round; with `peer`, the same
+ * counts of graphile-worker runners too, so that a fall the machine causes shows in both.
+ */
 export function scaleOutScenarios(
   s: EngineSettings,
   counts: readonly number[],
+  peer = false,
 ): [string, () => Promise<ScalePoint>][] {
-  return (["shared", "separate"] as const).flatMap((layout) =>
+  const engine = (["shared", "separate"] as const).flatMap((layout) =>
     counts.map((n): [string, () => Promise<ScalePoint>] => {
       const name = `${n} worker${n === 1 ? "" : "s"}, ${layout} queue${
         layout === "separate" ? "s" : ""
@@ -40,6 +46,21 @@ export function scaleOutScenarios(
       return [name, () => point(s, layout, n, name)];
     })
   );
+  if (!peer) return engine;
+  return [
+    ...engine,
+    ...counts.map((n): [string, () => Promise<ScalePoint>] => {
+      const name = `${n} graphile-worker runner${n === 1 ? "" : "s"}`;
+      return [name, async () => {
+        const r = await measureGraphile(s, n, WARM_UP_PER_WORKER);
+        return { name, layout: "graphile-worker", workers: n, ...pick(r) };
+      }];
+    }),
+  ];
+}
+
+function pick(r: { tasksPerSec: number; p50: number; p95: number }) {
+  return { tasksPerSec: r.tasksPerSec, p50: r.p50, p95: r.p95 };
 }
 
 async function point(

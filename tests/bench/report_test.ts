@@ -1,7 +1,7 @@
 /** The benchmark's arithmetic: medians and spreads across rounds, and the scale-out target. */
 import assert from "node:assert/strict";
 import { combine, Rounds, spread, spreadCell } from "../../bench/repeat.ts";
-import { scaleHolds } from "../../bench/report.ts";
+import { aheadAtEveryCount, scaleHolds } from "../../bench/report.ts";
 import { parseOptions } from "../../bench/options.ts";
 
 Deno.test("spread: median and lowest–highest across rounds; one round shows the figure alone", () => {
@@ -29,6 +29,17 @@ Deno.test("scale-out holds unless a point falls below 0.9× the best with fewer 
   const fell = scaleHolds(at([[4, 150], [1, 100], [2, 200]]));
   assert.equal(fell.met, false);
   assert.equal(fell.worst, 0.75);
+});
+
+Deno.test("scale-out against the peer: the worst ratio over the worker counts both ran", () => {
+  const at = (pairs: [number, number][]) =>
+    pairs.map(([workers, tasksPerSec]) => ({ workers, tasksPerSec }));
+  assert.deepEqual(aheadAtEveryCount(at([[1, 110], [2, 150]]), at([[1, 100], [2, 200], [4, 9]])), {
+    worst: 0.75,
+    met: false,
+  });
+  assert.equal(aheadAtEveryCount(at([[1, 110]]), at([[1, 100]]))?.met, true);
+  assert.equal(aheadAtEveryCount(at([[1, 110]]), at([[2, 100]])), undefined);
 });
 
 Deno.test("bench options: --repeat and the chain and scale-out settings", () => {
