@@ -9,8 +9,8 @@ import {
   readAndClaim,
   type ReadAndClaimResult,
   type ReadOptions,
+  type TakenCompletions,
 } from "./read.ts";
-import type { TakenCompletions } from "../dispatch/completions.ts";
 import type { Slots } from "../util/slots.ts";
 import type { QueueWakeups } from "./wakeups.ts";
 

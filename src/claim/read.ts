@@ -10,7 +10,25 @@ import {
 } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
-import type { TakenCompletions } from "../dispatch/completions.ts";
+
+/**
+ * Completions taken from the worker's completion batcher (src/dispatch/completions.ts) to travel
+ * with a read
+ * (`pgflow.complete_and_claim`), as the arrays that call takes. Exactly one of `done` and
+ * `giveBack` is called.
+ */
+export interface TakenCompletions {
+  readonly runIds: readonly string[];
+  readonly stepSlugs: readonly string[];
+  readonly taskIndexes: readonly number[];
+  /** Each output's exact JSON text. */
+  readonly outputs: readonly string[];
+  readonly attempts: readonly number[];
+  /** The call that carried them succeeded: each caller's promise resolves. */
+  done(): void;
+  /** The call failed: the batcher sends them itself (a batch, then one by one). */
+  giveBack(): void;
+}
 
 /** How one read reserves messages. */
 export interface ReadOptions {

@@ -3,30 +3,13 @@ import type { Sql } from "../platform/types.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { completeTask } from "./report.ts";
+import type { TakenCompletions } from "../claim/read.ts";
 
 interface Pending {
   readonly task: ClaimedTask;
   readonly output: string;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
-}
-
-/**
- * Completions taken from a {@link CompletionBatcher} to travel with a read
- * (`pgflow.complete_and_claim`), as the arrays that call takes. Exactly one of `done` and
- * `giveBack` is called.
- */
-export interface TakenCompletions {
-  readonly runIds: readonly string[];
-  readonly stepSlugs: readonly string[];
-  readonly taskIndexes: readonly number[];
-  /** Each output's exact JSON text. */
-  readonly outputs: readonly string[];
-  readonly attempts: readonly number[];
-  /** The call that carried them succeeded: each caller's promise resolves. */
-  done(): void;
-  /** The call failed: the batcher sends them itself (a batch, then one by one). */
-  giveBack(): void;
 }
 
 /**

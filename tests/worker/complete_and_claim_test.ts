@@ -10,7 +10,7 @@ import type { ClaimedTask } from "../../src/claim/claim.ts";
 import { CompletionBatcher } from "../../src/dispatch/completions.ts";
 import { testDatabase } from "../support/db.ts";
 import { defineFlow, readAndStart } from "../support/engine.ts";
-import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
+import { startWorker, stopAll, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
