@@ -11,19 +11,21 @@ import {
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
 
-/**
- * Completions taken from the worker's completion batcher (src/dispatch/completions.ts) to travel
- * with a read
- * (`pgflow.complete_and_claim`), as the arrays that call takes. Exactly one of `done` and
- * `giveBack` is called.
- */
-export interface TakenCompletions {
+/** Completions as `pgflow.complete_tasks` and `pgflow.complete_and_claim` take them: one entry each. */
+export interface CompletionArrays {
   readonly runIds: readonly string[];
   readonly stepSlugs: readonly string[];
   readonly taskIndexes: readonly number[];
   /** Each output's exact JSON text. */
   readonly outputs: readonly string[];
   readonly attempts: readonly number[];
+}
+
+/**
+ * Completions taken from the worker's completion batcher (src/dispatch/completions.ts) to travel
+ * with a read (`pgflow.complete_and_claim`). Exactly one of `done` and `giveBack` is called.
+ */
+export interface TakenCompletions extends CompletionArrays {
   /** The call that carried them succeeded: each caller's promise resolves. */
   done(): void;
   /** The call failed: the batcher sends them itself (a batch, then one by one). */

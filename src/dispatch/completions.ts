@@ -3,7 +3,7 @@ import type { Sql } from "../platform/types.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { completeTask } from "./report.ts";
-import type { TakenCompletions } from "../claim/read.ts";
+import type { CompletionArrays, TakenCompletions } from "../claim/read.ts";
 
 interface Pending {
   readonly task: ClaimedTask;
@@ -78,11 +78,7 @@ export class CompletionBatcher {
       settled = true;
     };
     return {
-      runIds: batch.map((p) => p.task.runId),
-      stepSlugs: batch.map((p) => p.task.stepSlug),
-      taskIndexes: batch.map((p) => p.task.taskIndex),
-      outputs: batch.map((p) => p.output),
-      attempts: batch.map((p) => p.task.attempt),
+      ...arrays(batch),
       done: () => {
         settle();
         for (const p of batch) p.resolve();
@@ -124,6 +120,16 @@ export class CompletionBatcher {
   }
 }
 
+function arrays(batch: readonly Pending[]): CompletionArrays {
+  return {
+    runIds: batch.map((p) => p.task.runId),
+    stepSlugs: batch.map((p) => p.task.stepSlug),
+    taskIndexes: batch.map((p) => p.task.taskIndex),
+    outputs: batch.map((p) => p.output),
+    attempts: batch.map((p) => p.task.attempt),
+  };
+}
+
 /**
  * One `pgflow.complete_tasks` call. Outputs travel as JSON text cast `::text[]::jsonb[]`, so each
  * stays exactly what the handler returned (see completeTask).
@@ -133,13 +139,14 @@ async function completeTasks(
   batch: readonly Pending[],
   timeoutMs: number,
 ): Promise<void> {
+  const a = arrays(batch);
   await bounded(
     sql`select count(*) from pgflow.complete_tasks(
-      ${batch.map((p) => p.task.runId)}::uuid[],
-      ${batch.map((p) => p.task.stepSlug)}::text[],
-      ${batch.map((p) => p.task.taskIndex)}::integer[],
-      ${batch.map((p) => p.output)}::text[]::jsonb[],
-      ${batch.map((p) => p.task.attempt)}::integer[])`,
+      ${a.runIds as string[]}::uuid[],
+      ${a.stepSlugs as string[]}::text[],
+      ${a.taskIndexes as number[]}::integer[],
+      ${a.outputs as string[]}::text[]::jsonb[],
+      ${a.attempts as number[]}::integer[])`,
     "complete_tasks",
     timeoutMs,
   );
