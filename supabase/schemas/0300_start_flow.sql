@@ -1,4 +1,11 @@
 -- Starting runs and steps.
+--
+-- Status times (started_at, completed_at, failed_at, skipped_at of steps and runs) are
+-- clock_timestamp(), read while the run's lock is held, not now(): now() is when the transaction
+-- began, and a transaction that waited for a run's lock would stamp its changes earlier than
+-- changes another transaction committed on that run meanwhile. A client orders a run's events by
+-- these times (src/client/diff.ts), so a dependent could appear to start before the dependency
+-- that released it completed. Under the lock, every later change of a run gets a later time.
 
 -- Completes a step with its output, releases its dependents and counts it off the run; completes the
 -- run when it was the last step. The caller holds the run's lock.
@@ -12,7 +19,7 @@ declare
   flow text;
 begin
   update pgflow.step_states ss
-  set status = 'completed', output = p_output, completed_at = now(), remaining_tasks = 0
+  set status = 'completed', output = p_output, completed_at = clock_timestamp(), remaining_tasks = 0
   where ss.run_id = p_run_id and ss.step_slug = p_step_slug
   returning ss.flow_slug into flow;
 
@@ -43,7 +50,7 @@ begin
   returning r.remaining_steps into remaining;
   if remaining = 0 then
     update pgflow.runs r
-    set status = 'completed', completed_at = now(),
+    set status = 'completed', completed_at = clock_timestamp(),
         output = coalesce((
           select jsonb_object_agg(ss.step_slug, ss.output)
           from pgflow.step_states ss
@@ -70,7 +77,7 @@ declare
   dependent text;
 begin
   update pgflow.step_states ss
-  set status = 'skipped', skip_reason = p_reason, skipped_at = now(), remaining_tasks = 0
+  set status = 'skipped', skip_reason = p_reason, skipped_at = clock_timestamp(), remaining_tasks = 0
   where ss.run_id = p_run_id and ss.step_slug = p_step_slug and ss.status in ('created', 'started')
   returning ss.flow_slug into flow;
   if flow is null then
@@ -111,11 +118,11 @@ set search_path = ''
 as $$
 begin
   update pgflow.step_states ss
-  set status = 'failed', failed_at = now(), error_message = p_error
+  set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
   where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
 
   update pgflow.runs r
-  set status = 'failed', failed_at = now(), error_message = p_error
+  set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
   where r.run_id = p_run_id;
 
   -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
@@ -221,7 +228,7 @@ begin
       end if;
 
       update pgflow.step_states ss
-      set status = 'started', started_at = now(), initial_tasks = task_count, remaining_tasks = task_count
+      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count, remaining_tasks = task_count
       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
 
       if task_count = 0 then
@@ -291,7 +298,7 @@ begin
   perform pgflow._start_ready_steps(new_run_id);
 
   -- A flow without steps has nothing to wait for.
-  update pgflow.runs r set status = 'completed', completed_at = now(), output = '{}'::jsonb
+  update pgflow.runs r set status = 'completed', completed_at = clock_timestamp(), output = '{}'::jsonb
   where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
 
   select * into result from pgflow.runs r where r.run_id = new_run_id;

@@ -71,6 +71,9 @@ $$;
 -- callers); returns the tasks it completed (NULL for none). Runs are locked in run_id order, so two
 -- batches that share runs wait for each other instead of deadlocking; the run lock orders every
 -- state change of one run (completions, failures, stalled recovery).
+-- Times are stamped after the locks are taken (clock_timestamp(), see 0300_start_flow.sql): a
+-- batch that waited for one run's lock must not date its changes to another run before changes
+-- committed on that run while it waited.
 --
 -- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
 -- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
@@ -130,7 +133,7 @@ begin
   -- the row version found, so a change since (none can come without the run lock) leaves it alone.
   with completed as (
     update pgflow.step_tasks t
-    set status = 'completed', completed_at = now(), output = i.output
+    set status = 'completed', completed_at = clock_timestamp(), output = i.output
     from (select distinct on (u.run_id, u.step_slug, u.task_index)
                  k.tid, u.run_id, u.step_slug, u.task_index, u.output
           from unnest(run_ids, step_slugs, task_indexes, outputs, attempts)
@@ -159,7 +162,7 @@ begin
     update pgflow.step_states ss
     set remaining_tasks = ss.remaining_tasks - p.n,
         status = case when ss.remaining_tasks = p.n then 'completed' else ss.status end,
-        completed_at = case when ss.remaining_tasks = p.n then now() else ss.completed_at end,
+        completed_at = case when ss.remaining_tasks = p.n then clock_timestamp() else ss.completed_at end,
         output = case
           when ss.remaining_tasks <> p.n then ss.output
           when p.step_type = 'map' then
@@ -207,7 +210,7 @@ begin
     update pgflow.runs r
     set remaining_steps = r.remaining_steps - c.n,
         status = case when r.remaining_steps = c.n then 'completed' else r.status end,
-        completed_at = case when r.remaining_steps = c.n then now() else r.completed_at end,
+        completed_at = case when r.remaining_steps = c.n then clock_timestamp() else r.completed_at end,
         output = case when r.remaining_steps = c.n then coalesce((
           select jsonb_object_agg(ss.step_slug, ss.output)
           from pgflow.step_states ss

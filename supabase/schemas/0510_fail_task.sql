@@ -44,7 +44,7 @@ begin
   end if;
 
   update pgflow.step_tasks t
-  set status = 'failed', error_message = p_error, failed_at = now()
+  set status = 'failed', error_message = p_error, failed_at = clock_timestamp()
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
   returning * into task;
   if when_exhausted = 'fail' then

@@ -1,7 +1,10 @@
 -- The keep-alive. Picks the enabled worker functions that have no live worker and whose debounce
 -- has passed, records the invocation, and (where Supabase provides pg_net and the project URL is
 -- in Vault) pings each function over HTTP so it starts a worker. A disabled function is never
--- pinged: that is what keeps a deploy fence closed.
+-- pinged: that is what keeps a deploy fence closed. net.http_post and vault.decrypted_secrets are
+-- used only when they are members of the pg_net and supabase_vault extensions
+-- (pgflow._trusted_integration): this runs as its owner, often from pg_cron, and must never run a
+-- function someone planted under those names.
 create or replace function pgflow.ensure_workers()
 returns table (function_name text, pinged boolean)
 language plpgsql
@@ -13,7 +16,7 @@ declare
   fn record;
   base_url text;
   auth text;
-  can_ping boolean := to_regproc('net.http_post') is not null and to_regclass('vault.decrypted_secrets') is not null;
+  can_ping boolean := pgflow._trusted_integration('pg_net') and pgflow._trusted_integration('vault');
 begin
   if can_ping then
     execute $q$select max(decrypted_secret) filter (where name = 'supabase_project_url'),
@@ -54,9 +57,15 @@ volatile
 set search_path = ''
 as $$
 begin
-  if to_regproc('cron.schedule') is null then
+  if to_regprocedure('cron.schedule(text, text, text)') is null then
     raise exception 'pg_cron is not installed' using errcode = '0A000',
       hint = 'enable pg_cron, or call pgflow.ensure_workers() from an external scheduler';
+  end if;
+  -- Called with the caller's rights (usually the owner's): only pg_cron's own function.
+  if not pgflow._trusted_integration('pg_cron') then
+    raise exception 'cron.schedule(text, text, text) is not a member of the pg_cron extension; it was not called'
+      using errcode = '42501',
+        hint = 'a function of that name was created outside pg_cron: drop it and create extension pg_cron, or call pgflow.ensure_workers() from an external scheduler';
   end if;
   execute 'select cron.schedule($1, $2, $3)'
   using 'pgflow_ensure_workers', extract(epoch from keep_alive)::integer || ' seconds', 'select pgflow.ensure_workers()';

@@ -12,9 +12,10 @@
 -- transaction that moves a run through several states (complete_task: the step completes, its
 -- dependents start, the run completes) sends one notification for it.
 --
--- Where Supabase Realtime is installed (realtime.send exists, looked up on every call so a project
--- that adds Realtime later needs no migration), the same hint is broadcast on the private topic
--- pgflow_run:<uuid>, once per run per transaction.
+-- Where Supabase Realtime is installed (realtime.send exists and is the platform's own, checked on
+-- every call by pgflow._trusted_integration so a project that adds Realtime later needs no
+-- migration, and a function merely planted under that name is never called), the same hint is
+-- broadcast on the private topic pgflow_run:<uuid>, once per run per transaction.
 --
 -- Row-level triggers limited to the status column (`update of status`) with a `when` clause that
 -- Postgres evaluates without calling any function: the function runs only for a real status
@@ -33,16 +34,20 @@ as $$
 declare
   sent text;
 begin
-  if to_regprocedure('realtime.send(jsonb, text, text, boolean)') is null then
-    return;
-  end if;
   -- realtime.send inserts a message each time it is called: remember (for this transaction only)
-  -- which runs were announced already.
+  -- which runs were announced already. A session could forge this setting, but that only silences
+  -- its own broadcasts; it is never taken as proof that realtime.send may be called.
   sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
   if position(p_run_id::text in sent) > 0 then
     return;
   end if;
-  perform realtime.send(jsonb_build_object('run_id', p_run_id), 'run_changed', 'pgflow_run:' || p_run_id::text, true);
+  if not pgflow._trusted_integration('realtime') then
+    return;
+  end if;
+  -- Arguments of exactly the verified signature's types: an exact match is always the function
+  -- chosen, whatever other overloads the schema holds.
+  perform realtime.send(jsonb_build_object('run_id', p_run_id), 'run_changed'::text,
+    ('pgflow_run:' || p_run_id::text)::text, true);
   perform set_config('pgflow.realtime_sent', sent || p_run_id::text || ',', true);
 end;
 $$;
