@@ -382,7 +382,10 @@ db.test(
 Deno.test("dashboard flags: --help, bad numbers and a missing database are usage errors", async () => {
   const help = await runCli(["dashboard", "--help"]);
   assert.equal(help.code, 0, shown(help));
-  assert.match(help.stdout, /^pgflow dashboard \[--port N\] \[--host H\] \[--allow-host NAME\]\.\.\. \[--database-url URL\]/);
+  assert.match(
+    help.stdout,
+    /^pgflow dashboard \[--port N\] \[--host H\] \[--allow-host NAME\]\.\.\. \[--database-url URL\]/,
+  );
   assert.match(help.stdout, /default 127\.0\.0\.1/);
   assert.match(help.stdout, /--allow-host NAME .*\n.*repeatable/);
   assert.match(help.stdout, /DNS rebinding/);
