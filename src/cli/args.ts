@@ -6,8 +6,11 @@
  */
 import { UsageError } from "./output.ts";
 
-/** Each flag a command takes (without the leading `--`) and whether it takes a value. */
-export type FlagSpec = Readonly<Record<string, "string" | "boolean">>;
+/**
+ * Each flag a command takes (without the leading `--`) and whether it takes a value: "string"
+ * once, "list" as many times as wanted, "boolean" none.
+ */
+export type FlagSpec = Readonly<Record<string, "string" | "list" | "boolean">>;
 
 /** What {@link parseArgs} found. */
 export interface ParsedArgs {
@@ -15,6 +18,8 @@ export interface ParsedArgs {
   readonly help: boolean;
   /** Values of the string flags given. */
   readonly strings: Readonly<Record<string, string>>;
+  /** The values of each "list" flag given, in order. */
+  readonly lists: Readonly<Record<string, readonly string[]>>;
   /** The boolean flags given. */
   readonly booleans: ReadonlySet<string>;
   /** Arguments that are not flags, in order. */
@@ -40,6 +45,7 @@ export function parseArgs(
   maxPositionals = 0,
 ): ParsedArgs {
   const strings: Record<string, string> = {};
+  const lists: Record<string, string[]> = {};
   const booleans = new Set<string>();
   const positionals: string[] = [];
   let help = false;
@@ -80,8 +86,12 @@ export function parseArgs(
     if (value === undefined || value === "" || (eq < 0 && value.startsWith("--"))) {
       throw new UsageError(`--${name} needs a value; ${seeHelp}`);
     }
+    if (kind === "list") {
+      (lists[name] ??= []).push(value);
+      continue;
+    }
     if (name in strings) throw new UsageError(`--${name} is given twice; ${seeHelp}`);
     strings[name] = value;
   }
-  return { help, strings, booleans, positionals };
+  return { help, strings, lists, booleans, positionals };
 }

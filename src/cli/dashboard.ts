@@ -1,18 +1,19 @@
 /**
- * `pgflow dashboard [--port N] [--host H] [--database-url URL]`: serves a live, read-only web page
+ * `pgflow dashboard [--port N] [--host H] [--allow-host NAME] [--database-url URL]`: serves a live, read-only web page
  * of a database's queues, coverage, runs, failures, stuck tasks and one run's DAG, until Ctrl-C.
  *
  * @module
  */
 import { parseArgs } from "./args.ts";
 import { databaseUrl, openDatabase, redact } from "./database.ts";
+import { parseHost, showHost } from "./dashboard/hosts.ts";
 import { startDashboard } from "./dashboard/server.ts";
 import { CliError, progress, result, UsageError } from "./output.ts";
 
 /** The help text of `pgflow dashboard`. */
 export const DASHBOARD_HELP =
-  `pgflow dashboard [--port N] [--host H] [--database-url URL] [--stale-after SECONDS]
-                 [--stuck-after SECONDS]
+  `pgflow dashboard [--port N] [--host H] [--allow-host NAME]... [--database-url URL]
+                 [--stale-after SECONDS] [--stuck-after SECONDS]
 
 Serves a web page that refreshes itself every 2 s: queues (depth, oldest message, live workers,
 coverage, a depth sparkline), runs by flow, recent failures with their error, stuck tasks, and one
@@ -22,9 +23,17 @@ outputs, so keep the default 127.0.0.1 or put it behind something that authentic
 
   --port N               the port; default 8765 (0: any free port)
   --host H               the address to bind; default 127.0.0.1 (0.0.0.0: every interface)
+  --allow-host NAME      also answer requests addressed to NAME (at the dashboard's port) or
+                         NAME:PORT (e.g. behind a proxy or a port mapping); repeatable
   --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --stale-after SECONDS  a worker is live if it sent a heartbeat this recently; default 30
   --stuck-after SECONDS  a queued task waiting longer than this is listed as stuck; default 60
+
+It answers only requests whose Host header names it, so that a web page elsewhere cannot point its
+own name at this address (DNS rebinding) and read the dashboard through your browser. Accepted,
+at the dashboard's port (or with no port): the --host address itself; localhost, 127.0.0.1 and
+[::1] when bound to a loopback address or to 0.0.0.0 / ::; this machine's own IP addresses when
+bound to 0.0.0.0 / ::; and every --allow-host. Any other Host is answered 421.
 
 Prints the page's URL on stdout, then serves until Ctrl-C (exit 0). Exit codes: 1 the database or
 the port cannot be used, 2 usage error.`;
@@ -46,6 +55,7 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
       "database-url": "string",
       "port": "string",
       "host": "string",
+      "allow-host": "list",
       "stale-after": "string",
       "stuck-after": "string",
     },
@@ -58,7 +68,8 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
   const port = wholeNumber(args.strings.port ?? "8765", "--port", 0, 65_535);
   const staleAfter = wholeNumber(args.strings["stale-after"] ?? "30", "--stale-after", 1, 86_400);
   const stuckAfter = wholeNumber(args.strings["stuck-after"] ?? "60", "--stuck-after", 1, 86_400);
-  const hostname = args.strings.host ?? "127.0.0.1";
+  const hostname = bindAddress(args.strings.host ?? "127.0.0.1");
+  const allowHosts = (args.lists["allow-host"] ?? []).map(allowHost);
   const { url } = databaseUrl(args.strings["database-url"], "pgflow dashboard");
   const sql = await openDatabase(url);
   try {
@@ -67,6 +78,7 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
       served = startDashboard(sql, {
         hostname,
         port,
+        allowHosts,
         staleAfterSeconds: staleAfter,
         queuedAfterSeconds: stuckAfter,
       });
@@ -85,6 +97,11 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
       progress(`dashboard of ${redact(url)} (read-only, no login); Ctrl-C to stop`);
       if (hostname !== "127.0.0.1" && hostname !== "localhost" && hostname !== "::1") {
         progress(`listening on ${hostname}: anyone who can reach it sees runs and outputs`);
+        progress(
+          `answering Host ${
+            served.allowedHosts.map(showHost).join(", ")
+          } only; add names with --allow-host`,
+        );
       }
       result(served.url);
       await served.finished;
@@ -105,6 +122,29 @@ function wholeNumber(text: string, flag: string, min: number, max: number): numb
     );
   }
   return n;
+}
+
+/** `--host`: an address or host name to bind, without a port (IPv6 bare, for Deno.serve). */
+function bindAddress(text: string): string {
+  const parsed = parseHost(text);
+  if (parsed !== undefined && parsed.port === undefined) {
+    return parsed.host.replace(/^\[(.*)\]$/, "$1");
+  }
+  const fix = parsed !== undefined ? "; give the port with --port" : "";
+  throw new UsageError(
+    `--host must be an IP address or host name without a port (e.g. 127.0.0.1, 0.0.0.0, ::1), got ${
+      JSON.stringify(text)
+    }${fix}`,
+  );
+}
+
+/** One `--allow-host`: `NAME` or `NAME:PORT`. */
+function allowHost(text: string): string {
+  if (parseHost(text) !== undefined) return text;
+  throw new UsageError(
+    `--allow-host must be a host name or IP address, optionally with :PORT (e.g. dash.example.com, ` +
+      `10.0.0.5:8765, [fd00::5]), got ${JSON.stringify(text)}`,
+  );
 }
 
 function listenProblem(error: unknown, hostname: string, port: number): string {

@@ -39,3 +39,19 @@ Deno.test("a wrong command line is a usage error naming the argument and the hel
     }, argv.join(" "));
   }
 });
+
+Deno.test('a "list" flag may be repeated: its values are kept in order', () => {
+  const listSpec = { "allow-host": "list", "host": "string" } as const;
+  const a = parseArgs(
+    ["--allow-host", "a.example", "--host", "h", "--allow-host=b.example:9000"],
+    listSpec,
+    "pgflow dashboard",
+  );
+  assert.deepEqual(a.lists["allow-host"], ["a.example", "b.example:9000"]);
+  assert.equal(a.strings.host, "h");
+  assert.deepEqual(parseArgs([], listSpec, "pgflow dashboard").lists, {});
+  assert.throws(
+    () => parseArgs(["--allow-host", "--host", "h"], listSpec, "pgflow dashboard"),
+    /--allow-host needs a value/,
+  );
+});

@@ -1,13 +1,15 @@
 /**
  * `pgflow dashboard` without a browser: every read runs in a read-only transaction (a write
  * inside one fails, and serving the page changes nothing), the JSON the page polls (stuck tasks
- * by reason, failures, coverage, one run's steps), the HTTP rules (GET only, loopback Host names,
- * run ids checked), the coverage status before and after the status column, and the flags.
+ * by reason, failures, coverage, one run's steps), the HTTP rules (GET only, a Host allow-list for
+ * every bind, run ids and percent-escapes checked), the coverage status before and after the
+ * status column, and the flags.
  */
 import assert from "node:assert/strict";
 import { createPool } from "../../src/platform/pool.ts";
 import { readOnly } from "../../src/cli/dashboard/read_only.ts";
 import { startDashboard } from "../../src/cli/dashboard/server.ts";
+import { allowedHosts, hostAllowed, parseHost, showHost } from "../../src/cli/dashboard/hosts.ts";
 import type { Overview, RunDetail } from "../../src/cli/dashboard/queries.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { testDatabase } from "../support/db.ts";
@@ -148,6 +150,7 @@ db.test("HTTP: GET only, loopback Host names only, run ids checked, assets with 
     // A rebinding attack sends the attacker's host name: refused.
     const rebound = await rawGet(base, "evil.example:" + base.port);
     assert.match(rebound, /^HTTP\/1\.1 421/);
+    assert.match(rebound, /--allow-host/);
     assert.match(await rawGet(base, `localhost:${base.port}`), /^HTTP\/1\.1 200/);
   } finally {
     await dashboard.shutdown();
@@ -155,13 +158,21 @@ db.test("HTTP: GET only, loopback Host names only, run ids checked, assets with 
   }
 });
 
-/** A GET with a chosen Host header (fetch does not allow setting it). */
-async function rawGet(base: URL, host: string): Promise<string> {
-  const conn = await Deno.connect({ hostname: base.hostname, port: Number(base.port) });
+/**
+ * A GET with a chosen Host header (fetch does not allow setting it), sent to `base`'s port on
+ * `connectTo` (default `base`'s host); `host: null` sends an HTTP/1.0 request without one.
+ */
+async function rawGet(
+  base: URL,
+  host: string | null,
+  { path = "/", connectTo = base.hostname }: { path?: string; connectTo?: string } = {},
+): Promise<string> {
+  const conn = await Deno.connect({ hostname: connectTo, port: Number(base.port) });
   try {
-    await conn.write(
-      new TextEncoder().encode(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`),
-    );
+    const head = host === null
+      ? `GET ${path} HTTP/1.0\r\n\r\n`
+      : `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`;
+    await conn.write(new TextEncoder().encode(head));
     const chunks: Uint8Array[] = [];
     const buf = new Uint8Array(4096);
     for (;;) {
@@ -177,11 +188,208 @@ async function rawGet(base: URL, host: string): Promise<string> {
   }
 }
 
+/** The status code of a raw HTTP answer. */
+function statusOf(answer: string): number {
+  return Number(/^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1]);
+}
+
+Deno.test("Host values: parsed and normalised, and the allow-list each bind implies", () => {
+  assert.deepEqual(parseHost("Dash.Example:8080"), { host: "dash.example", port: 8080 });
+  assert.deepEqual(parseHost("[0:0::1]:80"), { host: "[::1]", port: 80 });
+  assert.deepEqual(parseHost("::1"), { host: "[::1]" });
+  assert.deepEqual(parseHost("10.0.0.5"), { host: "10.0.0.5" });
+  for (
+    const bad of [
+      "",
+      " x",
+      "http://x",
+      "a b",
+      "x:0",
+      "x:65536",
+      "x:",
+      "x/y",
+      "u@x",
+      "[zz]",
+      "[::1",
+      "300.0.0.1",
+      "127.1",
+      "-x.example",
+      "x:80:80",
+    ]
+  ) {
+    assert.equal(parseHost(bad), undefined, bad);
+  }
+  const own = () => ["10.0.0.5", "[fd00::5]"];
+  const hosts = (bind: string, extra: string[] = []) =>
+    allowedHosts(bind, extra.map((e) => parseHost(e)!), own).map(showHost);
+  assert.deepEqual(hosts("127.0.0.1"), ["127.0.0.1", "localhost", "[::1]"]);
+  assert.deepEqual(hosts("::1"), ["[::1]", "localhost", "127.0.0.1"]);
+  assert.deepEqual(hosts("0.0.0.0", ["dash.example", "proxy.example:9000"]), [
+    "0.0.0.0",
+    "localhost",
+    "127.0.0.1",
+    "[::1]",
+    "10.0.0.5",
+    "[fd00::5]",
+    "dash.example",
+    "proxy.example:9000",
+  ]);
+  assert.deepEqual(hosts("::"), [
+    "[::]",
+    "localhost",
+    "127.0.0.1",
+    "[::1]",
+    "10.0.0.5",
+    "[fd00::5]",
+  ]);
+  // A specific address: itself and the names given, not loopback names nor other addresses.
+  assert.deepEqual(hosts("10.0.0.5", ["dash.example"]), ["10.0.0.5", "dash.example"]);
+  const list = allowedHosts("10.0.0.5", [parseHost("proxy.example:9000")!], own);
+  assert.ok(hostAllowed("10.0.0.5:8765", list, 8765));
+  assert.ok(hostAllowed("10.0.0.5", list, 8765), "no port: the default port, via a proxy");
+  assert.ok(!hostAllowed("10.0.0.5:8766", list, 8765));
+  assert.ok(hostAllowed("PROXY.example:9000", list, 8765));
+  assert.ok(!hostAllowed("proxy.example:8765", list, 8765));
+  assert.ok(!hostAllowed("localhost:8765", list, 8765));
+  assert.ok(!hostAllowed(null, list, 8765));
+  assert.ok(!hostAllowed("evil.example:8765", list, 8765));
+});
+
+db.test("a wildcard or other address still checks Host: the allow-list, and a good Host works", async ({ url }) => {
+  const pool = createPool(url, { max: 1 });
+  const wild = startDashboard(pool, {
+    hostname: "0.0.0.0",
+    port: 0,
+    allowHosts: ["dash.example", "proxy.example:9000"],
+  });
+  // Any address of 127/8 is loopback on Linux: a bind that is neither 127.0.0.1 nor a wildcard.
+  const other = startDashboard(pool, { hostname: "127.0.0.2", port: 0 });
+  try {
+    const base = new URL(wild.url);
+    const port = base.port;
+    const status = async (host: string | null) =>
+      statusOf(await rawGet(base, host, { connectTo: "127.0.0.1" }));
+    for (
+      const host of [
+        `127.0.0.1:${port}`,
+        `localhost:${port}`,
+        `0.0.0.0:${port}`,
+        `dash.example:${port}`,
+        `DASH.EXAMPLE:${port}`,
+        "dash.example",
+        "proxy.example:9000",
+      ]
+    ) {
+      assert.equal(await status(host), 200, host);
+    }
+    for (
+      const host of [
+        `evil.example:${port}`,
+        "evil.example",
+        `dash.example:${Number(port) + 1}`,
+        `proxy.example:${port}`,
+        `dash.example.evil.example:${port}`,
+        null,
+      ]
+    ) {
+      assert.equal(await status(host), 421, String(host));
+    }
+    // This machine's own addresses are numbers, which a rebinding page cannot use as its name.
+    const own = Deno.networkInterfaces().find((i) =>
+      i.family === "IPv4" && !/^127\./.test(i.address)
+    );
+    if (own) assert.equal(await status(`${own.address}:${port}`), 200, own.address);
+    // The API answers too, and a good Host reads data.
+    const api = await rawGet(base, `dash.example:${port}`, {
+      path: "/api/overview",
+      connectTo: "127.0.0.1",
+    });
+    assert.equal(statusOf(api), 200);
+    assert.match(api, /"runCounts"/);
+
+    const second = new URL(other.url);
+    assert.equal(second.hostname, "127.0.0.2");
+    assert.equal(statusOf(await rawGet(second, `127.0.0.2:${second.port}`)), 200);
+    assert.equal(statusOf(await rawGet(second, `localhost:${second.port}`)), 200);
+    assert.equal(statusOf(await rawGet(second, `evil.example:${second.port}`)), 421);
+  } finally {
+    await wild.shutdown();
+    await other.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test(
+  "the command: a malformed percent-escape answers 400 and logs nothing; --host 0.0.0.0 takes --allow-host names",
+  async ({ url }) => {
+    const dashboard = await startDashboardCli([
+      "--database-url",
+      url,
+      "--host",
+      "0.0.0.0",
+      "--allow-host",
+      "a.example",
+      "--allow-host=b.example:9000",
+    ]);
+    try {
+      const base = new URL(dashboard.pageUrl);
+      assert.equal(base.hostname, "0.0.0.0", dashboard.stderr());
+      const local = new URL(`http://127.0.0.1:${base.port}/`);
+      const id = crypto.randomUUID();
+      for (
+        const path of [
+          "/api/runs/%",
+          "/api/runs/%E0%A4%A",
+          "/api/runs/%zz",
+          "/api/runs/%E0%A4", // escapes well formed, but a cut UTF-8 sequence
+          `/api/runs/${id}?q=%`,
+          "/api/overview?x=%E0%A4%A",
+          "/api/overview?%=1",
+          "/api/%",
+        ]
+      ) {
+        const res = await fetch(new URL(path, local));
+        assert.equal(res.status, 400, path);
+        assert.deepEqual(await res.json(), { error: "malformed percent-escape in the URL" }, path);
+      }
+      for (const path of ["/%", "/dashboard.js%E0", "/?x=%"]) {
+        const res = await fetch(new URL(path, local));
+        assert.equal(res.status, 400, path);
+        assert.equal(await res.text(), "malformed percent-escape in the URL\n", path);
+      }
+      // Well-formed escapes still decode: an escaped run id is read as the id.
+      const escaped = await fetch(new URL(`/api/runs/${id.replaceAll("-", "%2D")}`, local));
+      assert.equal(escaped.status, 404);
+      assert.deepEqual(await escaped.json(), { error: `no run ${id}` });
+
+      assert.equal(statusOf(await rawGet(local, `a.example:${base.port}`)), 200);
+      assert.equal(statusOf(await rawGet(local, "b.example:9000")), 200);
+      assert.equal(statusOf(await rawGet(local, `b.example:${base.port}`)), 421);
+      assert.equal(statusOf(await rawGet(local, `evil.example:${base.port}`)), 421);
+      assert.match(
+        dashboard.stderr(),
+        /answering Host 0\.0\.0\.0, localhost, 127\.0\.0\.1, \[::1\], .*a\.example, b\.example:9000 only; add names with --allow-host/,
+      );
+    } finally {
+      assert.equal(await dashboard.stop(), 0, dashboard.stderr());
+    }
+    const log = dashboard.stderr();
+    assert.doesNotMatch(log, /^\s+at /m, log);
+    assert.doesNotMatch(log, /URIError|Error:/, log);
+  },
+);
+
 Deno.test("dashboard flags: --help, bad numbers and a missing database are usage errors", async () => {
   const help = await runCli(["dashboard", "--help"]);
   assert.equal(help.code, 0, shown(help));
-  assert.match(help.stdout, /^pgflow dashboard \[--port N\] \[--host H\] \[--database-url URL\]/);
+  assert.match(
+    help.stdout,
+    /^pgflow dashboard \[--port N\] \[--host H\] \[--allow-host NAME\]\.\.\. \[--database-url URL\]/,
+  );
   assert.match(help.stdout, /default 127\.0\.0\.1/);
+  assert.match(help.stdout, /--allow-host NAME .*\n.*repeatable/);
+  assert.match(help.stdout, /DNS rebinding/);
+  assert.match(help.stdout, /this machine's own IP addresses when\s+bound to 0\.0\.0\.0/);
   const top = await runCli(["--help"]);
   assert.match(top.stdout, /^ {2}dashboard +a live, read-only web page/m);
   for (
@@ -190,12 +398,33 @@ Deno.test("dashboard flags: --help, bad numbers and a missing database are usage
       [["--port", "70000"], /--port must be a whole number from 0 to 65535, got "70000"/],
       [["--stuck-after", "0"], /--stuck-after must be a whole number from 1 to 86400/],
       [["--prot", "1"], /unknown flag "--prot" for pgflow dashboard/],
+      [
+        ["--host", "0.0.0.0:8080"],
+        /--host must be an IP address or host name without a port \(e\.g\. 127\.0\.0\.1, 0\.0\.0\.0, ::1\), got "0\.0\.0\.0:8080"; give the port with --port$/,
+      ],
+      [
+        ["--host", "http://0.0.0.0"],
+        /--host must be an IP address or host name .*got "http:\/\/0\.0\.0\.0"$/,
+      ],
+      [["--host", "300.1.1.1"], /--host must be .*got "300\.1\.1\.1"$/],
+      [["--host", "[::1"], /--host must be .*got "\[::1"$/],
+      [
+        ["--allow-host", "a.example", "--allow-host", "a b"],
+        /--allow-host must be a host name or IP address, optionally with :PORT \(e\.g\. dash\.example\.com, 10\.0\.0\.5:8765, \[fd00::5\]\), got "a b"$/,
+      ],
+      [
+        ["--allow-host", "https://dash.example/"],
+        /--allow-host must be .*got "https:\/\/dash\.example\/"$/,
+      ],
+      [["--allow-host", "dash.example:99999"], /--allow-host must be .*got "dash\.example:99999"$/],
+      [["--allow-host"], /--allow-host needs a value/],
       [[], /pgflow dashboard needs a database: pass --database-url/],
     ] as const
   ) {
     const run = await runCli(["dashboard", ...args]);
     assert.equal(run.code, 2, shown(run));
-    assert.match(run.stderr, message);
+    assert.match(run.stderr.trim(), message);
+    assert.equal(run.stderr.trim().split("\n").length, 1, shown(run));
   }
 });
 

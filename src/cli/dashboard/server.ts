@@ -6,6 +6,13 @@
  */
 import type { Sql } from "../../platform/types.ts";
 import { DepthHistory } from "./history.ts";
+import {
+  type AllowedHost,
+  allowedHosts,
+  hostAllowed,
+  machineAddresses,
+  parseHost,
+} from "./hosts.ts";
 import { PAGE_CSS } from "./page_css.ts";
 import { FAVICON_SVG, PAGE_HTML } from "./page_html.ts";
 import { PAGE_JS } from "./page_js.ts";
@@ -18,6 +25,11 @@ export interface DashboardOptions {
   readonly hostname?: string;
   /** The port; default 8765, 0 for any free port. */
   readonly port?: number;
+  /**
+   * Host header values answered besides the bind address and the names it implies (see
+   * {@link allowedHosts}): `name` (at the dashboard's port) or `name:port`.
+   */
+  readonly allowHosts?: readonly string[];
   /** A worker is live if it sent a heartbeat this many seconds ago at most; default 30. */
   readonly staleAfterSeconds?: number;
   /** A queued task older than this many seconds is listed as stuck; default 60. */
@@ -28,6 +40,8 @@ export interface DashboardOptions {
 export interface Dashboard {
   /** The page's address, e.g. `http://127.0.0.1:8765/`. */
   readonly url: string;
+  /** The Host header values it answers (`name` at its own port, or `name:port`). */
+  readonly allowedHosts: readonly AllowedHost[];
   /** Resolves when the server has stopped. */
   readonly finished: Promise<void>;
   /** Stops the server (the pool is the caller's to end). */
@@ -68,6 +82,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashboard {
   const hostname = options.hostname ?? "127.0.0.1";
+  const extra = (options.allowHosts ?? []).map((text) => {
+    const parsed = parseHost(text);
+    if (parsed === undefined) throw new TypeError(`not a host name or address: ${text}`);
+    return parsed;
+  });
+  const allowed = allowedHosts(hostname, extra, machineAddresses);
   const overviewOptions = {
     staleAfterSeconds: options.staleAfterSeconds ?? 30,
     queuedAfterSeconds: options.queuedAfterSeconds ?? 60,
@@ -97,10 +117,19 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
     if (request.method !== "GET" && request.method !== "HEAD") {
       return text(405, "the dashboard only reads: GET only", { allow: "GET, HEAD" });
     }
-    if (!hostAllowed(request.headers.get("host"), hostname, port)) {
-      return text(421, "unexpected Host header; open the dashboard by the address it printed");
+    if (!hostAllowed(request.headers.get("host"), allowed, port)) {
+      return text(
+        421,
+        "unexpected Host header; open the dashboard by the address it printed, " +
+          "or start it with --allow-host for this name",
+      );
     }
-    const path = new URL(request.url).pathname;
+    const { pathname: path, search } = new URL(request.url);
+    // A malformed escape (%, %zz, a cut UTF-8 sequence) is the client's mistake, not a crash.
+    if (decoded(path) === undefined || decoded(search) === undefined) {
+      const message = "malformed percent-escape in the URL";
+      return path.startsWith("/api/") ? problem(400, message) : text(400, message);
+    }
     if (path === "/") return asset(PAGE_HTML, "text/html; charset=utf-8");
     if (path === "/dashboard.js") return asset(PAGE_JS, "text/javascript; charset=utf-8");
     if (path === "/dashboard.css") return asset(PAGE_CSS, "text/css; charset=utf-8");
@@ -108,8 +137,8 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
     if (path === "/api/overview") return await json(overview);
     const run = /^\/api\/runs\/([^/]+)$/.exec(path);
     if (run) {
-      const runId = decodeURIComponent(run[1]);
-      if (!UUID.test(runId)) return problem(400, "a run id is a UUID");
+      const runId = decoded(run[1]);
+      if (runId === undefined || !UUID.test(runId)) return problem(400, "a run id is a UUID");
       return await json(async () => {
         const detail = await readOnly(sql, (tx) => readRun(tx, runId));
         return detail ?? new NotFound(`no run ${runId}`);
@@ -119,13 +148,23 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
   }
 
   const server = Deno.serve(
-    { hostname, port: options.port ?? 8765, onListen: () => {} },
+    {
+      hostname,
+      port: options.port ?? 8765,
+      onListen: () => {},
+      // Deno's default logs the whole stack; one line is enough, and a short answer for the page.
+      onError: (error) => {
+        console.error(`pgflow dashboard: a request failed: ${(error as Error)?.message ?? error}`);
+        return problem(500, "the dashboard failed to answer; see its log");
+      },
+    },
     route,
   );
   port = server.addr.port;
   const shown = hostname.includes(":") ? `[${hostname}]` : hostname;
   return {
     url: `http://${shown}:${port}/`,
+    allowedHosts: allowed,
     finished: server.finished,
     shutdown: () => server.shutdown(),
   };
@@ -168,16 +207,11 @@ async function json(read: () => Promise<unknown>): Promise<Response> {
   }
 }
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
-
-/**
- * Whether a request's Host header names this server. Bound to a loopback address, only loopback
- * names are accepted: a page elsewhere that points its own host name at 127.0.0.1 (DNS
- * rebinding) then cannot read the dashboard through a visitor's browser.
- */
-function hostAllowed(header: string | null, hostname: string, port: number): boolean {
-  if (!LOOPBACK.has(hostname)) return true;
-  if (header === null) return false;
-  const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(header.toLowerCase());
-  return m !== null && LOOPBACK.has(m[1]) && (m[2] === undefined || Number(m[2]) === port);
+/** `part` with its percent-escapes decoded; undefined if one is malformed. */
+function decoded(part: string): string | undefined {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return undefined;
+  }
 }
