@@ -44,6 +44,12 @@ export interface Backend {
 }
 
 /**
+ * postgres.js's code for a query on a pool after `sql.end()`: that pool never connects again (a
+ * lost connection is `CONNECTION_CLOSED`, and is retried).
+ */
+export const POOL_ENDED = "CONNECTION_ENDED";
+
+/**
  * Whether a failed read may succeed when tried again: connection loss, a server shutting down or
  * starting, too many connections, a call that timed out. Errors the database raised about the
  * query itself (permission denied, bad input), the client's own errors about the run, and a pool
@@ -57,6 +63,3 @@ export function isTransient(error: unknown): boolean {
   if (typeof code !== "string" || !/^[0-9A-Z]{5}$/.test(code)) return true;
   return /^(08|53|57)/.test(code);
 }
-
-/** postgres.js's code for a query on a pool after `sql.end()` (a lost connection is `CONNECTION_CLOSED`). */
-export const POOL_ENDED = "CONNECTION_ENDED";
