@@ -155,8 +155,10 @@ export type {
 export { DEFAULT_WAIT_TIMEOUT_MS } from "./src/client/run_handle.ts";
 export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_handle.ts";
 export {
+  ClientClosedError,
   RunError,
   RunFailedError,
+  RunFlowMismatchError,
   RunNotFoundError,
   RunStatusError,
   RunTimeoutError,

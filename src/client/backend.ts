@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { ClientClosedError, RunError } from "./errors.ts";
 import type { AnyRunState } from "./snapshot.ts";
 
 /** A subscription to a run's wake-ups; `close` ends it. */
@@ -43,13 +44,22 @@ export interface Backend {
 }
 
 /**
+ * postgres.js's code for a query on a pool after `sql.end()`: that pool never connects again (a
+ * lost connection is `CONNECTION_CLOSED`, and is retried).
+ */
+export const POOL_ENDED = "CONNECTION_ENDED";
+
+/**
  * Whether a failed read may succeed when tried again: connection loss, a server shutting down or
  * starting, too many connections, a call that timed out. Errors the database raised about the
- * query itself (permission denied, bad input) are final.
+ * query itself (permission denied, bad input), the client's own errors about the run, and a pool
+ * that was ended (postgres.js `CONNECTION_ENDED`: it never opens a connection again) are final.
  */
 export function isTransient(error: unknown): boolean {
+  if (error instanceof RunError || error instanceof ClientClosedError) return false;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === "string" && code.startsWith("PGRST")) return false; // the API refused it
+  if (code === POOL_ENDED) return false;
   if (typeof code !== "string" || !/^[0-9A-Z]{5}$/.test(code)) return true;
   return /^(08|53|57)/.test(code);
 }

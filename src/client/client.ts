@@ -8,7 +8,7 @@ import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Backend } from "./backend.ts";
-import { StartFlowError } from "./errors.ts";
+import { ClientClosedError, StartFlowError } from "./errors.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
@@ -125,13 +125,21 @@ export interface PgflowClient {
     input: FlowInputOf<F>,
     options?: StartFlowOptions,
   ): Promise<FlowRun<F>>;
-  /** A handle on an existing run (nothing is read until it is used). */
+  /**
+   * A handle on an existing run (nothing is read until it is used). With `flowSlug`, every read
+   * checks that the run is of that flow (the type `F` is only trusted so far) and rejects with
+   * `RunFlowMismatchError` when it is not; without it, the run's flow is not checked.
+   */
   run<F extends FlowCarrier = never>(runId: string, flowSlug?: string): FlowRun<F>;
   /** The run with every step's status, output and error; `null` when there is no such run. */
   getRun<F extends FlowCarrier = never>(runId: string): Promise<RunState<F> | null>;
   /** How the client hears about changes: `listen`, `realtime` or `poll` (decided on first use). */
   transport(): Promise<"listen" | "realtime" | "poll">;
-  /** Ends the client's own connections (not a pool or supabase client it was given). */
+  /**
+   * Ends the client's own connections (not a pool or supabase client it was given). Every
+   * pending `waitFor` rejects at once with `ClientClosedError`, every `events()` iteration ends
+   * (without an error), and later calls reject with `ClientClosedError`.
+   */
   close(): Promise<void>;
 }
 
@@ -166,6 +174,9 @@ export function createClient(options: ClientOptions): PgflowClient {
     "queryTimeoutMs",
   );
   const backend = makeBackend(options, queryTimeoutMs);
+  // Aborted by close(), before the connections end: every wait and watch stops at once.
+  const closing = new AbortController();
+  const closed = closing.signal;
 
   async function startFlow<F extends FlowCarrier>(
     flow: F | string,
@@ -180,6 +191,7 @@ export function createClient(options: ClientOptions): PgflowClient {
         `runId ${JSON.stringify(runId)} is not a UUID; pass one such as crypto.randomUUID()`,
       );
     }
+    if (closed.aborted) throw new ClientClosedError("closed", `startFlow of ${flowSlug}`);
     const text = input === undefined ? undefined : JSON.stringify(input);
     if (text === undefined) {
       throw new StartFlowError(flowSlug, "input is undefined; pass a JSON value (null for none)");
@@ -188,6 +200,10 @@ export function createClient(options: ClientOptions): PgflowClient {
     try {
       result = await backend.startFlow(flowSlug, text, runId);
     } catch (error) {
+      if (closed.aborted) {
+        throw new ClientClosedError("closed", `startFlow of ${flowSlug}`, runId, { cause: error });
+      }
+      if (error instanceof ClientClosedError) throw error;
       const e = error as { message?: string; code?: string; hint?: string };
       throw new StartFlowError(
         flowSlug,
@@ -196,7 +212,7 @@ export function createClient(options: ClientOptions): PgflowClient {
         { cause: error },
       );
     }
-    if ("runId" in result) return runHandle<F>(backend, result.runId, flowSlug, timing);
+    if ("runId" in result) return runHandle<F>(backend, result.runId, flowSlug, timing, closed);
     // The id is taken: the same run when it is a run of this flow (an idempotent retry).
     const existing = await backend.getRun(runId!);
     if (existing !== null && existing.flowSlug !== flowSlug) {
@@ -206,7 +222,7 @@ export function createClient(options: ClientOptions): PgflowClient {
         "23505",
       );
     }
-    return runHandle<F>(backend, runId!, flowSlug, timing);
+    return runHandle<F>(backend, runId!, flowSlug, timing, closed);
   }
 
   return {
@@ -215,18 +231,28 @@ export function createClient(options: ClientOptions): PgflowClient {
       if (typeof runId !== "string" || !UUID.test(runId)) {
         throw new TypeError(`run: ${JSON.stringify(runId)} is not a run id (a UUID)`);
       }
-      return runHandle<F>(backend, runId, flowSlug, timing);
+      return runHandle<F>(backend, runId, flowSlug, timing, closed);
     },
     async getRun<F extends FlowCarrier>(runId: string): Promise<RunState<F> | null> {
       if (typeof runId !== "string" || !UUID.test(runId)) {
         throw new TypeError(`getRun: ${JSON.stringify(runId)} is not a run id (a UUID)`);
       }
-      return await backend.getRun(runId) as unknown as RunState<F> | null;
+      const action = `getRun of run ${runId}`;
+      if (closed.aborted) throw new ClientClosedError("closed", action, runId);
+      try {
+        return await backend.getRun(runId) as unknown as RunState<F> | null;
+      } catch (error) {
+        if (closed.aborted) throw new ClientClosedError("closed", action, runId, { cause: error });
+        throw error;
+      }
     },
     async transport() {
       return (await backend.wakeSource()).name;
     },
-    close: () => backend.close(),
+    close() {
+      closing.abort();
+      return backend.close();
+    },
   };
 }
 

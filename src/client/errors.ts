@@ -1,6 +1,6 @@
 /**
- * The errors of the client: a run that failed, a wait that timed out, a run that does not exist,
- * and a start that was refused.
+ * The errors of the client: a run that failed, a wait that timed out, a run that does not exist
+ * or is of another flow, a start that was refused, and a client that was closed.
  *
  * @module
  */
@@ -164,5 +164,77 @@ export class StartFlowError extends Error {
     this.name = "StartFlowError";
     this.flowSlug = flowSlug;
     this.code = code;
+  }
+}
+
+/**
+ * A handle made with `client.run(runId, flowSlug)` names another flow than the run's own: reading
+ * it (`waitFor`, `state`, `events`) rejects with this instead of handing on one flow's output typed
+ * as another's.
+ *
+ * @example
+ * ```ts
+ * import { RunFlowMismatchError } from "@pgflow/shared";
+ *
+ * const wrongFlow = (e: unknown) => e instanceof RunFlowMismatchError && e.flowSlug === "greet_v1";
+ * ```
+ */
+export class RunFlowMismatchError extends RunError {
+  /** The flow the run really runs. */
+  readonly flowSlug: string;
+  /** The flow the handle was made for. */
+  readonly expectedFlowSlug: string;
+
+  /** Run `runId` is a run of `flowSlug`, not of `expectedFlowSlug`. */
+  constructor(runId: string, status: RunStatus, flowSlug: string, expectedFlowSlug: string) {
+    super(
+      `run ${runId} is a run of flow ${flowSlug}, not ${expectedFlowSlug}; pass ` +
+        `client.run(runId, "${flowSlug}"), or no slug`,
+      runId,
+      status,
+    );
+    this.name = "RunFlowMismatchError";
+    this.flowSlug = flowSlug;
+    this.expectedFlowSlug = expectedFlowSlug;
+  }
+}
+
+/**
+ * The client can no longer reach the database: `client.close()` was called (`reason`
+ * `"closed"`), or the postgres.js pool it was given has been ended (`sql.end()`, reason
+ * `"pool_ended"`). Pending and later `waitFor`, `state`, `getRun` and `startFlow` calls reject with
+ * it; an `events()` iteration ends quietly on `close()` and throws it when the pool ended.
+ *
+ * @example
+ * ```ts
+ * import { ClientClosedError } from "@pgflow/shared";
+ *
+ * const shuttingDown = (e: unknown) => e instanceof ClientClosedError && e.reason === "closed";
+ * ```
+ */
+export class ClientClosedError extends Error {
+  /** `closed`: `client.close()` was called; `pool_ended`: the pool given as `sql` was ended. */
+  readonly reason: "closed" | "pool_ended";
+  /** The run that was waited for or read, or `null` (a start, or no run in particular). */
+  readonly runId: string | null;
+
+  /** `action` (say, `waitFor on run …`) cannot go on for `reason`. */
+  constructor(
+    reason: "closed" | "pool_ended",
+    action: string,
+    runId: string | null = null,
+    options?: ErrorOptions,
+  ) {
+    super(
+      reason === "closed"
+        ? `${action}: the client was closed (client.close()); runs go on: read them with a new ` +
+          `client`
+        : `${action}: the postgres.js pool given to createClient has ended (sql.end() was ` +
+          `called); close the client before ending its pool, or make a new client`,
+      options,
+    );
+    this.name = "ClientClosedError";
+    this.reason = reason;
+    this.runId = runId;
   }
 }

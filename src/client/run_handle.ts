@@ -6,7 +6,14 @@
 import type { FlowCarrier } from "../dsl/extract.ts";
 import type { Backend } from "./backend.ts";
 import { eventsBetween } from "./diff.ts";
-import { RunFailedError, RunNotFoundError, RunStatusError, RunTimeoutError } from "./errors.ts";
+import {
+  ClientClosedError,
+  RunFailedError,
+  RunFlowMismatchError,
+  RunNotFoundError,
+  RunStatusError,
+  RunTimeoutError,
+} from "./errors.ts";
 import { type AnyRunState, failedStep, isTerminal } from "./snapshot.ts";
 import type { FlowOutputOf, RunEvent, RunState } from "./types.ts";
 import { watchRun, type WatchTiming } from "./watch.ts";
@@ -61,12 +68,16 @@ export interface EventsOptions {
 export interface FlowRun<F extends FlowCarrier = never> {
   /** The run's id. */
   readonly runId: string;
-  /** The flow it runs. */
+  /** The flow it runs (`""` for `client.run(runId)` without a slug). */
   readonly flowSlug: string;
   /**
    * Resolves with the run's output once it completed; rejects with `RunFailedError` (naming the
    * failing step and its error) when it failed, `RunTimeoutError` when it is still running after
    * `timeoutMs`, `RunNotFoundError` when there is no such run.
+   *
+   * Every `waitFor` also rejects with `RunFlowMismatchError` when the handle names another flow
+   * than the run's, and with `ClientClosedError` as soon as the client is closed (or once the pool
+   * it was given is found ended).
    */
   waitFor(status: "completed", options?: WaitForOptions): Promise<FlowOutputOf<F>>;
   /**
@@ -76,22 +87,39 @@ export interface FlowRun<F extends FlowCarrier = never> {
   waitFor(status: "failed", options?: WaitForOptions): Promise<RunState<F>>;
   /** Resolves with the run's state once it completed or failed; `RunTimeoutError` after `timeoutMs`. */
   waitFor(status: "terminal", options?: WaitForOptions): Promise<RunState<F>>;
-  /** The run's current state (`RunNotFoundError` when there is no such run). */
+  /**
+   * The run's current state (`RunNotFoundError` when there is no such run, `RunFlowMismatchError`
+   * when it is of another flow than the handle's, `ClientClosedError` once the client is closed).
+   */
   state(): Promise<RunState<F>>;
   /**
    * The run's events in order, from its start (a late subscriber gets what already happened
    * first), ending after `run:completed` or `run:failed`.
+   *
+   * `client.close()` ends an iteration under way at once, without an error, as aborting `signal`
+   * does (so a server shutting down can finish its responses); the last event is then not a
+   * `run:*` end. Iterating on a client closed already throws `ClientClosedError`, and so does an
+   * iteration whose pool (given as `sql`) was ended. A handle of another flow than the run's throws
+   * `RunFlowMismatchError`.
    */
   events(options?: EventsOptions): AsyncIterableIterator<RunEvent<F>>;
 }
 
-/** Makes a handle on run `runId`. */
+/**
+ * Makes a handle on run `runId`. A `flowSlug` other than `""` is checked against every reading of
+ * the run; `closed` aborts when the client closes.
+ */
 export function runHandle<F extends FlowCarrier>(
   backend: Backend,
   runId: string,
   flowSlug: string,
   timing: WatchTiming,
+  closed: AbortSignal,
 ): FlowRun<F> {
+  const reader = flowSlug === "" ? backend : checkingFlow(backend, flowSlug);
+  const closedError = (action: string, cause?: unknown) =>
+    new ClientClosedError("closed", `${action} on run ${runId}`, runId, { cause });
+
   async function waitFor(
     status: "completed" | "failed" | "terminal",
     { timeoutMs = DEFAULT_WAIT_TIMEOUT_MS, signal }: WaitForOptions = {},
@@ -102,18 +130,23 @@ export function runHandle<F extends FlowCarrier>(
       );
     }
     signal?.throwIfAborted();
+    if (closed.aborted) throw closedError("waitFor");
+    // Whichever stops the wait first decides how it ends.
+    let why: "timeout" | "signal" | "closed" | undefined;
     const stop = new AbortController();
+    const stopFor = (reason: "timeout" | "signal" | "closed") => () => {
+      why ??= reason;
+      stop.abort();
+    };
     const stopped = new Promise<"stopped">((resolve) =>
       stop.signal.addEventListener("abort", () => resolve("stopped"), { once: true })
     );
-    const onAbort = () => stop.abort();
+    const onAbort = stopFor("signal");
+    const onClose = stopFor("closed");
     signal?.addEventListener("abort", onAbort, { once: true });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      stop.abort();
-    }, timeoutMs);
-    const readings = watchRun(backend, runId, timing, stop.signal);
+    closed.addEventListener("abort", onClose, { once: true });
+    const timer = setTimeout(stopFor("timeout"), timeoutMs);
+    const readings = watchRun(reader, runId, timing, stop.signal);
     let last: AnyRunState | undefined;
     try {
       for (;;) {
@@ -124,14 +157,19 @@ export function runHandle<F extends FlowCarrier>(
         last = result.value;
         if (isTerminal(last.status)) break;
       }
+    } catch (error) {
+      if (closed.aborted) throw closedError("waitFor", error);
+      throw error;
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
+      closed.removeEventListener("abort", onClose);
       stop.abort();
       readings.return(undefined).catch(() => {});
     }
     if (last !== undefined && isTerminal(last.status)) return outcome(status, last);
-    if (!timedOut && signal?.aborted) throw signal.reason;
+    if (why === "closed") throw closedError("waitFor");
+    if (why === "signal") throw signal!.reason;
     throw new RunTimeoutError(runId, last?.status ?? null, status, timeoutMs);
   }
 
@@ -140,17 +178,49 @@ export function runHandle<F extends FlowCarrier>(
     flowSlug,
     waitFor: waitFor as FlowRun<F>["waitFor"],
     async state() {
-      const state = await backend.getRun(runId);
+      if (closed.aborted) throw closedError("state");
+      let state;
+      try {
+        state = await reader.getRun(runId);
+      } catch (error) {
+        if (closed.aborted) throw closedError("state", error);
+        throw error;
+      }
       if (state === null) throw new RunNotFoundError(runId);
       return state as unknown as RunState<F>;
     },
     async *events({ signal }: EventsOptions = {}) {
-      let previous: AnyRunState | undefined;
-      const stop = signal ?? new AbortController().signal;
-      for await (const state of watchRun(backend, runId, timing, stop)) {
-        for (const event of eventsBetween(previous, state)) yield event as RunEvent<F>;
-        previous = state;
+      if (closed.aborted) throw closedError("events");
+      // Ends on the caller's signal or the client's close, whichever comes first.
+      const stop = new AbortController();
+      const onStop = () => stop.abort();
+      signal?.addEventListener("abort", onStop, { once: true });
+      closed.addEventListener("abort", onStop, { once: true });
+      if (signal?.aborted) stop.abort();
+      try {
+        let previous: AnyRunState | undefined;
+        for await (const state of watchRun(reader, runId, timing, stop.signal)) {
+          for (const event of eventsBetween(previous, state)) yield event as RunEvent<F>;
+          previous = state;
+        }
+      } finally {
+        signal?.removeEventListener("abort", onStop);
+        closed.removeEventListener("abort", onStop);
       }
+    },
+  };
+}
+
+/** `backend`, whose readings of a run of another flow than `flowSlug` are refused. */
+function checkingFlow(backend: Backend, flowSlug: string): Backend {
+  return {
+    ...backend,
+    async getRun(runId) {
+      const state = await backend.getRun(runId);
+      if (state !== null && state.flowSlug !== flowSlug) {
+        throw new RunFlowMismatchError(runId, state.status, state.flowSlug, flowSlug);
+      }
+      return state;
     },
   };
 }

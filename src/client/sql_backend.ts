@@ -7,7 +7,8 @@
 import { bounded } from "../platform/deadline.ts";
 import { describeConnection, ownsServerSession } from "../platform/connection_kind.ts";
 import type { Sql } from "../platform/types.ts";
-import type { Backend, StartResult, WakeSource } from "./backend.ts";
+import { type Backend, POOL_ENDED, type StartResult, type WakeSource } from "./backend.ts";
+import { ClientClosedError } from "./errors.ts";
 import { toRunState } from "./snapshot.ts";
 import { listenSource } from "./transports/listen.ts";
 import { pollSource } from "./transports/poll.ts";
@@ -50,15 +51,20 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         if ((error as { code?: string }).code === "23505" && runId !== null) {
           return { exists: true };
         }
-        throw error;
+        throw poolEnded(error, `startFlow of ${flowSlug}`, null);
       }
     },
     async getRun(runId) {
-      const [row] = await bounded(
-        sql<{ run: unknown }[]>`select pgflow.get_run(${runId}::uuid) as run`,
-        "get_run",
-        options.queryTimeoutMs,
-      );
+      let row;
+      try {
+        [row] = await bounded(
+          sql<{ run: unknown }[]>`select pgflow.get_run(${runId}::uuid) as run`,
+          "get_run",
+          options.queryTimeoutMs,
+        );
+      } catch (error) {
+        throw poolEnded(error, `reading run ${runId}`, runId);
+      }
       return toRunState(row?.run ?? null);
     },
     wakeSource() {
@@ -74,4 +80,10 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
       if (options.owned) await sql.end({ timeout: 5 });
     },
   };
+}
+
+/** A query on an ended pool as the client's error saying so; any other error as it is. */
+function poolEnded(error: unknown, action: string, runId: string | null): unknown {
+  if ((error as { code?: unknown } | null)?.code !== POOL_ENDED) return error;
+  return new ClientClosedError("pool_ended", action, runId, { cause: error });
 }

@@ -52,6 +52,23 @@ class Wake {
   }
 }
 
+/** `promise`'s outcome, or `undefined` as soon as `signal` aborts (the promise is then unheard). */
+function unlessAborted<T>(
+  promise: Promise<T>,
+  signal: AbortSignal,
+): Promise<{ value: T } | undefined> {
+  promise.catch(() => {}); // its rejection after an abort is nobody's business
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => resolve({ value }),
+      reject,
+    ).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 /** What tells two readings apart for events: statuses and the times they changed. */
 function fingerprint(state: AnyRunState): string {
   return JSON.stringify([
@@ -62,9 +79,10 @@ function fingerprint(state: AnyRunState): string {
 
 /**
  * Yields the readings of run `runId` that differ from the previous one (the first always), and
- * returns after the terminal one, or when `signal` aborts. Throws {@link RunNotFoundError} for an
- * unknown run and any error the database raised about the query itself; connection errors are
- * retried with backoff.
+ * returns after the terminal one, or as soon as `signal` aborts (a read under way is not waited
+ * for). Throws {@link RunNotFoundError} for an unknown run, a `ClientClosedError` for an ended pool
+ * and any error the database raised about the query itself; connection errors are retried with
+ * backoff.
  */
 export async function* watchRun(
   backend: Backend,
@@ -94,8 +112,12 @@ export async function* watchRun(
     while (!signal.aborted) {
       let state: AnyRunState | null;
       try {
-        state = await backend.getRun(runId);
+        // Not awaited past an abort: a read stuck on a lost server would hold a closing client.
+        const read = await unlessAborted(backend.getRun(runId), signal);
+        if (read === undefined) return;
+        state = read.value;
       } catch (error) {
+        if (signal.aborted) return;
         if (!isTransient(error)) throw error;
         failing = true;
         pollDelay = Math.min(pollDelay * 2, timing.maxPollIntervalMs);

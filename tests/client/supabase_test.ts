@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createClient as createSupabase } from "@supabase/supabase-js";
 import {
+  ClientClosedError,
   createClient,
   type FlowWorker,
   RunFailedError,
@@ -213,3 +214,58 @@ db.test("Realtime: the triggers' broadcasts on the run's private topic wake the 
     await client.close();
   }
 });
+
+db.test(
+  "close() rejects a pending waitFor and ends events, over rpc polling and Realtime",
+  async ({ sql, url, connect }) => {
+    // A flow no worker serves: its runs stay started.
+    await sql`select pgflow.create_flow('cl_idle')`;
+    await sql`select pgflow.add_step('cl_idle', 'a')`;
+    const api = fakePostgrest(url);
+    const realtime = await fakeRealtime(sql, connect);
+    const rpc = createSupabase(api.url, "service-role-key", { auth: { persistSession: false } });
+    const both = { ...realtime.supabase, schema: (name: string) => rpc.schema(name) };
+    try {
+      for (const transport of ["poll", "realtime"] as const) {
+        const client = createClient({
+          supabase: both as unknown as SupabaseClient,
+          transport,
+          pollIntervalMs: 25,
+        });
+        assert.equal(await client.transport(), transport);
+        const run = await client.startFlow("cl_idle", {});
+        const wait = run.waitFor("completed", { timeoutMs: 120_000 }).then(
+          () => assert.fail("an idle run cannot complete"),
+          (e: unknown) => e,
+        );
+        const seen: string[] = [];
+        const iteration = (async () => {
+          for await (const e of run.events()) seen.push(e.type);
+          return "ended";
+        })();
+        for (const t0 = Date.now(); seen.length < 2 && Date.now() - t0 < 5_000;) {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await new Promise((r) => setTimeout(r, 300));
+        await client.close();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const late = new Promise((r) => timer = setTimeout(() => r("still pending"), 5_000));
+        const error = await Promise.race([wait, late]);
+        assert.ok(
+          error instanceof ClientClosedError && error.reason === "closed" &&
+            error.runId === run.runId,
+          `${transport}: ${error}`,
+        );
+        assert.equal(await Promise.race([iteration, late]), "ended", transport);
+        clearTimeout(timer);
+        assert.deepEqual(seen, ["run:started", "step:started"]);
+        if (transport === "realtime") {
+          assert.equal(realtime.channels.size, 0, "the channels were removed");
+        }
+      }
+    } finally {
+      await api.close();
+    }
+  },
+  { fresh: true },
+);
