@@ -80,6 +80,11 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   // support set is not sent and parsed again with every batch. Should the worker's row vanish
   // (an operator deleted it), claiming goes on with the explicit pairs instead of stopping.
   let pairs: readonly SupportedPair[] | null = null;
+  // A task the claim calls unsupported although this worker has its handler: the registration
+  // lost the pair (a recompile in local development), which the report names differently.
+  const handled = new Set(deps.supported.map(([flow, step]) => `${flow}\u001f${step}`));
+  const serves = (flow: string | null, step: string | null) =>
+    flow !== null && step !== null && handled.has(`${flow}\u001f${step}`);
   const read = (options: ReadOptions, reports: TakenCompletions | undefined) =>
     reports === undefined
       ? readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options)
@@ -159,7 +164,11 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       }
       for (const skipped of result.skipped) {
         // Identity only: the body never explains or authorises anything.
-        deps.activity.unclaimed(skipped);
+        deps.activity.unclaimed(
+          skipped.disposition === "unsupported" && serves(skipped.flowSlug, skipped.stepSlug)
+            ? { ...skipped, disposition: "withdrawn" }
+            : skipped,
+        );
         log.debug(`message not claimed (${skipped.disposition})`, {
           messageId: skipped.messageId,
           disposition: skipped.disposition,

@@ -13,8 +13,17 @@ import type { LogFields, Logger } from "./logger.ts";
 /** How a task's attempt ended, as the summary counts it. */
 export type TaskOutcome = "completed" | "failed" | "retried";
 
-/** Why a message was not claimed (the claim's dispositions other than `claimed`). */
-export type UnclaimedDisposition = "started" | "ineligible" | "unknown" | "unsupported";
+/**
+ * Why a message was not claimed: the claim's dispositions other than `claimed`, and `withdrawn`,
+ * an `unsupported` task of a pair this worker has a handler for (its flow was recompiled with a
+ * changed definition while the worker ran, and its claims on it were withdrawn).
+ */
+export type UnclaimedDisposition =
+  | "started"
+  | "ineligible"
+  | "unknown"
+  | "unsupported"
+  | "withdrawn";
 
 /** A message the claim did not take, as the report needs it: never a body or an input. */
 export interface UnclaimedMessage {
@@ -31,6 +40,9 @@ export interface UnclaimedMessage {
 /** What an operator should do about each kind of unclaimed message. */
 const ADVICE: Readonly<Record<UnclaimedDisposition, string>> = {
   unsupported: "deploy a worker with a handler for this flow and step on this queue",
+  withdrawn: "this flow was recompiled with a changed definition while this worker ran (local " +
+    "development), so this worker's old handlers no longer claim its tasks: restart it with " +
+    "the new code",
   unknown: "no pgflow task owns these messages: something else sends to this queue; " +
     "remove them (pgmq.delete) or stop the sender",
   started: "the task is still running elsewhere (a handler slower than its step's timeout?); " +

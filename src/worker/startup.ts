@@ -64,6 +64,12 @@ export interface CompileResult {
    * `recompiled` (local development) they were.
    */
   readonly optionDifferences?: readonly OptionDifference[];
+  /** Under `recompiled`: the runs of the old definition deleted with it. */
+  readonly deletedRuns?: number;
+  /** Under `recompiled`: the tasks of the old definition deleted with it. */
+  readonly deletedTasks?: number;
+  /** Under `recompiled`: live workers of the old definition that no longer claim the flow. */
+  readonly withdrawnWorkers?: number;
 }
 
 /**
@@ -97,7 +103,8 @@ export async function compileDefinitions(
         `flow "${slug}" could not be compiled: ${(error as Error).message}`,
       );
     }
-    log.info("flow compiled", { flow: slug, status: result.status });
+    if (result.status === "recompiled") warnRecompiled(log, slug, result);
+    else log.info("flow compiled", { flow: slug, status: result.status });
     if (result.status === "verified") warnOptionDrift(log, slug, result.optionDifferences ?? []);
     if (result.status === "mismatch") {
       mismatches.push(...result.differences.map((d) => `${slug}: ${d}`));
@@ -111,6 +118,31 @@ export async function compileDefinitions(
       mismatches,
     );
   }
+}
+
+/**
+ * Local development replaced a changed definition in place, deleting its runs: loud, with what was
+ * lost, because a newcomer who edits a flow and restarts would otherwise see their runs vanish
+ * behind an `info` line.
+ */
+function warnRecompiled(log: Logger, flow: string, result: CompileResult): void {
+  const runs = result.deletedRuns ?? 0;
+  const tasks = result.deletedTasks ?? 0;
+  const withdrawn = result.withdrawnWorkers ?? 0;
+  log.warn("flow recompiled: its runs were deleted", {
+    flow,
+    deletedRuns: runs,
+    deletedTasks: tasks,
+    withdrawnWorkers: withdrawn,
+    differences: result.differences.join("; "),
+    action: `local development replaced ${flow}'s changed definition and deleted its ${runs} ` +
+      `run(s) and ${tasks} task(s)` +
+      (withdrawn > 0
+        ? `; ${withdrawn} running worker(s) of the old definition no longer claim its tasks: ` +
+          `restart them`
+        : "") +
+      `. To keep runs, deploy a changed flow under a new slug (e.g. ${flow}_v2)`,
+  });
 }
 
 /**

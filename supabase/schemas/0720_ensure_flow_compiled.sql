@@ -10,6 +10,10 @@
 --   different, production → nothing at all, with the differences → 'mismatch'
 --   different, local development (pgflow.is_local_development()) → delete the flow's data and
 --                        create it again                          → 'recompiled'
+--     (with the number of runs and tasks deleted, and of live workers whose claims on the flow
+--     were withdrawn: a worker still running the old definition would otherwise claim the new
+--     definition's tasks with its old handlers. Its registered support set loses the flow's
+--     pairs, so its claims refuse them from the next read on; it tells why in its log.)
 
 -- Every problem with a definition, one line each; empty when it is valid.
 create or replace function pgflow._definition_problems(p_flow_slug text, p_shape jsonb, p_routes jsonb)
@@ -253,6 +257,9 @@ declare
   differences text[];
   option_differences jsonb;
   q text;
+  deleted_runs bigint;
+  deleted_tasks bigint;
+  withdrawn integer;
 begin
   problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
               || pgflow._option_problems(options);
@@ -299,9 +306,30 @@ begin
       perform pgflow._check_shared_queue(q, existing);
     end loop;
   end if;
+  select count(*) into deleted_runs from pgflow.runs r where r.flow_slug = existing;
+  select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
   perform pgflow.delete_flow_and_data(existing);
   perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
+  -- Live workers registered for the old definition (the compiling worker registers after this):
+  -- their claims on the flow are withdrawn. Local development only, so reading every live
+  -- worker's pairs here costs nothing that matters.
+  with old_workers as (
+    select w.worker_id,
+           coalesce((select jsonb_agg(e order by o) from jsonb_array_elements(w.supported) with ordinality x(e, o)
+                     where e ->> 0 <> existing), '[]'::jsonb) as kept
+    from pgflow.workers w
+    where w.stopped_at is null
+      and exists (select 1 from jsonb_array_elements(w.supported) e where e ->> 0 = existing)
+  ), updated as (
+    update pgflow.workers w
+    set supported = o.kept, supported_keys = pgflow._support_keys(o.kept)
+    from old_workers o where w.worker_id = o.worker_id
+    returning 1
+  )
+  select count(*) into withdrawn from updated;
   return jsonb_build_object('status', 'recompiled', 'differences', to_jsonb(differences),
-                            'optionDifferences', option_differences);
+                            'optionDifferences', option_differences,
+                            'deletedRuns', deleted_runs, 'deletedTasks', deleted_tasks,
+                            'withdrawnWorkers', withdrawn);
 end;
 $$;

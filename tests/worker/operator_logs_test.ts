@@ -205,3 +205,70 @@ db.test("options changed under an existing slug: a warn for each, and the stored
     await stopAll(workers);
   }
 });
+
+db.test("a flow recompiled in local development: a warn with what was deleted, and its old workers stop claiming it", async ({ sql, url }) => {
+  const v1 = new Flow<{ n: number }>({ slug: "ol_recompile" })
+    .step({ slug: "a" }, () => ({ v: 1 }));
+  const edited = new Flow<{ n: number }>({ slug: "ol_recompile" })
+    .step({ slug: "a" }, () => ({ v: 2 }))
+    .step({ slug: "b", dependsOn: ["a"] }, (deps) => deps.a);
+  const oldWorkers: FlowWorker[] = [];
+  const newWorkers: FlowWorker[] = [];
+  try {
+    const old = await startWorker(oldWorkers, v1, {
+      connectionString: url,
+      logSummaryIntervalMs: 200,
+      visibilityTimeout: 1,
+    });
+    for (let i = 0; i < 2; i++) {
+      assert.equal(
+        (await waitForRun(sql, await startRun(sql, "ol_recompile", { n: i }))).status,
+        "completed",
+      );
+    }
+    await sql`select pgflow.set_local_development(true)`;
+    const fresh = await startWorker(newWorkers, edited, { connectionString: url });
+    const line = fresh.logs.find((l) => l.event === "flow recompiled: its runs were deleted");
+    assert.ok(line, "a warn, not the info line `flow compiled`");
+    assert.equal(line.level, "warn");
+    assert.deepEqual(
+      [line.fields.deletedRuns, line.fields.deletedTasks, line.fields.withdrawnWorkers],
+      [2, 2, 1],
+    );
+    assert.match(
+      String(line.fields.action),
+      /deleted its 2 run\(s\) and 2 task\(s\).*restart them/,
+    );
+    assertDocumented(fresh.logs);
+    await stopAll(newWorkers);
+    newWorkers.length = 0;
+
+    // Only the old worker reads now: it has a handler for a, but no longer claims it.
+    const runId = await startRun(sql, "ol_recompile", { n: 9 });
+    const seen = await waitFor(
+      () => old.logs.find((l) => l.event === "messages not claimed (withdrawn)"),
+      { what: "the old worker's report of the withdrawn pair" },
+    );
+    assert.equal(seen.level, "warn");
+    assert.deepEqual([seen.fields.flow, seen.fields.step], ["ol_recompile", "a"]);
+    assert.match(String(seen.fields.action), /recompiled .* restart it/);
+    assertDocumented(old.logs);
+    const [task] = await sql`select status, attempts_count from pgflow.step_tasks
+                             where run_id = ${runId}::uuid and step_slug = 'a'`;
+    assert.deepEqual(
+      { ...task },
+      { status: "queued", attempts_count: 0 },
+      "never claimed by old handlers",
+    );
+
+    // A worker of the new definition runs it with the new handlers (the old one stopped, as a
+    // restart would: a non-supporting reader delaying a claim is another matter).
+    await stopAll(oldWorkers);
+    await startWorker(newWorkers, edited, { connectionString: url });
+    const done = await waitForRun(sql, runId);
+    assert.deepEqual(done, { status: "completed", output: { b: { v: 2 } } });
+  } finally {
+    await sql`select pgflow.set_local_development(false)`;
+    await stopAll([...oldWorkers, ...newWorkers]);
+  }
+});

@@ -1,5 +1,6 @@
--- pgflow_trusted_integrations: optional integrations are called only when they are the real ones;
--- a run's status times are taken under its lock.
+-- pgflow_hardening: optional integrations are called only when they are the real ones; a run's
+-- status times are taken under its lock; a recompile in local development says what it deleted
+-- and withdraws the old definition's workers.
 --
 -- - pgflow._trusted_integration (new, with pgflow._extension_member): realtime.send must be owned
 --   by a superuser or by Supabase's supabase_realtime_admin / supabase_admin; net.http_post,
@@ -16,6 +17,10 @@
 --   now() (the transaction's start): a batch of completions that waited for one run's lock dated
 --   its changes to another run before changes committed on that run while it waited, so clients
 --   saw a dependent start before a dependency completed, and times going backwards.
+-- - ensure_flow_compiled, on 'recompiled' (local development only), also returns deletedRuns,
+--   deletedTasks and withdrawnWorkers: the live workers registered for the old definition lose
+--   the flow's pairs from their registered support set, so they stop claiming the new
+--   definition's tasks with old handlers (their log names the pair as withdrawn).
 --
 -- No data changes; no table is locked beyond replacing functions. Workers of the previous version
 -- call the same functions with the same arguments.
@@ -25,8 +30,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204222334_pgflow_trusted_integrations') then
-    raise exception 'pgflow migration 20261204222334_pgflow_trusted_integrations is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204222816_pgflow_hardening') then
+    raise exception 'pgflow migration 20261204222816_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -664,6 +669,102 @@ begin
 end;
 $$;
 
+-- ---- schemas/0720_ensure_flow_compiled.sql: pgflow.ensure_flow_compiled(flow_slug text, shape jsonb, route_plan jsonb, options jsonb)
+create or replace function pgflow.ensure_flow_compiled(
+  flow_slug text,
+  shape jsonb,
+  route_plan jsonb,
+  options jsonb default '{}'::jsonb
+)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  problems text[];
+  existing text;
+  differences text[];
+  option_differences jsonb;
+  q text;
+  deleted_runs bigint;
+  deleted_tasks bigint;
+  withdrawn integer;
+begin
+  problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
+              || pgflow._option_problems(options);
+  if cardinality(problems) > 0 then
+    raise exception 'flow %: invalid definition: %', coalesce(ensure_flow_compiled.flow_slug, 'NULL'),
+      array_to_string(problems, '; ') using errcode = '22023';
+  end if;
+  -- One compile per slug at a time: concurrent workers of the same flow wait here.
+  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(ensure_flow_compiled.flow_slug)));
+
+  select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
+  if existing is null then
+    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
+    return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
+                              'optionDifferences', '[]'::jsonb);
+  end if;
+  if existing <> ensure_flow_compiled.flow_slug then
+    raise exception 'flow % conflicts with existing flow % (flow slugs are unique case-insensitively)',
+      ensure_flow_compiled.flow_slug, existing using errcode = '23505', hint = 'use the existing spelling or a new slug';
+  end if;
+
+  differences := pgflow._definition_differences(
+    pgflow._flow_shape(existing), shape, pgflow._flow_route_plan(existing), route_plan);
+  option_differences := pgflow._option_differences(existing, options);
+  if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
+                                       or not pgflow.is_local_development()) then
+    -- Options that differ are reported, not applied (see the top of this file).
+    return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb,
+                              'optionDifferences', option_differences);
+  end if;
+  if not pgflow.is_local_development() then
+    -- Production: change nothing. Existing tasks keep their queue snapshots.
+    return jsonb_build_object('status', 'mismatch', 'differences', to_jsonb(differences),
+                              'optionDifferences', option_differences);
+  end if;
+  -- Local development follows the code: changed options are differences like any other.
+  differences := differences || array(
+    select format('%s: %s %s stored, %s new', coalesce('step ' || (d ->> 'step'), 'flow'), d ->> 'option',
+                  coalesce(d ->> 'stored', 'unset'), coalesce(d ->> 'supplied', 'unset'))
+    from jsonb_array_elements(option_differences) d);
+  -- Local development: check the new shared queues before deleting anything.
+  if route_plan ->> 'mode' = 'routed' then
+    for q in select distinct value #>> '{}' from jsonb_each(route_plan -> 'queues') order by 1 loop
+      perform pgflow._check_shared_queue(q, existing);
+    end loop;
+  end if;
+  select count(*) into deleted_runs from pgflow.runs r where r.flow_slug = existing;
+  select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
+  perform pgflow.delete_flow_and_data(existing);
+  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
+  -- Live workers registered for the old definition (the compiling worker registers after this):
+  -- their claims on the flow are withdrawn. Local development only, so reading every live
+  -- worker's pairs here costs nothing that matters.
+  with old_workers as (
+    select w.worker_id,
+           coalesce((select jsonb_agg(e order by o) from jsonb_array_elements(w.supported) with ordinality x(e, o)
+                     where e ->> 0 <> existing), '[]'::jsonb) as kept
+    from pgflow.workers w
+    where w.stopped_at is null
+      and exists (select 1 from jsonb_array_elements(w.supported) e where e ->> 0 = existing)
+  ), updated as (
+    update pgflow.workers w
+    set supported = o.kept, supported_keys = pgflow._support_keys(o.kept)
+    from old_workers o where w.worker_id = o.worker_id
+    returning 1
+  )
+  select count(*) into withdrawn from updated;
+  return jsonb_build_object('status', 'recompiled', 'differences', to_jsonb(differences),
+                            'optionDifferences', option_differences,
+                            'deletedRuns', deleted_runs, 'deletedTasks', deleted_tasks,
+                            'withdrawnWorkers', withdrawn);
+end;
+$$;
+
 -- ---- schemas/0820_ensure_workers.sql: pgflow.ensure_workers()
 -- The keep-alive. Picks the enabled worker functions that have no live worker and whose debounce
 -- has passed, records the invocation, and (where Supabase provides pg_net and the project URL is
@@ -803,6 +904,6 @@ revoke all on function pgflow._extension_member(p_class regclass, p_object oid, 
 -- ---- privileges on function pgflow._trusted_integration(p_name text)
 revoke all on function pgflow._trusted_integration(p_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261204222334_pgflow_trusted_integrations') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204222816_pgflow_hardening') on conflict (name) do nothing;
 
 commit;
