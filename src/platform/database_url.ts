@@ -259,7 +259,8 @@ export function maskSecrets(text: string, url?: string): string {
     out = out.split(secret).join("***");
   }
   return out
-    .replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s:@/]*:)\S*@/g, "$1***@")
+    // The placeholder of a usage hint ("postgres://user:password@host") is left as it is.
+    .replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s:@/]*:)(?!password@)\S*@/g, "$1***@")
     .replace(/(password=)[^&#\s'"]*/gi, "$1***");
 }
 
