@@ -124,6 +124,8 @@ export type { SupportedPair } from "./src/claim/claim.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
 export type { Sql, SupabaseClient } from "./src/platform/types.ts";
 export { createPool } from "./src/platform/pool.ts";
+export { DatabaseUrlError } from "./src/platform/database_url.ts";
+export type { DatabaseUrlPart } from "./src/platform/database_url.ts";
 export type { PoolOptions } from "./src/platform/pool.ts";
 export { installTypeFetchGuard } from "./src/platform/type_fetch_guard.ts";
 export type { SslSetting } from "./src/platform/wire_gate.ts";

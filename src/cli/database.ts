@@ -6,6 +6,13 @@
  * @module
  */
 import { DATABASE_URL_VARIABLES, databaseUrlSource } from "../platform/env.ts";
+import {
+  type DatabaseUrl,
+  DatabaseUrlError,
+  maskDatabaseUrl,
+  maskSecrets,
+  parseDatabaseUrl,
+} from "../platform/database_url.ts";
 import { createPool } from "../platform/pool.ts";
 import type { Sql } from "../platform/types.ts";
 import { CliError, command, UsageError } from "./output.ts";
@@ -43,30 +50,16 @@ export function databaseUrl(
     );
   }
   const [source, url] = found;
-  let parsed: URL;
   try {
-    parsed = new URL(url);
-  } catch {
-    // Not echoed: a value that does not parse may hold a password in a place redact() misses.
-    throw new UsageError(
-      `${source} is not a URL; give postgres://user:password@host:port/db (special characters ` +
-        "in the password percent-encoded, e.g. @ as %40)",
-    );
-  }
-  if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
-    throw new UsageError(
-      `${source} is a ${parsed.protocol} URL (${redact(url)}); give postgres://user:password@` +
-        "host:port/db",
-    );
-  }
-  if (parsed.hostname === "") {
-    throw new UsageError(`${source} names no host (${redact(url)}); give postgres://user@host/db`);
+    parseDatabaseUrl(url, source);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
   return { url, source };
 }
 
 /**
- * The URL without its password, for messages.
+ * The URL without its password, for messages (also when it does not parse).
  *
  * @example
  * ```ts
@@ -77,17 +70,7 @@ export function databaseUrl(
  * ```
  */
 export function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return redactText(url);
-  }
-}
-
-function redactText(text: string): string {
-  return text.replace(/(\/\/[^:/@]*:)[^@]*@/, "$1***@");
+  return maskDatabaseUrl(url);
 }
 
 /**
@@ -102,7 +85,13 @@ function redactText(text: string): string {
  * ```
  */
 export async function openDatabase(url: string): Promise<Sql> {
-  const sql = createPool(url, { max: 1, connect_timeout: 10, application_name: "pgflow-cli" });
+  let sql: Sql;
+  try {
+    sql = createPool(url, { max: 1, connect_timeout: 10, application_name: "pgflow-cli" });
+  } catch (error) {
+    if (error instanceof DatabaseUrlError) throw new UsageError(error.message);
+    throw new CliError(connectionProblem(error, url));
+  }
   try {
     await sql`select 1`;
     return sql;
@@ -124,29 +113,35 @@ export async function openDatabase(url: string): Promise<Sql> {
  */
 export function connectionProblem(error: unknown, url: string): string {
   const e = error as { code?: string; message?: string };
-  const u = new URL(url);
-  const target = `${u.hostname}:${u.port || 5432}`;
-  const user = decodeURIComponent(u.username) || "(default user)";
-  const db = decodeURIComponent(u.pathname.slice(1)) || user;
-  const check = `check the URL (${redact(url)})`;
+  const message = maskSecrets(e.message ?? String(error), url);
+  let u: DatabaseUrl;
+  try {
+    u = parseDatabaseUrl(url);
+  } catch (problem) {
+    return (problem as Error).message;
+  }
+  const target = `${u.host}:${u.port}`;
+  const user = u.user ?? "(default user)";
+  const db = u.database ?? user;
+  const check = `check the URL (${u.masked})`;
   switch (e.code) {
     case "ECONNREFUSED":
       return `could not connect to ${target}: connection refused. Is the database running ` +
         `there? For the local database run \`${command("db start")}\`; otherwise ${check}`;
     case "ENOTFOUND":
     case "EAI_AGAIN":
-      return `could not connect: host ${u.hostname} not found; ${check}`;
+      return `could not connect: host ${u.host} not found; ${check}`;
     case "CONNECT_TIMEOUT":
     case "ETIMEDOUT":
       return `could not connect to ${target}: no answer within 10 s; ${check} and that the ` +
         "host accepts connections from here";
     case "28P01":
     case "28000":
-      return `the server at ${target} refused user ${user}: ${e.message}. Check the user and ` +
-        `password in the URL (${redact(url)})`;
+      return `the server at ${target} refused user ${user}: ${message}. Check the user and ` +
+        `password in the URL (${u.masked})`;
     case "3D000":
       return `the server at ${target} has no database ${db}; ${check}`;
     default:
-      return `could not connect to ${target} as ${user}: ${e.message ?? String(error)}; ${check}`;
+      return `could not connect to ${target} as ${user}: ${message}; ${check}`;
   }
 }

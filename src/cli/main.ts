@@ -12,6 +12,8 @@
  *
  * @module
  */
+import { maskSecrets } from "../platform/database_url.ts";
+import { databaseUrlSource } from "../platform/env.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
 import { coverage } from "./coverage.ts";
 import { dashboard } from "./dashboard.ts";
@@ -82,8 +84,23 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.error(`pgflow: error: ${error.message}`);
       return error.exitCode;
     }
-    console.error(`pgflow: unexpected error: ${(error as Error).stack ?? String(error)}`);
+    // Whatever failed may have echoed a database URL: its password is masked.
+    const text = (error as Error)?.stack ?? String(error);
+    console.error(`pgflow: unexpected error: ${maskSecrets(text, databaseUrlIn(rest))}`);
     return 1;
+  }
+}
+
+/** The `--database-url` value of a command line, else the environment's database URL. */
+function databaseUrlIn(argv: readonly string[]): string | undefined {
+  const at = argv.findIndex((a) => a === "--database-url" || a.startsWith("--database-url="));
+  if (at >= 0) {
+    return argv[at].includes("=") ? argv[at].slice(argv[at].indexOf("=") + 1) : argv[at + 1];
+  }
+  try {
+    return databaseUrlSource(Deno.env.toObject())?.url;
+  } catch {
+    return undefined;
   }
 }
 

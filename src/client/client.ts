@@ -4,6 +4,7 @@
  * @module
  */
 import type { FlowCarrier } from "../dsl/extract.ts";
+import { parseDatabaseUrl } from "../platform/database_url.ts";
 import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
@@ -261,6 +262,7 @@ function makeBackend(options: ClientOptions, queryTimeoutMs: number): Backend {
     return supabaseBackend(options.supabase, options.transport ?? "auto");
   }
   if ("sql" in options && options.sql !== undefined) {
+    if (options.url !== undefined) parseDatabaseUrl(options.url, "createClient: url");
     return sqlBackend(options.sql, {
       transport: options.transport ?? "auto",
       queryTimeoutMs,
@@ -269,6 +271,8 @@ function makeBackend(options: ClientOptions, queryTimeoutMs: number): Backend {
     });
   }
   if ("connectionString" in options && typeof options.connectionString === "string") {
+    // Checked here to name the option; a bad URL throws a DatabaseUrlError, password masked.
+    parseDatabaseUrl(options.connectionString, "createClient: connectionString");
     const sql = createPool(options.connectionString, { max: 4, ...options.pool });
     return sqlBackend(sql, {
       transport: options.transport ?? "auto",

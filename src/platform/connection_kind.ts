@@ -1,3 +1,4 @@
+import { parseDatabaseUrl } from "./database_url.ts";
 import { bounded } from "./deadline.ts";
 import type { Sql } from "./types.ts";
 
@@ -50,10 +51,10 @@ export async function describeConnection(
   url: string | undefined,
   timeoutMs = 10_000,
 ): Promise<ConnectionInfo> {
+  const parts = url === undefined ? {} : urlParts(url);
   const query = sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
   const [row] = await bounded(query, "pg_backend_pid", timeoutMs);
   const keyPid = (query as unknown as { state?: { pid?: number | null } }).state?.pid;
-  const parts = url === undefined ? {} : urlParts(url);
   if (keyPid === row.pid) {
     return { kind: "direct", evidence: "backend key matches pg_backend_pid()", ...parts };
   }
@@ -87,11 +88,6 @@ export function ownsServerSession(kind: ConnectionInfo["kind"]): boolean {
 }
 
 function urlParts(url: string): Pick<ConnectionInfo, "host" | "port" | "database" | "user"> {
-  const u = new URL(url);
-  return {
-    host: u.hostname,
-    port: Number(u.port || 5432),
-    database: decodeURIComponent(u.pathname.slice(1)) || undefined,
-    user: decodeURIComponent(u.username) || undefined,
-  };
+  const { host, port, database, user } = parseDatabaseUrl(url, "the connection's URL");
+  return { host, port, database, user };
 }

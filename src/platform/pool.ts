@@ -1,4 +1,5 @@
 import postgres from "npm:postgres@3.4.7";
+import { maskError, parseDatabaseUrl } from "./database_url.ts";
 import { guardSql } from "./guarded_sql.ts";
 import type { Sql } from "./types.ts";
 import { GatedSocket, type SslSetting } from "./wire_gate.ts";
@@ -56,6 +57,10 @@ export interface PoolOptions {
  * Use it for the `sql` option of a worker when you bring your own pool; the worker opens one like
  * this itself from `connectionString`. Handlers get the worker's pool as `context.sql`.
  *
+ * A URL that cannot be used (another scheme, no host or several, a port outside 1-65535, a bad
+ * percent-escape, an unknown `sslmode`) throws a `DatabaseUrlError` naming the part, with the
+ * password masked.
+ *
  * @example
  * ```ts
  * import { createPool } from "@pgflow/shared";
@@ -66,27 +71,31 @@ export interface PoolOptions {
  */
 export function createPool(connectionString: string, options: PoolOptions = {}): Sql {
   installTypeFetchGuard(); // postgres.js 3.4.7 would end the process: see type_fetch_guard.ts
-  const url = new URL(connectionString);
-  const ssl = sslSetting(options.ssl ?? url.searchParams.get("sslmode") ?? undefined);
+  // Checked first: `new URL` and postgres.js echo a URL they refuse, password and all.
+  const { host, port, sslmode } = parseDatabaseUrl(connectionString, "the connection string");
+  const url = new URL(connectionString.trim());
+  const ssl = sslSetting(options.ssl ?? sslmode);
   // postgres.js must not negotiate TLS itself: a gate below TLS would see only ciphertext,
   // so the socket does TLS and hands postgres.js the plaintext stream.
   url.searchParams.delete("sslmode");
   url.searchParams.delete("ssl");
-  const host = decodeURIComponent(url.hostname).replace(/^\[|\]$/g, "") || "localhost";
-  const port = Number(url.port || 5432);
   const { ssl: _ssl, application_name, prepare = false, ...rest } = options;
   // `socket` is a postgres.js option its type declarations leave out.
   const owned = { prepare, ssl: false, socket: () => new GatedSocket({ host, port, ssl }) };
-  return guardSql(postgres(url.toString(), {
-    onnotice: () => {},
-    connect_timeout: 10,
-    // postgres.js waits up to 20 s between reconnects after repeated failures; a worker that
-    // waits that long after a pooler restart holds its tasks for nothing. At most 2 s, jittered.
-    backoff: (retries: number) => Math.min(2, 0.05 * 2 ** retries) * (0.5 + Math.random() / 2),
-    ...rest,
-    ...(application_name === undefined ? {} : { connection: { application_name } }),
-    ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
-  }));
+  try {
+    return guardSql(postgres(url.toString(), {
+      onnotice: () => {},
+      connect_timeout: 10,
+      // postgres.js waits up to 20 s between reconnects after repeated failures; a worker that
+      // waits that long after a pooler restart holds its tasks for nothing. At most 2 s, jittered.
+      backoff: (retries: number) => Math.min(2, 0.05 * 2 ** retries) * (0.5 + Math.random() / 2),
+      ...rest,
+      ...(application_name === undefined ? {} : { connection: { application_name } }),
+      ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
+    }));
+  } catch (error) {
+    throw maskError(error, connectionString);
+  }
 }
 
 function sslSetting(value: string | SslSetting | undefined): SslSetting {
@@ -101,9 +110,9 @@ function sslSetting(value: string | SslSetting | undefined): SslSetting {
     case "verify-ca":
       return "verify-full";
     default:
-      throw new Error(
-        `sslmode ${JSON.stringify(value)} is not supported; use disable, prefer, require or ` +
-          `verify-full`,
+      throw new TypeError(
+        `ssl ${JSON.stringify(value)} is not supported; use false, disable, allow, prefer, ` +
+          `require, verify-ca, verify-full or TLS options`,
       );
   }
 }

@@ -1,5 +1,6 @@
 import type { Env } from "../platform/env.ts";
-import { databaseUrlFromEnv, type WorkerEnv } from "../platform/env.ts";
+import { parseDatabaseUrl } from "../platform/database_url.ts";
+import { databaseUrlSource, type WorkerEnv } from "../platform/env.ts";
 import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import { WorkerConfigError } from "./errors.ts";
@@ -186,21 +187,23 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
   }
   let connectionString: string | undefined;
   if (config.sql === undefined) {
-    connectionString = config.connectionString ?? databaseUrlFromEnv(env);
+    const fromEnv = databaseUrlSource(env);
+    connectionString = config.connectionString ?? fromEnv?.url;
     if (connectionString === undefined) {
       throw new WorkerConfigError(
         "no database: set connectionString or sql in the worker config, or EDGE_WORKER_DB_URL " +
           "or DATABASE_URL in the environment",
       );
     }
-    if (typeof connectionString !== "string" || !/^postgres(ql)?:\/\//.test(connectionString)) {
-      throw new WorkerConfigError(
-        `connectionString must be a postgres:// or postgresql:// URL, got ${
-          typeof connectionString === "string" ? "a string of another scheme" : describe(
-            connectionString,
-          )
-        }`,
+    try {
+      // Checked now, so a bad URL fails at once with the part named and the password masked,
+      // not as the pool's "Invalid URL" (which echoes it) or after connect attempts.
+      parseDatabaseUrl(
+        connectionString,
+        config.connectionString === undefined ? fromEnv!.variable : "connectionString",
       );
+    } catch (error) {
+      throw new WorkerConfigError((error as Error).message);
     }
   }
   const functionName = config.functionName;

@@ -1,4 +1,5 @@
 import { expectedSecret } from "../platform/auth.ts";
+import { maskError } from "../platform/database_url.ts";
 import { readWorkerEnv } from "../platform/env.ts";
 import { onTerminationSignal } from "../platform/local.ts";
 import { createLogger, markLogged, wasLogged } from "../platform/logger.ts";
@@ -90,8 +91,10 @@ export const EdgeWorker: EdgeWorkerApi = {
       // Built now, so a bad config or target fails at boot, not on the first request.
       worker = instantiateWorker(target, config);
     } catch (error) {
-      log.error("worker failed to start", { error: (error as Error).message });
-      return Promise.reject(markLogged(error));
+      // Config errors never hold the password; masked anyway, as the URL is not known here.
+      const failure = maskError(error);
+      log.error("worker failed to start", { error: failure.message });
+      return Promise.reject(markLogged(failure));
     }
     const runtime = edgeRuntime();
     if (runtime === undefined && env.EDGE_WORKER_TRIGGER !== "http") {

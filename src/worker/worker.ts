@@ -11,6 +11,7 @@ import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { type ConnectionInfo, describeConnection } from "../platform/connection_kind.ts";
+import { maskError } from "../platform/database_url.ts";
 import { openWorkerPool } from "./worker_pool.ts";
 import { bounded } from "../platform/deadline.ts";
 import { createLogger, type Logger, markLogged } from "../platform/logger.ts";
@@ -185,8 +186,11 @@ class Worker implements FlowWorker {
       await this.#closeWakeups();
       await this.#closePool();
       this.#resolveDone();
-      const failure = error instanceof WorkerStartupError ? error : new WorkerStartupError(
-        `worker for queue "${this.queueName}" could not start: ${(error as Error).message}`,
+      const failure = maskError(
+        error instanceof WorkerStartupError ? error : new WorkerStartupError(
+          `worker for queue "${this.queueName}" could not start: ${(error as Error).message}`,
+        ),
+        this.#config.connectionString,
       );
       // Logged here, once; marked so the entry points that catch it do not print it again.
       this.#log.error("worker failed to start", { error: failure.message });
