@@ -65,13 +65,59 @@ export function readWorkerEnv(source?: Env): WorkerEnv {
   return Object.freeze({ ...(source ?? processEnv()) });
 }
 
+/** The keys of {@link WorkerEnv}: what is read one by one when the whole environment is not. */
+const WORKER_ENV_KEYS: readonly (keyof WorkerEnv & string)[] = [
+  "EDGE_WORKER_DB_URL",
+  "DATABASE_URL",
+  "EDGE_WORKER_LOG_LEVEL",
+  "EDGE_WORKER_TRIGGER",
+  "PGFLOW_AUTH_SECRET",
+  "SUPABASE_URL",
+  "SUPABASE_SERVICE_ROLE_KEY",
+  "SUPABASE_ANON_KEY",
+  "PORT",
+  "SB_EXECUTION_ID",
+];
+
 function processEnv(): Env {
   try {
     return Deno.env.toObject();
   } catch {
-    // Without --allow-env the worker still runs when everything comes from the config.
-    return {};
+    // Without --allow-env the worker still runs when everything comes from the config; with
+    // --allow-env=NAME,... only those names can be read, one at a time.
+    const env: Record<string, string> = {};
+    for (const key of WORKER_ENV_KEYS) {
+      try {
+        const value = Deno.env.get(key);
+        if (value !== undefined) env[key] = value;
+      } catch {
+        // Not allowed: as if unset; envUnreadable() names it when it matters.
+      }
+    }
+    return env;
   }
+}
+
+/**
+ * Which of `variables` this process may not read (Deno without `--allow-env`, or with it for
+ * other names): a missing setting is then reported as a missing permission, not as unset.
+ * Empty where the runtime has no permission API (the Supabase Edge runtime reads everything).
+ *
+ * @example
+ * ```ts
+ * import { envUnreadable } from "./env.ts";
+ *
+ * envUnreadable(["DATABASE_URL"]); // [] under `deno run -A`; ["DATABASE_URL"] without --allow-env
+ * ```
+ */
+export function envUnreadable(variables: readonly string[]): string[] {
+  return variables.filter((variable) => {
+    try {
+      return Deno.permissions.querySync({ name: "env", variable }).state !== "granted";
+    } catch {
+      return false;
+    }
+  });
 }
 
 /**

@@ -1,6 +1,11 @@
 import type { Env } from "../platform/env.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
-import { databaseUrlSource, type WorkerEnv } from "../platform/env.ts";
+import {
+  DATABASE_URL_VARIABLES,
+  databaseUrlSource,
+  envUnreadable,
+  type WorkerEnv,
+} from "../platform/env.ts";
 import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import { WorkerConfigError } from "./errors.ts";
@@ -190,9 +195,14 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     const fromEnv = databaseUrlSource(env);
     connectionString = config.connectionString ?? fromEnv?.url;
     if (connectionString === undefined) {
+      const unreadable = config.env === undefined ? envUnreadable(DATABASE_URL_VARIABLES) : [];
       throw new WorkerConfigError(
-        "no database: set connectionString or sql in the worker config, or EDGE_WORKER_DB_URL " +
-          "or DATABASE_URL in the environment",
+        unreadable.length > 0
+          ? `no database: this process may not read ${unreadable.join(" or ")} (Deno's ` +
+            `--allow-env is missing): run it with --allow-env (or -A), or set connectionString ` +
+            `or sql in the worker config`
+          : "no database: set connectionString or sql in the worker config, or EDGE_WORKER_DB_URL " +
+            "or DATABASE_URL in the environment",
       );
     }
     try {

@@ -188,3 +188,41 @@ Deno.test("EdgeWorkerConfig's docs state the defaults of the options table", () 
     assert.equal(Number(stated[1].replace(/[_,]/g, "")), option.default, `${key}'s default`);
   }
 });
+
+Deno.test("config: a worker that may not read the environment says so, naming --allow-env", async () => {
+  const dir = await Deno.makeTempDir();
+  const script = `${dir}/worker.ts`;
+  await Deno.writeTextFile(
+    script,
+    `import { createWorker, Flow } from ${
+      JSON.stringify(new URL("../../mod.ts", import.meta.url).href)
+    };
+const flow = new Flow({ slug: "cfg_env" }).step({ slug: "a" }, () => 1);
+try {
+  createWorker(flow);
+  console.log("created");
+} catch (error) {
+  console.log((error as Error).message);
+}`,
+  );
+  const run = async (...permissions: string[]) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--no-prompt", "--allow-read", "--allow-net", ...permissions, script],
+      env: { DATABASE_URL: URL_, NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return new TextDecoder().decode(out.stdout).trim();
+  };
+  try {
+    assert.match(
+      await run(),
+      /^no database: this process may not read EDGE_WORKER_DB_URL or DATABASE_URL \(Deno's --allow-env is missing\): run it with --allow-env/,
+    );
+    // Allowed for the names the worker reads, not the whole environment: it reads them.
+    assert.equal(await run("--allow-env=DATABASE_URL,EDGE_WORKER_DB_URL"), "created");
+    assert.equal(await run("--allow-env"), "created");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
