@@ -8,6 +8,7 @@ import { bounded } from "../platform/deadline.ts";
 import { describeConnection, ownsServerSession } from "../platform/connection_kind.ts";
 import type { Sql } from "../platform/types.ts";
 import { type Backend, POOL_ENDED, type StartResult, type WakeSource } from "./backend.ts";
+import { schemaVersionProblem } from "../operations/schema_version.ts";
 import { ClientClosedError } from "./errors.ts";
 import { toRunState } from "./snapshot.ts";
 import { listenSource } from "./transports/listen.ts";
@@ -84,6 +85,23 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
 
 /** A query on an ended pool as the client's error saying so; any other error as it is. */
 function poolEnded(error: unknown, action: string, runId: string | null): unknown {
-  if ((error as { code?: unknown } | null)?.code !== POOL_ENDED) return error;
-  return new ClientClosedError("pool_ended", action, runId, { cause: error });
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === POOL_ENDED) {
+    return new ClientClosedError("pool_ended", action, runId, { cause: error });
+  }
+  if (engineMissing(error)) {
+    return new Error(`${action}: ${schemaVersionProblem({ kind: "missing" })}`, { cause: error });
+  }
+  return error;
+}
+
+/**
+ * The database has no engine: no pgflow schema (3F000), or no pgflow function of that name
+ * (42883, a schema created by hand or half removed). Postgres's own words ("schema "pgflow" does
+ * not exist") do not say what to do.
+ */
+function engineMissing(error: unknown): boolean {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  return (e?.code === "3F000" || e?.code === "42883") &&
+    /\bpgflow\b/.test(String(e?.message ?? ""));
 }
