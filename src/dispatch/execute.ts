@@ -91,7 +91,10 @@ export async function executeTask(
           }, not an array`,
         );
       }
-      report = { kind: "complete", output: outputJson(output) };
+      report = {
+        kind: "complete",
+        output: outputJson(output, `${task.flowSlug}.${task.stepSlug}`),
+      };
     } catch (error) {
       report = { kind: "fail", error: errorMessage(error) };
       failFields = errorFields(error);

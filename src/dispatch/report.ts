@@ -5,13 +5,28 @@ import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 /**
  * The exact JSON text of a handler's output: `0`, `false`, `""` and `null` stay what they are;
  * `undefined` (a handler that returns nothing) becomes JSON `null`. Throws for values JSON cannot
- * hold (a function, a bigint, a cycle), which fails the task instead of storing something else.
+ * hold (a function, a bigint, a cycle), which fails the task instead of storing something else;
+ * the error names the step (`where`, e.g. `flow.step`) and says that outputs must be JSON, since
+ * `JSON.stringify`'s own words ("Do not know how to serialize a BigInt") name neither.
  */
-export function outputJson(output: unknown): string {
+export function outputJson(output: unknown, where = "handler"): string {
   if (output === undefined) return "null";
-  const text = JSON.stringify(output);
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(output);
+  } catch (error) {
+    const hint = /bigint/i.test(String((error as Error).message))
+      ? " (a bigint: return it as a string, String(n), or as a number if it fits)"
+      : "";
+    throw new TypeError(
+      `step ${where} returned a value JSON cannot hold: ${(error as Error).message}${hint}; ` +
+        `a step's output must be JSON (objects, arrays, strings, numbers, booleans, null)`,
+    );
+  }
   if (text === undefined) {
-    throw new TypeError(`handler output is not JSON (got ${typeof output}); return JSON values`);
+    throw new TypeError(
+      `step ${where} returned ${typeof output}, which is not JSON; a step's output must be JSON`,
+    );
   }
   return text;
 }

@@ -1,3 +1,4 @@
+import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql } from "../platform/types.ts";
 import {
   type CompilableFlow,
@@ -100,7 +101,7 @@ export async function compileDefinitions(
       result = row.result;
     } catch (error) {
       throw new WorkerStartupError(
-        `flow "${slug}" could not be compiled: ${(error as Error).message}`,
+        `flow "${slug}" could not be compiled: ${pgMessage(error)}`,
       );
     }
     if (result.status === "recompiled") warnRecompiled(log, slug, result);

@@ -1,3 +1,4 @@
+import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { SupportedPair } from "../claim/claim.ts";
@@ -188,7 +189,7 @@ class Worker implements FlowWorker {
       this.#resolveDone();
       const failure = maskError(
         error instanceof WorkerStartupError ? error : new WorkerStartupError(
-          `worker for queue "${this.queueName}" could not start: ${(error as Error).message}`,
+          `worker for queue "${this.queueName}" could not start: ${pgMessage(error)}`,
         ),
         this.#config.connectionString,
       );

@@ -15,6 +15,7 @@ as $$
 declare
   result pgflow.workers;
   fn pgflow.worker_functions;
+  fence record;
 begin
   if register_worker.worker_id is null or register_worker.queue_name is null or register_worker.function_name is null then
     raise exception 'register_worker: worker_id, queue_name and function_name are required' using errcode = '22004';
@@ -30,9 +31,22 @@ begin
   on conflict (function_name) do update set updated_at = now()
   returning * into fn;
   -- A disabled function (a deploy fence is in place) gets no new workers until its flag is restored.
+  -- The error names the open fence, so the operator who started a worker during a deploy knows
+  -- which call ends it.
   if not fn.enabled then
-    raise exception 'worker function % is disabled; no new worker may register until it is enabled again', fn.function_name
-      using errcode = '55000', hint = 'finish the deploy fence with pgflow.end_deploy_fence, or set worker_functions.enabled';
+    select f.fence_id, f.note into fence
+    from pgflow.deploy_fence_functions ff join pgflow.deploy_fences f on f.fence_id = ff.fence_id
+    where ff.function_name = fn.function_name and f.ended_at is null
+    order by f.fence_id desc limit 1;
+    if fence.fence_id is not null then
+      raise exception 'worker function % is disabled by open deploy fence % (%); no new worker may register until it ends',
+        fn.function_name, fence.fence_id, coalesce(fence.note, 'no note')
+        using errcode = '55000',
+          hint = format('once the old workers drained (select * from pgflow.deploy_fence_status(%s)), end it: select pgflow.end_deploy_fence(%s)', fence.fence_id, fence.fence_id);
+    end if;
+    raise exception 'worker function % is disabled (no deploy fence is open); no new worker may register until it is enabled again', fn.function_name
+      using errcode = '55000',
+        hint = format('enable it: update pgflow.worker_functions set enabled = true where function_name = %L', fn.function_name);
   end if;
   insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys, claim_visibility)
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,

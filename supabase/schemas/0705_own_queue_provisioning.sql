@@ -22,8 +22,9 @@ begin
   end if;
   -- Only a default queue can be: private names contain '__', which shared names may not.
   if exists (select 1 from pgflow.shared_queues s where s.queue_name = p_queue) then
-    raise exception 'flow %: its default queue % is a declared shared queue', p_flow_slug, p_queue
-      using errcode = '55000', hint = 'use another flow slug, or route this flow with routeFlow()';
+    raise exception 'flow %: a plain flow polls the queue named after its slug, and % is a shared queue declared with routeFlow()', p_flow_slug, p_queue
+      using errcode = '55000',
+        hint = format('give the flow another slug (e.g. %s_v2), or route its steps with routeFlow(flow, { queues: { ... } }) (they may use the shared queue %s)', p_flow_slug, p_queue);
   end if;
 
   select array_agg(q.queue_name::text order by q.queue_name) into spellings

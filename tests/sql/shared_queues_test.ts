@@ -53,7 +53,17 @@ db.test("a flow's default queue is refused, and a plain flow cannot take a share
         sql,
         new Flow<{ n: number }>({ slug: "reports" }).step({ slug: "a" }, (i) => i.n),
       ),
-    /flow reports: its default queue reports is a declared shared queue/,
+    (error: Error & { hint?: string }) => {
+      assert.match(
+        error.message,
+        /flow reports: a plain flow polls the queue named after its slug, and reports is a shared queue declared with routeFlow\(\)/,
+      );
+      assert.match(
+        String(error.hint),
+        /another slug \(e\.g\. reports_v2\), or route its steps with routeFlow/,
+      );
+      return true;
+    },
   );
   assert.deepEqual(
     (await state(sql)).flows.filter((f) => ["uses_alerts", "reports"].includes(f)),

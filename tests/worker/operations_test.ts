@@ -59,7 +59,14 @@ db.test("a fenced function's workers drain, and no new worker registers until th
   await new Promise((r) => setTimeout(r, 300));
   assert.equal((await runRow(sql, queued)).status, "started", "nobody took the new run");
 
-  await assert.rejects(startWorker(workers, flow, config), /worker function fenced_fn is disabled/);
+  // The refusal names the open fence and the call that ends it (Postgres's HINT included).
+  await assert.rejects(
+    startWorker(workers, flow, config),
+    new RegExp(
+      `worker function fenced_fn is disabled by open deploy fence ${fence} .*` +
+        `hint: .*select pgflow\\.end_deploy_fence\\(${fence}\\)`,
+    ),
+  );
 
   await sql`select pgflow.end_deploy_fence(${fence})`;
   await startWorker(workers, flow, config);

@@ -92,3 +92,21 @@ db.test("grouped steps of two versions run on one worker per queue", async ({ sq
     await stopAll(workers);
   }
 });
+
+db.test("a plain flow named like a shared queue is refused with what to do", async ({ url }) => {
+  const sharer = routeFlow(
+    new Flow<{ n: number }>({ slug: "sq_owner" }).step({ slug: "a" }, (i) => i.n),
+    { queues: { a: "sq_alerts" } },
+  );
+  const plain = new Flow<{ n: number }>({ slug: "sq_alerts" }).step({ slug: "a" }, (i) => i.n);
+  const workers: FlowWorker[] = [];
+  try {
+    await startWorker(workers, sharer, { connectionString: url, queueName: "sq_alerts" });
+    await assert.rejects(
+      startWorker(workers, plain, { connectionString: url }),
+      /flow "sq_alerts" could not be compiled: .*sq_alerts is a shared queue declared with routeFlow\(\).*hint: give the flow another slug \(e\.g\. sq_alerts_v2\), or route its steps with routeFlow/,
+    );
+  } finally {
+    await stopAll(workers);
+  }
+});

@@ -104,3 +104,22 @@ db.test("only data exceptions and program limits count as an output that cannot 
   assert.match(message, /^output could not be stored \(SQLSTATE 22P05\): unsupported Unicode/);
   assert.doesNotMatch(message, /a\\u0000b/, "not the context line, which quotes the output");
 });
+
+db.test("an output JSON cannot hold (a bigint) fails naming the step and saying outputs must be JSON", async ({ sql, url }) => {
+  // The types refuse a bigint output (tests/types/flow.types.ts); plain JavaScript does not.
+  const bigints = new Flow<{ n: number }>({ slug: "bigint_out", maxAttempts: 1 })
+    .step({ slug: "count" }, ((input: { n: number }) => ({ total: BigInt(input.n) })) as never);
+  const workers: FlowWorker[] = [];
+  try {
+    await startWorker(workers, bigints, { connectionString: url });
+    const run = await startRun(sql, "bigint_out", { n: 7 });
+    assert.equal((await waitForRun(sql, run, 10_000)).status, "failed");
+    const task = await taskRow(sql, run);
+    assert.match(
+      task.error_message,
+      /^step bigint_out\.count returned a value JSON cannot hold: .*BigInt.*String\(n\).*a step's output must be JSON/,
+    );
+  } finally {
+    await stopAll(workers);
+  }
+});

@@ -21,6 +21,9 @@
 --   deletedTasks and withdrawnWorkers: the live workers registered for the old definition lose
 --   the flow's pairs from their registered support set, so they stop claiming the new
 --   definition's tasks with old handlers (their log names the pair as withdrawn).
+-- - register_worker names the open deploy fence that disables a function (and, in its hint, the
+--   end_deploy_fence call); a plain flow whose default queue is a declared shared queue is refused
+--   with what to do (another slug, or routeFlow).
 --
 -- No data changes; no table is locked beyond replacing functions. Workers of the previous version
 -- call the same functions with the same arguments.
@@ -30,8 +33,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204222816_pgflow_hardening') then
-    raise exception 'pgflow migration 20261204222816_pgflow_hardening is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204223131_pgflow_hardening') then
+    raise exception 'pgflow migration 20261204223131_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -669,6 +672,122 @@ begin
 end;
 $$;
 
+-- ---- schemas/0600_workers.sql: pgflow.register_worker(worker_id uuid, queue_name text, function_name text, supported jsonb)
+-- The worker registry: registration, heartbeat, stop and deprecation.
+create or replace function pgflow.register_worker(
+  worker_id uuid,
+  queue_name text,
+  function_name text,
+  supported jsonb default '[]'::jsonb
+)
+returns pgflow.workers
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  result pgflow.workers;
+  fn pgflow.worker_functions;
+  fence record;
+begin
+  if register_worker.worker_id is null or register_worker.queue_name is null or register_worker.function_name is null then
+    raise exception 'register_worker: worker_id, queue_name and function_name are required' using errcode = '22004';
+  end if;
+  if not pgflow.is_valid_function_name(register_worker.function_name) then
+    raise exception 'register_worker: invalid function name %', quote_literal(register_worker.function_name)
+      using errcode = '22023', hint = 'use 1-128 letters, digits, "_" or "-" (the Edge Function''s name)';
+  end if;
+  if jsonb_typeof(supported) is distinct from 'array' then
+    raise exception 'register_worker: supported must be a JSON array of [flow_slug, step_slug] pairs' using errcode = '22023';
+  end if;
+  insert into pgflow.worker_functions (function_name) values (register_worker.function_name)
+  on conflict (function_name) do update set updated_at = now()
+  returning * into fn;
+  -- A disabled function (a deploy fence is in place) gets no new workers until its flag is restored.
+  -- The error names the open fence, so the operator who started a worker during a deploy knows
+  -- which call ends it.
+  if not fn.enabled then
+    select f.fence_id, f.note into fence
+    from pgflow.deploy_fence_functions ff join pgflow.deploy_fences f on f.fence_id = ff.fence_id
+    where ff.function_name = fn.function_name and f.ended_at is null
+    order by f.fence_id desc limit 1;
+    if fence.fence_id is not null then
+      raise exception 'worker function % is disabled by open deploy fence % (%); no new worker may register until it ends',
+        fn.function_name, fence.fence_id, coalesce(fence.note, 'no note')
+        using errcode = '55000',
+          hint = format('once the old workers drained (select * from pgflow.deploy_fence_status(%s)), end it: select pgflow.end_deploy_fence(%s)', fence.fence_id, fence.fence_id);
+    end if;
+    raise exception 'worker function % is disabled (no deploy fence is open); no new worker may register until it is enabled again', fn.function_name
+      using errcode = '55000',
+        hint = format('enable it: update pgflow.worker_functions set enabled = true where function_name = %L', fn.function_name);
+  end if;
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys, claim_visibility)
+  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
+          pgflow._support_keys(register_worker.supported),
+          -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
+          (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
+                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end
+           from jsonb_array_elements(register_worker.supported) e
+           join pgflow.steps s on s.flow_slug = e ->> 0 and s.step_slug = e ->> 1
+           join pgflow.flows f on f.flow_slug = s.flow_slug
+           where jsonb_typeof(e) = 'array'))
+  returning * into result;
+  -- Every start adds a row; each registration also removes a bounded batch of expired ones, so the
+  -- table stays about the size of the retention window without a scheduler.
+  perform pgflow.prune_workers(100);
+  return result;
+end;
+$$;
+
+-- ---- schemas/0705_own_queue_provisioning.sql: pgflow._provision_own_queue(p_queue text, p_flow_slug text)
+-- A flow's own queues (its default queue in flow mode, its private step queues in step mode) are
+-- created by pgflow and recorded in pgflow.created_queues. A name PGMQ already lists, under any
+-- spelling, is refused with an error that names it: PGMQ keeps 'Billing' and 'billing' as two
+-- meta rows over one table pair, so adopting either would mix an application's messages with the
+-- flow's, and dropping it with the flow would destroy the application's queue.
+create or replace function pgflow._provision_own_queue(p_queue text, p_flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  owner_flow text;
+  spellings text[];
+begin
+  -- The same lock shared-queue declaration takes on a name, so the two never race for one.
+  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+  select c.flow_slug into owner_flow from pgflow.created_queues c where c.queue_name = p_queue;
+  if owner_flow is not null and owner_flow <> p_flow_slug then
+    raise exception 'flow %: queue % belongs to flow %', p_flow_slug, p_queue, owner_flow
+      using errcode = '55000', hint = 'use another flow slug';
+  end if;
+  -- Only a default queue can be: private names contain '__', which shared names may not.
+  if exists (select 1 from pgflow.shared_queues s where s.queue_name = p_queue) then
+    raise exception 'flow %: a plain flow polls the queue named after its slug, and % is a shared queue declared with routeFlow()', p_flow_slug, p_queue
+      using errcode = '55000',
+        hint = format('give the flow another slug (e.g. %s_v2), or route its steps with routeFlow(flow, { queues: { ... } }) (they may use the shared queue %s)', p_flow_slug, p_queue);
+  end if;
+
+  select array_agg(q.queue_name::text order by q.queue_name) into spellings
+  from pgmq.list_queues() q where lower(q.queue_name) = p_queue;
+  if owner_flow is not null and spellings = array[p_queue] then
+    return;  -- pgflow's own queue, already there
+  end if;
+  if spellings is not null then
+    raise exception 'flow %: queue % already exists and pgflow did not create it for this flow; it will not adopt it',
+      p_flow_slug, array_to_string(spellings, ', ')
+      using errcode = '55000',
+        hint = 'an application''s queue keeps its name: use another flow slug, or route the steps to shared queues with routeFlow()';
+  end if;
+  perform pgmq.create(p_queue);
+  -- Re-created after someone dropped it: the record is already there.
+  insert into pgflow.created_queues (queue_name, flow_slug) values (p_queue, p_flow_slug)
+  on conflict (queue_name) do nothing;
+end;
+$$;
+
 -- ---- schemas/0720_ensure_flow_compiled.sql: pgflow.ensure_flow_compiled(flow_slug text, shape jsonb, route_plan jsonb, options jsonb)
 create or replace function pgflow.ensure_flow_compiled(
   flow_slug text,
@@ -904,6 +1023,6 @@ revoke all on function pgflow._extension_member(p_class regclass, p_object oid, 
 -- ---- privileges on function pgflow._trusted_integration(p_name text)
 revoke all on function pgflow._trusted_integration(p_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261204222816_pgflow_hardening') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204223131_pgflow_hardening') on conflict (name) do nothing;
 
 commit;
