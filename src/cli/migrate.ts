@@ -19,14 +19,21 @@ import { CliError, elapsed, progress } from "./output.ts";
 export const MIGRATE_HELP = `pgflow migrate [--database-url URL] [--pgmq-sql]
 
 Applies the engine's migrations that a database lacks, in order, each in its own transaction, and
-records each in pgflow.migrations. A database set up with \`pgflow install\` + \`supabase db push\`
-can be migrated too (the migrations record themselves). A half-applied or unknown state is refused
+records each in pgflow.migrations. A database whose migrations the Supabase CLI manages is refused
+(see --ignore-supabase-history): there, use \`pgflow install\` + \`supabase db push\`, so the two
+tools never disagree about what is applied. A half-applied or unknown state is refused
 before anything changes; a failing migration is rolled back and named. Works through a
 transaction pooler (Supavisor port 6543, PgBouncer).
 
   --database-url URL  the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --pgmq-sql          when the server has no pgmq extension, install the PGMQ-compatible SQL that
                       ships with @pgflow/shared (for development and tests)
+  --ignore-supabase-history
+                      apply them even though the Supabase CLI manages this database's migrations
+                      (it has supabase_migrations.schema_migrations). Without it migrate refuses
+                      there: a later \`supabase db push\` of the same migrations (\`pgflow install\`)
+                      would stop at the first one, already applied. Use \`pgflow install\` +
+                      \`supabase db push\` on such a database instead.
 
 Exit codes: 0 migrated or up to date, 1 refused or failed (nothing changed by the failing file),
 2 usage error.`;
@@ -44,7 +51,7 @@ Exit codes: 0 migrated or up to date, 1 refused or failed (nothing changed by th
 export async function migrate(argv: readonly string[]): Promise<number> {
   const args = parseArgs(
     argv,
-    { "database-url": "string", "pgmq-sql": "boolean" },
+    { "database-url": "string", "pgmq-sql": "boolean", "ignore-supabase-history": "boolean" },
     "pgflow migrate",
   );
   if (args.help) {
@@ -54,7 +61,11 @@ export async function migrate(argv: readonly string[]): Promise<number> {
   const { url } = databaseUrl(args.strings["database-url"], "pgflow migrate");
   const sql = await openDatabase(url);
   try {
-    await migrateDatabase(sql, { pgmqSql: args.booleans.has("pgmq-sql"), label: redact(url) });
+    await migrateDatabase(sql, {
+      pgmqSql: args.booleans.has("pgmq-sql"),
+      label: redact(url),
+      supabaseHistory: args.booleans.has("ignore-supabase-history") ? "ignore" : "refuse",
+    });
     return 0;
   } finally {
     await sql.end({ timeout: 5 });
@@ -67,6 +78,12 @@ export interface MigrateOptions {
   readonly pgmqSql?: boolean;
   /** How to name the database in progress lines. */
   readonly label?: string;
+  /**
+   * What to do where the Supabase CLI keeps the database's migration history: `refuse` (the
+   * command's default) or `ignore`; default `ignore` for callers that made the database
+   * themselves (`db start`).
+   */
+  readonly supabaseHistory?: "refuse" | "ignore";
 }
 
 /**
@@ -97,6 +114,16 @@ export async function migrateDatabase(sql: Sql, options: MigrateOptions = {}): P
     await confirmVersion(sql);
     progress(`up to date${where}: engine ${ENGINE_VERSION}, ${plan.applied.length} migrations`);
     return [];
+  }
+  if (options.supabaseHistory === "refuse" && await hasSupabaseHistory(sql)) {
+    throw new CliError(
+      `the Supabase CLI manages this database's migrations (it has ` +
+        `supabase_migrations.schema_migrations), and applying the engine's ${plan.pending.length} ` +
+        `migration(s) here directly would make a later \`supabase db push\` of them stop at the ` +
+        `first one ("already applied"); nothing was changed. Add them to your project and push ` +
+        `them instead: \`pgflow install\` then \`supabase db push\` (\`supabase migration up\` for ` +
+        `the local stack). For a database you never push to, pass --ignore-supabase-history`,
+    );
   }
   let beforeFirst: ((tx: Sql) => Promise<void>) | undefined;
   if (plan.applied.length === 0) {
@@ -140,4 +167,11 @@ async function confirmVersion(sql: Sql): Promise<void> {
   if (problem !== undefined) {
     throw new CliError(`the migrations are applied, but the engine version is wrong: ${problem}`);
   }
+}
+
+/** Whether the Supabase CLI keeps a migration history in this database. */
+async function hasSupabaseHistory(sql: Sql): Promise<boolean> {
+  const [row] = await sql<{ found: boolean }[]>`
+    select to_regclass('supabase_migrations.schema_migrations') is not null as found`;
+  return row.found;
 }

@@ -103,6 +103,33 @@ pgmqOnly.test("migrate through PgBouncer in transaction mode, twice at once", as
   }
 }, { fresh: true });
 
+pgmqOnly.test(
+  "where the Supabase CLI keeps the migration history, migrate refuses (db push would then fail) unless told to ignore it",
+  async ({ url }) => {
+    // What `supabase db push` creates on its first run.
+    await run(
+      url,
+      `create schema supabase_migrations;
+       create table supabase_migrations.schema_migrations (version text primary key, statements text[], name text);`,
+    );
+    const before = await databaseState(url);
+    const refused = await runCli(["migrate", "--database-url", url]);
+    assert.equal(refused.code, 1, shown(refused));
+    assert.match(
+      refused.stderr,
+      /the Supabase CLI manages this database's migrations .*nothing was changed.*`pgflow install` then `supabase db push`.*--ignore-supabase-history/s,
+    );
+    assert.deepEqual(await databaseState(url), before, "nothing changed");
+    const forced = await runCli(["migrate", "--database-url", url, "--ignore-supabase-history"]);
+    assert.equal(forced.code, 0, shown(forced));
+    await assertMigrated(url);
+    // Up to date: nothing to apply, nothing to refuse.
+    const again = await runCli(["migrate", "--database-url", url]);
+    assert.equal(again.code, 0, shown(again));
+  },
+  { fresh: true },
+);
+
 migrated.test("a database set up as supabase db push does (the local runner) is up to date", async ({ url }) => {
   const run = await runCli(["migrate", "--database-url", url]);
   assert.equal(run.code, 0, shown(run));
@@ -130,7 +157,12 @@ pgmqOnly.test(
       await sql.end();
       await Deno.remove(dir, { recursive: true });
     }
-    const run = await runCli(["migrate", "--database-url", url]);
+    // The Supabase CLI's history is there: migrate leaves the rest to `supabase db push`...
+    const refused = await runCli(["migrate", "--database-url", url]);
+    assert.equal(refused.code, 1, shown(refused));
+    assert.match(refused.stderr, /the Supabase CLI manages this database's migrations/);
+    // ...unless told to ignore it.
+    const run = await runCli(["migrate", "--database-url", url, "--ignore-supabase-history"]);
     assert.equal(run.code, 0, shown(run));
     assert.match(
       run.stderr,
