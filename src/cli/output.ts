@@ -6,7 +6,7 @@
  */
 import { cliCommand } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
-import { isLocalModule } from "./packaged.ts";
+import { localInvocation } from "./packaged.ts";
 
 /**
  * A failure the CLI reports as one message (what was wrong, and what to do) and an exit code.
@@ -95,8 +95,9 @@ export function elapsed(start: number): string {
 }
 
 /**
- * How to type a CLI command here: `deno task pgflow …` in a checkout of this repository, else the
- * published module's `deno run -A jsr:@pgflow/shared@<version>/cli …`.
+ * How to type a CLI command here: `deno task pgflow …` in a checkout of this repository, the
+ * checkout's `deno run -A <path>/src/cli/main.ts …` from any other folder, else the published
+ * module's `deno run -A jsr:@pgflow/shared@<version>/cli …`.
  *
  * @example
  * ```ts
@@ -106,5 +107,6 @@ export function elapsed(start: number): string {
  * ```
  */
 export function command(args: string): string {
-  return isLocalModule() ? `deno task pgflow ${args}` : cliCommand(args, ENGINE_VERSION);
+  const local = localInvocation();
+  return local !== undefined ? `${local} ${args}` : cliCommand(args, ENGINE_VERSION);
 }

@@ -39,6 +39,33 @@ export function isLocalModule(): boolean {
 }
 
 /**
+ * How to run this CLI from the current folder, without its arguments: `deno task pgflow` inside
+ * a checkout of this repository (its deno.json has the task), `deno run -A <path>/src/cli/main.ts`
+ * from a checkout elsewhere (the task does not exist in the user's folder), `undefined` for the
+ * published module (the caller names the versioned `jsr:` form).
+ *
+ * @example
+ * ```ts
+ * import { localInvocation } from "./packaged.ts";
+ *
+ * localInvocation(); // "deno task pgflow" when run in this repository
+ * ```
+ */
+export function localInvocation(): string | undefined {
+  if (!isLocalModule()) return undefined;
+  const root = decodeURIComponent(ROOT.pathname).replace(/\/$/, "");
+  let cwd: string | undefined;
+  try {
+    cwd = Deno.cwd();
+  } catch {
+    cwd = undefined;
+  }
+  if (cwd !== undefined && (cwd === root || cwd.startsWith(`${root}/`))) return "deno task pgflow";
+  const main = decodeURIComponent(new URL("src/cli/main.ts", ROOT).pathname);
+  return `deno run -A ${/^[\w./@+-]+$/.test(main) ? main : JSON.stringify(main)}`;
+}
+
+/**
  * Reads a file of the module as text; a missing or unreadable file is a {@link CliError} that names
  * its URL.
  *
