@@ -155,7 +155,8 @@ Deno.test("db refuses what it cannot use, creating nothing, and says what to do"
         [
           ["db", "url"],
           1,
-          /there is no database in .*\.pgflow\/db: create and start one with `deno task pgflow db start`/,
+          // Run in a project folder, not this repository: the hint runs the checkout's CLI by path.
+          /there is no database in .*\.pgflow\/db: create and start one with `deno run -A \S+\/src\/cli\/main\.ts db start`/,
         ],
         [["db", "stop"], 1, /there is no database in/],
         [["db", "status"], 1, /create one with/],
