@@ -139,6 +139,62 @@ Deno.test("db stop during db start waits for the start to finish, then stops", a
   }
 });
 
+Deno.test("a db command killed while holding the lock does not block the next one", async () => {
+  const project = await tempDir();
+  const dir = `${project}/db`;
+  const cli = (args: string[]) => runCli(["db", ...args, "--data-dir", dir], { cwd: project });
+  try {
+    // A start that holds the lock for 10 minutes, killed once its server is up.
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(Deno.env.toObject())) {
+      if (k !== "DATABASE_URL" && k !== "EDGE_WORKER_DB_URL") env[k] = v;
+    }
+    const holder = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--no-lock",
+        new URL("../../src/cli/main.ts", import.meta.url).href,
+        "db",
+        "start",
+        "--data-dir",
+        dir,
+        "--port",
+        somePort(),
+      ],
+      env: { ...env, NO_COLOR: "1", PGFLOW_DB_TEST_PAUSE: "setup:600000" },
+      clearEnv: true,
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const stderr = new Response(holder.stderr).text();
+    await until("the held lock", async () => {
+      const text = await Deno.readTextFile(`${dir}.lock`).catch(() => "");
+      return text.includes("db start") && await exists(`${dir}/pgflow-db.json`);
+    });
+    await until("the server", async () => (await cli(["status"])).code === 0);
+    holder.kill("SIGKILL");
+    await holder.status;
+    await stderr;
+    assert.equal(await exists(`${dir}.lock`), true, "the dead holder left its file behind");
+
+    // Not waiting forever: the OS dropped the dead process's lock.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stop = await Promise.race([
+      cli(["stop"]),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error("db stop still waits on a dead lock")), 60_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    assert.equal(stop.code, 0, shown(stop));
+    assert.match(stop.stderr, /stopped; the data stays/, shown(stop));
+    assert.equal(await exists(`${dir}.lock`), false, "the next holder removed the stale file");
+  } finally {
+    await cli(["stop"]);
+    await Deno.remove(project, { recursive: true });
+  }
+});
+
 Deno.test("a --data-dir a shell would interpret is refused before anything runs", async () => {
   const project = await tempDir();
   const marker = `/tmp/pgflow-planted-${crypto.randomUUID()}`;
