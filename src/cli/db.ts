@@ -31,6 +31,10 @@ postgres without a password.
   --data-dir DIR  the database's folder; default ./${DEFAULT_DATA_DIR}
   --port N        (start) the port; default: the one it had, else the first free from 54330
 
+Commands on one folder run one at a time: a second start waits for the first and prints the same
+URL; stop waits for a start to finish (DIR.lock sits next to DIR meanwhile). DIR must not hold
+$ \` " or \\ (pg_ctl hands it to a shell).
+
 Server binaries: PGFLOW_PG_BIN, else the machine's PostgreSQL (Debian: postgresql-15), else the
 npm-packaged server. As root the server runs as the postgres (or nobody) user.
 

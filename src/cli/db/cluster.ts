@@ -4,6 +4,7 @@
  * server binaries, so it comes back where it was) and a `.gitignore` that keeps the folder out of
  * git. It listens on 127.0.0.1 only, with trust authentication for user `postgres`. As root, the
  * server runs as the `postgres` (or `nobody`) user, which must be able to reach the folder.
+ * Creating and starting it is for a caller holding the folder's lock (`lock.ts`).
  *
  * @module
  */
