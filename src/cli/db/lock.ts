@@ -36,7 +36,12 @@ export async function withFolderLock<T>(
   const parent = path.slice(0, path.lastIndexOf("/")) || "/";
   // Folders made only to hold the lock file go again with it, unless something else is in them.
   const made = new Made();
-  await made.folders(parent);
+  await made.folders(parent).catch((error) => {
+    throw new CliError(
+      `cannot make ${parent} for the lock file ${path} (${(error as Error).message}): pass ` +
+        "--data-dir with a folder you can write in",
+    );
+  });
   let file: Deno.FsFile;
   for (;;) {
     const opened = await openLockFile(path, parent, made);
