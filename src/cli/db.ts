@@ -6,10 +6,12 @@
  */
 import { parseArgs } from "./args.ts";
 import { openDatabase } from "./database.ts";
-import { DEFAULT_DATA_DIR, LocalCluster } from "./db/cluster.ts";
+import { absolute, DEFAULT_DATA_DIR, LocalCluster, shellSpecial } from "./db/cluster.ts";
+import { withFolderLock } from "./db/lock.ts";
 import { portIsFree } from "./db/server.ts";
 import { installPgmq } from "./db/pgmq.ts";
 import { migrateDatabase } from "./migrate.ts";
+import { testPause } from "./db/test_pause.ts";
 import { CliError, command, elapsed, progress, result, UsageError } from "./output.ts";
 
 /** The help text of `pgflow db`. */
@@ -28,6 +30,10 @@ postgres without a password.
 
   --data-dir DIR  the database's folder; default ./${DEFAULT_DATA_DIR}
   --port N        (start) the port; default: the one it had, else the first free from 54330
+
+Commands on one folder run one at a time: a second start waits for the first and prints the same
+URL; stop waits for a start to finish (DIR.lock sits next to DIR meanwhile). DIR must not hold
+$ \` " or \\ (pg_ctl hands it to a shell).
 
 Server binaries: PGFLOW_PG_BIN, else the machine's PostgreSQL (Debian: postgresql-15), else the
 npm-packaged server. As root the server runs as the postgres (or nobody) user.
@@ -68,18 +74,34 @@ export async function db(argv: readonly string[]): Promise<number> {
       throw new UsageError(`--port must be a port from 1024 to 65535, got ${args.strings.port}`);
     }
   }
-  const cluster = await LocalCluster.open(args.strings["data-dir"] ?? DEFAULT_DATA_DIR);
+  const dir = absolute(args.strings["data-dir"] ?? DEFAULT_DATA_DIR);
   switch (action) {
-    case "start":
-      return await start(cluster, port);
+    case "start": {
+      const special = shellSpecial(dir);
+      if (special) {
+        throw new UsageError(
+          `the database folder ${JSON.stringify(dir)} holds ${special}, which pg_ctl hands to a ` +
+            'shell: nothing was created. Pass --data-dir with a path without $ ` " or \\',
+        );
+      }
+      // Starts and stops of one folder run one after the other: a second start finds the first's
+      // server, and no start's clean-up meets another's data.
+      return await withFolderLock(dir, "db start", async () => {
+        return await start(await LocalCluster.open(dir), port);
+      });
+    }
     case "stop":
-      return await stop(cluster);
+      return await withFolderLock(dir, "db stop", async () => {
+        return await stop(await LocalCluster.open(dir));
+      });
     case "status":
-      return await describe(cluster);
-    default:
+      return await describe(await LocalCluster.open(dir));
+    default: {
+      const cluster = await LocalCluster.open(dir);
       if (cluster.url === undefined) throw noDatabase(cluster);
       result(cluster.url);
       return 0;
+    }
   }
 }
 
@@ -110,6 +132,7 @@ async function start(cluster: LocalCluster, port: number | undefined): Promise<n
     progress(`starting Postgres on 127.0.0.1:${port ?? cluster.port}`);
     await cluster.start(port);
   }
+  await testPause("setup");
   const url = cluster.url!;
   const sql = await openDatabase(url);
   try {

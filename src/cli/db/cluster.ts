@@ -4,12 +4,15 @@
  * server binaries, so it comes back where it was) and a `.gitignore` that keeps the folder out of
  * git. It listens on 127.0.0.1 only, with trust authentication for user `postgres`. As root, the
  * server runs as the `postgres` (or `nobody`) user, which must be able to reach the folder.
+ * Creating and starting it is for a caller holding the folder's lock (`lock.ts`).
  *
  * @module
  */
 import { findPostgresBinaries } from "./binaries.ts";
 import { CliError, command } from "../output.ts";
 import { freePort, portIsFree, run, runTool, serverUser } from "./server.ts";
+import { testPause } from "./test_pause.ts";
+import { Made } from "./made.ts";
 
 /** The folder `pgflow db` uses when none is given, from the current directory. */
 export const DEFAULT_DATA_DIR = ".pgflow/db";
@@ -117,31 +120,35 @@ export class LocalCluster {
 
   /**
    * Creates the cluster (initdb) and records its port: `port`, else the first free one from 54330.
+   * Call it holding the folder's lock (`withFolderLock`). A failure removes what this call made and
+   * nothing else: a folder something else has put files in stays.
    */
   async create(port?: number): Promise<void> {
     if (this.#meta !== undefined) return;
     const { binDir } = await findPostgresBinaries();
-    // What to remove if creating fails: the topmost folder this call creates (or just the files
-    // in an existing empty folder), so a failure leaves nothing behind.
-    const created = await firstMissing(this.dir);
-    const undo = () =>
-      created === undefined
-        ? Promise.all(
-          [".gitignore", "data", META].map((f) =>
-            Deno.remove(`${this.dir}/${f}`, { recursive: true }).catch(() => {})
-          ),
-        )
-        : Deno.remove(created, { recursive: true }).catch(() => {});
-    await Deno.mkdir(this.dir, { recursive: true });
-    await Deno.writeTextFile(
-      `${this.dir}/.gitignore`,
-      "# pgflow db: local data, never committed\n*\n",
-    );
+    const made = new Made();
+    try {
+      await this.#make(made, binDir, port);
+    } catch (error) {
+      const left = await made.undo();
+      if (left.length === 0) throw error;
+      throw new CliError(
+        `${(error as Error).message} (${left.join(", ")} stayed: it holds files this command ` +
+          "did not make)",
+      );
+    }
+  }
+
+  async #make(made: Made, binDir: string, port: number | undefined): Promise<void> {
+    await made.folders(this.dir);
+    await made.file(`${this.dir}/.gitignore`, "# pgflow db: local data, never committed\n*\n")
+      .catch((error) => {
+        throw error instanceof Deno.errors.AlreadyExists ? this.#appeared(".gitignore") : error;
+      });
     if (this.#user) {
       await run("chown", [this.#user, this.dir], undefined);
       const { code } = await runTool("test", ["-w", this.dir, "-a", "-x", this.dir], this.#user);
       if (code !== 0) {
-        await undo();
         throw new CliError(
           `the server must run as user ${this.#user} (PostgreSQL refuses to run as root), and ` +
             `${this.#user} cannot reach ${this.dir}: a folder above it is closed to other users ` +
@@ -150,10 +157,18 @@ export class LocalCluster {
         );
       }
     }
+    await testPause("initdb");
+    // The data folder is made here, exclusively, so initdb only ever fills a folder of this call's
+    // own, and a failed initdb (which empties the folder it was given) removes nothing else.
+    const data = `${this.dir}/data`;
+    await made.folder(data, 0o700).catch((error) => {
+      throw error instanceof Deno.errors.AlreadyExists ? this.#appeared("data") : error;
+    });
+    if (this.#user) await run("chown", [this.#user, data], undefined);
     try {
       await run(`${binDir}/initdb`, [
         "-D",
-        `${this.dir}/data`,
+        data,
         "-U",
         "postgres",
         "--auth=trust",
@@ -162,15 +177,29 @@ export class LocalCluster {
         "--locale=C",
       ], this.#user);
     } catch (error) {
-      await undo();
       throw new CliError(`initdb failed, nothing was kept: ${(error as Error).message}`);
     }
-    const meta: Meta = {
+    made.own(data);
+    await this.#writeMeta({
       port: port ?? freePort(PREFERRED_PORTS),
       binDir,
       createdAt: new Date().toISOString(),
-    };
-    await Deno.writeTextFile(`${this.dir}/${META}`, JSON.stringify(meta, null, 2) + "\n");
+    });
+  }
+
+  #appeared(name: string): CliError {
+    return new CliError(
+      `${this.dir}/${name} appeared while the database was being created: something other than ` +
+        `pgflow writes in ${this.dir}. Nothing of it was touched, and what this command made was ` +
+        "removed. Stop what writes there, or pass --data-dir with another folder",
+    );
+  }
+
+  /** Records the port and binaries; written aside and renamed, so a reader never sees half. */
+  async #writeMeta(meta: Meta): Promise<void> {
+    const path = `${this.dir}/${META}`;
+    await Deno.writeTextFile(`${path}.new`, JSON.stringify(meta, null, 2) + "\n");
+    await Deno.rename(`${path}.new`, path);
     this.#meta = meta;
   }
 
@@ -185,6 +214,19 @@ export class LocalCluster {
         );
       }
       return;
+    }
+    const binDir = await this.#binDir();
+    // pg_ctl starts the server through `sh -c`: a path it quotes there must mean only itself.
+    for (const [path, fix] of [[this.dir, "Pass --data-dir"], [binDir, "Set PGFLOW_PG_BIN to"]]) {
+      const special = shellSpecial(path);
+      if (special) {
+        throw new CliError(
+          `${
+            JSON.stringify(path)
+          } holds ${special}, which pg_ctl hands to a shell: the server was ` +
+            `not started. ${fix} a folder without $ \` " or \\`,
+        );
+      }
     }
     const target = port ?? meta.port;
     if (!portIsFree(target)) {
@@ -201,7 +243,7 @@ export class LocalCluster {
     ].join(" ");
     const log = `${this.dir}/server.log`;
     const { code, output } = await runTool(
-      `${await this.#binDir()}/pg_ctl`,
+      `${binDir}/pg_ctl`,
       ["-D", `${this.dir}/data`, "-l", log, "-o", options, "-w", "-t", "60", "start"],
       this.#user,
     );
@@ -214,10 +256,7 @@ export class LocalCluster {
           `(full log: ${log})`,
       );
     }
-    if (target !== meta.port) {
-      this.#meta = { ...meta, port: target };
-      await Deno.writeTextFile(`${this.dir}/${META}`, JSON.stringify(this.#meta, null, 2) + "\n");
-    }
+    if (target !== meta.port) await this.#writeMeta({ ...meta, port: target });
   }
 
   /** Stops the server (fast shutdown: sessions are disconnected); the data stays. */
@@ -250,7 +289,32 @@ export class LocalCluster {
   }
 }
 
-function absolute(dir: string): string {
+/**
+ * The characters of `path` that a shell interprets inside double quotes (`$`, backtick, `"`, `\\`),
+ * as `pg_ctl start` quotes the folder and the log in the command it hands to `sh -c`; "" if none.
+ *
+ * @example
+ * ```ts
+ * import { shellSpecial } from "./cluster.ts";
+ *
+ * shellSpecial("/tmp/x$(id)"); // "$"
+ * ```
+ */
+export function shellSpecial(path: string): string {
+  return [...new Set(path.match(/[$`"\\]/g) ?? [])].join(" ");
+}
+
+/**
+ * The absolute path of the folder `dir` (relative to the current directory), without `.`/`..`.
+ *
+ * @example
+ * ```ts
+ * import { absolute } from "./cluster.ts";
+ *
+ * absolute(".pgflow/db"); // e.g. "/home/me/app/.pgflow/db"
+ * ```
+ */
+export function absolute(dir: string): string {
   const joined = dir.startsWith("/") ? dir : `${Deno.cwd()}/${dir}`;
   const parts: string[] = [];
   for (const part of joined.split("/")) {
@@ -259,16 +323,6 @@ function absolute(dir: string): string {
     else parts.push(part);
   }
   return `/${parts.join("/")}`;
-}
-
-/** The topmost folder of `dir`'s path that does not exist yet; `undefined` when `dir` exists. */
-async function firstMissing(dir: string): Promise<string | undefined> {
-  let missing: string | undefined;
-  for (let d = dir; d !== "/" && d !== ""; d = d.slice(0, d.lastIndexOf("/")) || "/") {
-    if (await Deno.stat(d).then(() => true, () => false)) break;
-    missing = d;
-  }
-  return missing;
 }
 
 async function nonEmpty(dir: string): Promise<boolean> {
