@@ -59,7 +59,7 @@ Deno.test("README: what it is, the demo and test commands, then install before t
   const intro = readme.slice(0, firstHeading);
   assert.ok(intro.includes("workflow engine for Supabase"), "the first lines say what it is");
   const commands = codeBlocks(intro).filter((b) => b.lang === "sh").map((b) => b.code.trim());
-  assert.deepEqual(commands, ["npx -y deno@2 task demo", "npx -y deno@2 task ci"]);
+  assert.deepEqual(commands, ["npx -y deno@2 task -q demo", "npx -y deno@2 task ci"]);
   const headings = [...readme.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
   assert.match(headings[0], /^Install/, `the first section is the install path: ${headings}`);
   assert.ok(
