@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { notInstalled, PGBOUNCER } from "./provision.ts";
 
 /** How PgBouncer hands server connections to clients. */
 export type PoolMode = "transaction" | "session";
@@ -48,19 +49,9 @@ export interface LocalPgBouncer {
   destroy(): Promise<void>;
 }
 
-const CANDIDATES = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer"];
-
 /** The PgBouncer binary: `PGFLOW_PGBOUNCER` when set, else a Debian or local install. */
 export function findPgBouncer(): string | undefined {
-  const explicit = Deno.env.get("PGFLOW_PGBOUNCER");
-  for (const path of explicit ? [explicit] : CANDIDATES) {
-    try {
-      if (Deno.statSync(path).isFile) return path;
-    } catch {
-      // Not here.
-    }
-  }
-  return undefined;
+  return PGBOUNCER.find();
 }
 
 function freePort(): number {
@@ -105,10 +96,7 @@ async function accepts(port: number): Promise<boolean> {
 export async function startPgBouncer(options: PgBouncerOptions): Promise<LocalPgBouncer> {
   const binary = findPgBouncer();
   if (binary === undefined) {
-    throw new Error(
-      "PgBouncer is not installed: `apt-get install pgbouncer` (Debian), or set PGFLOW_PGBOUNCER " +
-        "to its binary",
-    );
+    throw new Error(notInstalled(PGBOUNCER, "PGFLOW_PGBOUNCER"));
   }
   const mode = options.mode ?? "transaction";
   const user = await runAsUser();

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { ENGINE_VERSION } from "../../src/util/version.ts";
-import { runCli, shown } from "./helpers.ts";
+import { publishedCopy, runCli, type RunOptions, shown } from "./helpers.ts";
 
 async function tempDir(owner?: string): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "pgflow-db-test-" });
@@ -26,9 +26,14 @@ async function query<T>(url: string, fn: (sql: postgres.Sql) => Promise<T>): Pro
 }
 
 /** Runs start, checks the database, writes a row, stops, starts again and finds the row. */
-async function lifecycle(project: string, user?: string, denoDir?: string): Promise<void> {
+async function lifecycle(
+  project: string,
+  user?: string,
+  denoDir?: string,
+  from: Pick<RunOptions, "deno" | "entry"> = {},
+): Promise<void> {
   const env = denoDir ? { DENO_DIR: denoDir, HOME: project } : {};
-  const cli = (args: string[]) => runCli(args, { cwd: project, user, env });
+  const cli = (args: string[]) => runCli(args, { cwd: project, user, env, ...from });
   try {
     const start = await cli(["db", "start"]);
     assert.equal(start.code, 0, shown(start));
@@ -108,8 +113,18 @@ Deno.test({
       ],
     }).output();
     await new Deno.Command("chown", { args: ["-R", "postgres", project] }).output();
+    // Neither this checkout (a clone in root's home, a `mktemp -d` folder) nor this deno (npx's
+    // cache under root's home) need be readable by another user: it runs copies of both, in a
+    // world-readable folder, as a user who installed the module would.
+    const module = await publishedCopy();
+    await Deno.copyFile(Deno.execPath(), `${module}/deno`);
+    await new Deno.Command("chmod", { args: ["-R", "a+rX", module] }).output();
+    await Deno.chmod(`${module}/deno`, 0o755);
     try {
-      await lifecycle(project, "postgres", denoDir);
+      await lifecycle(project, "postgres", denoDir, {
+        deno: `${module}/deno`,
+        entry: `${module}/src/cli/main.ts`,
+      });
       const owner = (await Deno.stat(`${project}/.pgflow/db/pgflow-db.json`)).uid;
       const id = new TextDecoder().decode(
         (await new Deno.Command("id", { args: ["-u", "postgres"] }).output()).stdout,
@@ -117,6 +132,7 @@ Deno.test({
       assert.equal(String(owner), id, "everything made by the normal user");
     } finally {
       await Deno.remove(project, { recursive: true });
+      await Deno.remove(module, { recursive: true });
     }
   },
 });

@@ -24,6 +24,8 @@ export interface RunOptions {
   entry?: string;
   /** Run it as this user (through runuser), e.g. to check a normal user's run as root. */
   user?: string;
+  /** The deno binary to run it with (default: this one). */
+  deno?: string;
 }
 
 const ENTRY = new URL("../../src/cli/main.ts", import.meta.url).href;
@@ -54,10 +56,10 @@ export async function runCli(args: string[], options: RunOptions = {}): Promise<
       "--",
       "env",
       ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
-      Deno.execPath(),
+      options.deno ?? Deno.execPath(),
       ...deno,
     ]]
-    : [Deno.execPath(), deno];
+    : [options.deno ?? Deno.execPath(), deno];
   const out = await new Deno.Command(cmd, {
     args: argv,
     env: options.user ? undefined : env,

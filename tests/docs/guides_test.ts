@@ -59,7 +59,7 @@ Deno.test("README: what it is, the demo and test commands, then install before t
   const intro = readme.slice(0, firstHeading);
   assert.ok(intro.includes("workflow engine for Supabase"), "the first lines say what it is");
   const commands = codeBlocks(intro).filter((b) => b.lang === "sh").map((b) => b.code.trim());
-  assert.deepEqual(commands, ["npx -y deno@2 task demo", "npx -y deno@2 task ci"]);
+  assert.deepEqual(commands, ["npx -y deno@2 task -q demo", "npx -y deno@2 task ci"]);
   const headings = [...readme.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
   assert.match(headings[0], /^Install/, `the first section is the install path: ${headings}`);
   assert.ok(
@@ -141,15 +141,26 @@ Deno.test("flows.md documents every option with the SQL defaults and the shared 
   assert.deepEqual(context, interfaceKeys("src/dsl/context.ts", "StepContext").sort());
 });
 
+Deno.test("a page showing `supabase db push --db-url` says the CLI needs sslmode=disable", () => {
+  const showing = pages.filter((page) => read(page).includes("db push --db-url"));
+  assert.ok(showing.length > 0, "some guide shows db push --db-url");
+  for (const page of showing) {
+    // The Supabase CLI asks for TLS; a local server without it refuses the connection.
+    assert.ok(read(page).includes("?sslmode=disable"), `${page} shows --db-url without sslmode`);
+  }
+});
+
 Deno.test("every CLI command and flag the guides use exists", async () => {
   const used = new Map<string, Set<string>>();
   for (const page of pages) {
     const text = read(page);
     for (
       const m of text.matchAll(
-        /(?:jsr:@pgflow\/shared\/cli|deno task pgflow) ([a-z]+)(?: (start|stop|status|url)\b)?([^`\n]*)/g,
+        /(?:jsr:@pgflow\/shared\/cli|deno task pgflow|`pgflow) ([a-z]+)(?: (start|stop|status|url)\b)?([^`\n]*)/g,
       )
     ) {
+      // `pgflow worker <queue>` is the application_name of a worker's LISTEN connection.
+      if (m[0] === "`pgflow worker <queue>") continue;
       const command = m[2] === undefined || m[1] !== "db" ? m[1] : "db";
       const flags = used.get(command) ?? new Set<string>();
       for (const flag of m[3].matchAll(/(?<![\w-])--[a-z][a-z-]*/g)) {

@@ -4,11 +4,13 @@
  * debugging port (read from its stderr), `page.goto(url)` opens a tab, `page.evaluate(js)` runs
  * an expression in it, `page.screenshot(path)` saves a PNG of the whole page.
  *
- * Chromium comes from Debian (`apt-get install chromium`, done by `.ci/run`); set `CHROMIUM` to
- * use another binary. A machine without it fails the test with that instruction, never skips it.
+ * Chromium comes from Debian (`apt-get install chromium`, which `deno task ci` runs when it runs
+ * as root: local/provision.ts); set `CHROMIUM` to use another binary. A machine without it fails
+ * the test with the install command, never skips it.
  *
  * @module
  */
+import { CHROMIUM, notInstalled } from "../../local/provision.ts";
 
 /** An open tab. */
 export interface Page {
@@ -79,11 +81,7 @@ export async function openBrowser(): Promise<Browser> {
   } catch (error) {
     await Deno.remove(profile, { recursive: true }).catch(() => {});
     if (error instanceof Deno.errors.NotFound) {
-      throw new Error(
-        `${chromiumPath()} is not installed: the dashboard's browser test needs it. Install it ` +
-          "with `apt-get install -y --no-install-recommends chromium` (.ci/run does), or set " +
-          "CHROMIUM to a Chromium or Chrome binary",
-      );
+      throw new Error(notInstalled(CHROMIUM, "CHROMIUM"));
     }
     throw error;
   }

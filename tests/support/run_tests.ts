@@ -1,9 +1,12 @@
 /**
- * `deno task test [deno test args]`: opens the run's database server, builds the templates, runs
- * `deno test` against them and ends with the line `N passed, N failed`.
+ * `deno task test [deno test args]`: provisions the programs some tests need (PgBouncer, Chromium:
+ * installed from Debian when missing and run as root, else named with their install command),
+ * opens the run's database server, builds the templates, runs `deno test` against them and ends
+ * with the line `N passed, N failed`.
  *
  * @module
  */
+import { provision } from "../../local/provision.ts";
 import { openTestServer } from "./test_server.ts";
 import { dropTestDatabases, prepareTemplates } from "./templates.ts";
 
@@ -36,6 +39,7 @@ export function parseDenoTestSummary(output: string): TestTotals | undefined {
  * ```
  */
 export async function runTests(args: string[]): Promise<TestTotals> {
+  await provision();
   const server = await openTestServer();
   try {
     const source = await prepareTemplates(server.url);
