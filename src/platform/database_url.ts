@@ -70,6 +70,8 @@ export class DatabaseUrlError extends Error {
   readonly part: DatabaseUrlPart;
 
   /**
+   * A refusal of one part of a database URL.
+   *
    * @param part the part of the URL that is wrong
    * @param message what is wrong and the fix, with the URL masked
    */
