@@ -145,7 +145,12 @@ export type {
   LogRecord,
   LogSink,
 } from "./src/platform/logger.ts";
-export { coverageCounts, formatCoverage, queueCoverage } from "./src/operations/coverage.ts";
+export {
+  coverageCounts,
+  formatCoverage,
+  partialNote,
+  queueCoverage,
+} from "./src/operations/coverage.ts";
 export type { CoverageRow, CoverageStatus } from "./src/operations/coverage.ts";
 export { createClient } from "./src/client/client.ts";
 export type {

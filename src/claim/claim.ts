@@ -13,8 +13,21 @@ import { toMessageId } from "./message_id.ts";
  */
 export type SupportedPair = readonly [flow: string, step: string];
 
-/** What the claim did with one message id (see DESIGN §4). */
-export type Disposition = "claimed" | "started" | "ineligible" | "unknown" | "unsupported";
+/**
+ * What the claim did with one message id (see DESIGN §4). `handed_back`: its task is outside this
+ * worker's support set and a live worker on the queue serves it, so the message was made visible
+ * again at once and announced to that worker; `handed_back_later`: the same, but that worker is
+ * busy (the message was handed back often), so it was hidden for a while and announced with when
+ * it reappears; `unsupported`: outside the set, and no live worker serves it.
+ */
+export type Disposition =
+  | "claimed"
+  | "started"
+  | "ineligible"
+  | "unknown"
+  | "unsupported"
+  | "handed_back"
+  | "handed_back_later";
 
 /** A task this worker now owns: only claimed rows carry identity and input. */
 export interface ClaimedTask {

@@ -165,7 +165,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       for (const skipped of result.skipped) {
         // Identity only: the body never explains or authorises anything.
         deps.activity.unclaimed(
-          skipped.disposition === "unsupported" && serves(skipped.flowSlug, skipped.stepSlug)
+          REFUSED.has(skipped.disposition) && serves(skipped.flowSlug, skipped.stepSlug)
             ? { ...skipped, disposition: "withdrawn" }
             : skipped,
         );
@@ -181,9 +181,21 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       // A read that got fewer than it asked for found every visible message: reading again at
       // once would come back empty. Work sent since is announced (the wait returns at once for a
       // notification that came during the read); the rest is the fallback timer's.
-      if (result.read < qty) await wakeups?.wait(fallbackMs, signal);
-      // A full read: there may be more than this worker can take, so another idle one looks too.
-      else wakeups?.nudge();
+      // A read that claimed nothing waits too: what it read is another worker's (handed back to
+      // it, pgflow._start_tasks) or nobody's, and reading again at once would read the same.
+      if (result.read < qty || result.claimed.length === 0) {
+        // Another worker's messages handed back, and nothing of ours: they may stand at the head
+        // of every read until that worker takes them, so look again soon, not at the fallback
+        // (after a few such reads the claim hides them and this worker reads past them).
+        const blocked = result.claimed.length === 0 &&
+          result.skipped.some((s) => s.disposition === "handed_back");
+        if (wakeups !== undefined) {
+          await wakeups.wait(blocked ? deps.pollIntervalMs : fallbackMs, signal);
+        } else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
+      } else {
+        // A full read: there may be more than this worker can take, so another idle one looks too.
+        wakeups?.nudge();
+      }
     } catch (error) {
       failures++;
       const delayMs = backoffDelay(failures);
@@ -196,6 +208,9 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
     }
   }
 }
+
+/** Dispositions of a task outside this worker's registered support set. */
+const REFUSED: ReadonlySet<string> = new Set(["unsupported", "handed_back", "handed_back_later"]);
 
 /**
  * start_tasks' (and so read_and_claim's) answer to `supported => NULL` for a worker id with no

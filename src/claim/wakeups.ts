@@ -1,4 +1,5 @@
 import type { ChannelEvent, ChannelListener, ChannelSubscription } from "../platform/listen.ts";
+import type { SupportedPair } from "./claim.ts";
 
 /**
  * The channel work for `queue` is announced on: `pgflow._send_task_messages` notifies it in the
@@ -25,24 +26,48 @@ export function queueChannel(queue: string): string {
  * read came back full calls `nudge`, waking another, so a burst larger than a batch still spreads
  * over every idle worker. With no member waiting, every member is marked, so none goes to sleep
  * over it. A lost or returned connection wakes every member.
+ *
+ * A notification whose payload names a pair (`["flow", "step"]`, or `["flow", "step", ms]`) is a
+ * message handed back by a worker that read it and cannot claim it (pgflow._start_tasks), visible
+ * again now or in `ms`: then (a timer for `ms`) it wakes one waiting member that serves the pair,
+ * or marks every member that does, and never one that does not, which would only read it and
+ * hand it back again.
  */
 export class QueueWakeups {
   readonly #listener: ChannelListener;
   readonly #group: WakeGroup;
+  readonly #serves: ReadonlySet<string>;
   #pending = false;
   #waiter: (() => void) | undefined;
 
-  private constructor(listener: ChannelListener, group: WakeGroup) {
+  private constructor(
+    listener: ChannelListener,
+    group: WakeGroup,
+    supported: readonly SupportedPair[],
+  ) {
     this.#listener = listener;
     this.#group = group;
+    this.#serves = new Set(supported.map(pairKey));
   }
 
-  /** Joins `queue`'s group on `listener`; rejects when the LISTEN could not be made. */
-  static async open(listener: ChannelListener, queue: string): Promise<QueueWakeups> {
+  /**
+   * Joins `queue`'s group on `listener` as a worker serving `supported`; rejects when the LISTEN
+   * could not be made.
+   */
+  static async open(
+    listener: ChannelListener,
+    queue: string,
+    supported: readonly SupportedPair[] = [],
+  ): Promise<QueueWakeups> {
     const group = await WakeGroup.of(listener, queueChannel(queue));
-    const wakeups = new QueueWakeups(listener, group);
+    const wakeups = new QueueWakeups(listener, group, supported);
     group.members.add(wakeups);
     return wakeups;
+  }
+
+  /** Whether this member's worker has a handler for the pair (a key of {@link pairKey}). */
+  serves(key: string): boolean {
+    return this.#serves.has(key);
   }
 
   /** Whether a notification sent now would arrive. */
@@ -106,6 +131,8 @@ class WakeGroup {
   readonly members = new Set<QueueWakeups>();
   #subscription: ChannelSubscription | undefined;
   #turn = 0;
+  /** Wakes due when handed-back messages become visible again. */
+  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
   private constructor(
     readonly listener: ChannelListener,
@@ -119,7 +146,7 @@ class WakeGroup {
     let group = groups.get(channel);
     if (group === undefined) {
       const made = new WakeGroup(listener, channel);
-      group = listener.subscribe(channel, (event) => made.#heard(event)).then(
+      group = listener.subscribe(channel, (event, payload) => made.#heard(event, payload)).then(
         (subscription) => {
           made.#subscription = subscription;
           return made;
@@ -134,23 +161,70 @@ class WakeGroup {
     return group;
   }
 
-  /** Wakes one waiting member other than `except`, if there is one. */
-  wakeOne(except?: QueueWakeups): boolean {
-    const waiting = [...this.members].filter((m) => m !== except && m.waiting);
+  /** Wakes one waiting member other than `except` (of `among`, default all), if there is one. */
+  wakeOne(except?: QueueWakeups, among: Iterable<QueueWakeups> = this.members): boolean {
+    const waiting = [...among].filter((m) => m !== except && m.waiting);
     if (waiting.length === 0) return false;
     waiting[this.#turn++ % waiting.length].wake();
     return true;
   }
 
+  /**
+   * Work of pair `key` waits: wake one waiting member that serves it, else mark every member that
+   * does (none sleeps over it). Members that do not serve it are left alone.
+   */
+  wakeServing(key: string, except?: QueueWakeups): void {
+    const able = [...this.members].filter((m) => m !== except && m.serves(key));
+    if (this.wakeOne(undefined, able)) return;
+    for (const member of able) member.wake();
+  }
+
   /** Ends the LISTEN once no member is left. */
   async leave(): Promise<void> {
     if (this.members.size > 0) return;
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
     WakeGroup.#groups.get(this.listener)?.delete(this.channel);
     await this.#subscription?.close();
   }
 
-  #heard(event: ChannelEvent): void {
-    if (event === "notify" && this.wakeOne()) return;
-    for (const member of this.members) member.wake();
+  #heard(event: ChannelEvent, payload: string): void {
+    const handedBack = event === "notify" ? handedBackPair(payload) : undefined;
+    if (handedBack === undefined) {
+      if (event === "notify" && this.wakeOne()) return;
+      for (const member of this.members) member.wake();
+    } else if (handedBack.inMs <= 0) {
+      this.wakeServing(handedBack.key);
+    } else {
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        this.wakeServing(handedBack.key);
+      }, handedBack.inMs);
+      this.#timers.add(timer);
+    }
+  }
+}
+
+/** A pair as one string (flow, unit separator, step: slugs never hold U+001F). */
+function pairKey([flow, step]: SupportedPair): string {
+  return `${flow}\u001f${step}`;
+}
+
+/**
+ * The pair a hand-back notification names (its payload is `["flow", "step"]`, or with the
+ * milliseconds until the message is visible again as a third element; see pgflow._start_tasks),
+ * as a {@link pairKey}; `undefined` for any other payload (the plain "work was sent" notification
+ * has none).
+ */
+function handedBackPair(payload: string): { key: string; inMs: number } | undefined {
+  if (!payload.startsWith("[")) return undefined;
+  try {
+    const [flow, step, inMs] = JSON.parse(payload);
+    if (typeof flow !== "string" || typeof step !== "string") return undefined;
+    const delay = typeof inMs === "number" && Number.isFinite(inMs) ? inMs : 0;
+    // A few milliseconds late rather than early: a read before the message is visible finds nothing.
+    return { key: pairKey([flow, step]), inMs: delay > 0 ? Math.min(delay, 3_600_000) + 5 : 0 };
+  } catch {
+    return undefined;
   }
 }

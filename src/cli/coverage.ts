@@ -5,7 +5,12 @@
  *
  * @module
  */
-import { coverageCounts, formatCoverage, queueCoverage } from "../operations/coverage.ts";
+import {
+  coverageCounts,
+  formatCoverage,
+  partialNote,
+  queueCoverage,
+} from "../operations/coverage.ts";
 import { parseArgs } from "./args.ts";
 import { databaseUrl, openDatabase } from "./database.ts";
 import { describeError } from "./migrator.ts";
@@ -19,7 +24,9 @@ Lists, per queue, every (flow, step) pair that needs a handler (a persisted rout
 flight), the work waiting for it and how many live workers serve it. Status, per pair:
   MISSING  work is waiting (queued or started tasks in started runs) and no live worker serves it
   STALE    a live worker serves it, but a started task is held by a worker that is gone
-  ok       a live worker serves it
+  PARTIAL  a live worker serves it, but not every live worker on the queue does: the others read
+           its messages and hand them back; give every worker on a queue the same handler set
+  ok       every live worker on the queue serves it
   idle     no work waiting and no live worker: nothing to do until a run starts
 
   --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
@@ -79,6 +86,7 @@ export async function coverage(argv: readonly string[]): Promise<number> {
             "(pgflow.requeue_stalled_tasks())",
         );
       }
+      if (counts.PARTIAL > 0) notes.push(partialNote(rows));
       if (notes.length > 0) result(`\n${notes.join("\n")}`);
     }
     return counts.MISSING > 0 ? 1 : 0;

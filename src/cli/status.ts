@@ -137,8 +137,8 @@ export async function statusLines(
 function coverageLine(rows: readonly CoverageRow[]): string {
   if (rows.length === 0) return "complete (no routes, nothing in flight)";
   const counts = coverageCounts(rows);
-  const tally = `${counts.ok} ok, ${counts.idle} idle, ${counts.STALE} STALE, ` +
-    `${counts.MISSING} MISSING`;
+  const tally = `${counts.ok} ok, ${counts.idle} idle, ${counts.PARTIAL} PARTIAL, ` +
+    `${counts.STALE} STALE, ${counts.MISSING} MISSING`;
   const list = (status: string) => {
     const hit = rows.filter((r) => r.status === status);
     return hit.slice(0, 5).map((r) => `${r.queueName}: ${r.flowSlug}.${r.stepSlug}`).join("; ") +
@@ -152,7 +152,13 @@ function coverageLine(rows: readonly CoverageRow[]): string {
   const stale = counts.STALE > 0
     ? `; STALE: ${list("STALE")} (a started task's worker is gone; stalled recovery takes it back)`
     : "";
-  return `complete: no work waits without a live worker (${tally})${stale}`;
+  const partial = counts.PARTIAL > 0
+    ? `; PARTIAL: ${
+      list("PARTIAL")
+    } (not every live worker on the queue serves it: its messages are read and handed back; ` +
+      "give every worker on a queue the same handlers)"
+    : "";
+  return `complete: no work waits without a live worker (${tally})${stale}${partial}`;
 }
 
 function formatTable(header: string[], body: string[][]): string[] {

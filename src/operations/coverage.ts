@@ -11,8 +11,10 @@ import type { Sql } from "../platform/types.ts";
  * What a pair needs, as `pgflow.queue_coverage` decides it (the first that applies):
  * `MISSING` work is waiting (queued or started tasks in started runs) and no live worker serves
  * the pair; `STALE` a live worker serves it, but a started task is held by a worker that is gone
- * (stale heartbeat, stopped, or no row); `ok` a live worker serves it; `idle` a route with no work
- * waiting and no live worker.
+ * (stale heartbeat, stopped, or no row); `PARTIAL` a live worker serves it, but not every live
+ * worker on the queue does (they read its messages and hand them back: give every worker on a
+ * queue the same handler set); `ok` every live worker on the queue serves it; `idle` a route with
+ * no work waiting and no live worker.
  *
  * @example
  * ```ts
@@ -21,7 +23,7 @@ import type { Sql } from "../platform/types.ts";
  * const needsAction = (s: CoverageStatus) => s === "MISSING" || s === "STALE";
  * ```
  */
-export type CoverageStatus = "MISSING" | "STALE" | "ok" | "idle";
+export type CoverageStatus = "MISSING" | "STALE" | "PARTIAL" | "ok" | "idle";
 
 /**
  * One (flow, step) pair on one queue.
@@ -111,11 +113,17 @@ export async function queueCoverage(
  * ```ts
  * import { coverageCounts } from "@pgflow/shared";
  *
- * coverageCounts([]); // { MISSING: 0, STALE: 0, ok: 0, idle: 0 }
+ * coverageCounts([]); // { MISSING: 0, STALE: 0, PARTIAL: 0, ok: 0, idle: 0 }
  * ```
  */
 export function coverageCounts(rows: readonly CoverageRow[]): Record<CoverageStatus, number> {
-  const counts: Record<CoverageStatus, number> = { MISSING: 0, STALE: 0, ok: 0, idle: 0 };
+  const counts: Record<CoverageStatus, number> = {
+    MISSING: 0,
+    STALE: 0,
+    PARTIAL: 0,
+    ok: 0,
+    idle: 0,
+  };
   for (const r of rows) counts[r.status]++;
   return counts;
 }
@@ -157,4 +165,70 @@ export function formatCoverage(rows: readonly CoverageRow[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n");
+}
+
+/**
+ * The note for `PARTIAL` pairs, naming them: served by some live workers of their queue but not
+ * all, whose handler sets differ. One line; `pgflow coverage` and `pgflow status` print it.
+ *
+ * @example
+ * ```ts
+ * import { partialNote } from "@pgflow/shared";
+ *
+ * partialNote([]); // "0 pair(s) PARTIAL: …"
+ * ```
+ */
+export function partialNote(rows: readonly CoverageRow[]): string {
+  const partial = rows.filter((r) => r.status === "PARTIAL");
+  const named = partial.map((r) =>
+    `${r.queueName}: ${r.flowSlug}.${r.stepSlug} (${r.liveWorkers} live worker(s) serve it)`
+  );
+  return `${partial.length} pair(s) PARTIAL: the live workers of a queue serve different pairs ` +
+    `(${named.join(", ")}); the others read these messages and hand them back, so each such read ` +
+    "is wasted. A moment of this is every deploy that changes a handler set; to end it, give " +
+    "every worker on a queue the same handlers (restart or redeploy the ones that lack them)";
+}
+
+/**
+ * The live workers on `queue` that serve each of `pairs` (fresh heartbeat, not stopped or
+ * deprecated), named `function (worker 1a2b3c4d)`, keyed `flow` U+001F `step`: what a worker's
+ * report of messages it cannot claim tells the operator (another worker serves them, or none).
+ * One indexed read of the queue's recent workers.
+ *
+ * @example
+ * ```ts
+ * import postgres from "npm:postgres@3.4.7";
+ * import { pairServers } from "./coverage.ts";
+ *
+ * const sql = postgres(Deno.env.get("DATABASE_URL")!);
+ * const servedBy = await pairServers(sql, "thread_processing", [["triage_v3", "classify"]]);
+ * ```
+ */
+export async function pairServers(
+  sql: Sql,
+  queue: string,
+  pairs: readonly (readonly [string, string])[],
+  staleAfterSeconds = 30,
+): Promise<Map<string, string[]>> {
+  const rows = await sql<{ worker_id: string; function_name: string; supported: unknown }[]>`
+    select w.worker_id::text, w.function_name, w.supported from pgflow.workers w
+    where w.queue_name = ${queue}
+      and w.last_heartbeat_at > clock_timestamp() - make_interval(secs => ${staleAfterSeconds})
+      and w.stopped_at is null and w.deprecated_at is null
+    order by w.function_name, w.worker_id`;
+  const key = (flow: string, step: string) => `${flow}\u001f${step}`;
+  const wanted = new Set(pairs.map(([flow, step]) => key(flow, step)));
+  const servedBy = new Map<string, string[]>();
+  for (const row of rows) {
+    const supported = Array.isArray(row.supported) ? row.supported : [];
+    for (const pair of supported) {
+      if (!Array.isArray(pair) || pair.length !== 2) continue;
+      const k = key(String(pair[0]), String(pair[1]));
+      if (!wanted.has(k)) continue;
+      const list = servedBy.get(k) ?? [];
+      list.push(`${row.function_name} (worker ${row.worker_id.slice(0, 8)})`);
+      servedBy.set(k, list);
+    }
+  }
+  return servedBy;
 }

@@ -23,6 +23,8 @@ export type UnclaimedDisposition =
   | "ineligible"
   | "unknown"
   | "unsupported"
+  | "handed_back"
+  | "handed_back_later"
   | "withdrawn";
 
 /** A message the claim did not take, as the report needs it: never a body or an input. */
@@ -39,7 +41,15 @@ export interface UnclaimedMessage {
 
 /** What an operator should do about each kind of unclaimed message. */
 const ADVICE: Readonly<Record<UnclaimedDisposition, string>> = {
-  unsupported: "deploy a worker with a handler for this flow and step on this queue",
+  unsupported: "no live worker on this queue serves this flow and step: deploy (or start) one " +
+    "with its handler on this queue",
+  handed_back: "this worker has no handler for this flow and step; it handed the messages back " +
+    "at once to the live worker(s) on this queue that serve it (servedBy), so nothing waits, but " +
+    "each such read is wasted: give every worker on this queue the same handler set",
+  handed_back_later: "this worker has no handler for this flow and step, and the live worker(s) " +
+    "that serve it (servedBy) are busy: the messages were handed back often, so they wait a " +
+    "while before those workers read them again; give every worker on this queue the same " +
+    "handler set, and more capacity to the flow if its backlog grows",
   withdrawn: "this flow was recompiled with a changed definition while this worker ran (local " +
     "development), so this worker's old handlers no longer claim its tasks: restart it with " +
     "the new code",
@@ -50,6 +60,13 @@ const ADVICE: Readonly<Record<UnclaimedDisposition, string>> = {
   ineligible: "the task's run or step is no longer started (it failed, completed or was " +
     "skipped): nothing will run it; the message is left to the normal cleanup",
 };
+
+/** The dispositions whose report names the live workers that serve the pair. */
+const SERVED_BY: ReadonlySet<UnclaimedDisposition> = new Set([
+  "unsupported",
+  "handed_back",
+  "handed_back_later",
+]);
 
 /**
  * Handler times kept per interval for the percentiles: beyond this many, a uniform sample of them
@@ -124,11 +141,28 @@ export class ActivityLog {
     }
   }
 
-  /** Writes the interval's lines (if anything happened) and starts the next interval. */
-  flush(): void {
+  /**
+   * The (flow, step) pairs of this interval's messages that this worker has no handler for: the
+   * report names the live workers that serve each (`flush`'s `servedBy`).
+   */
+  pairsToDescribe(): [flow: string, step: string][] {
+    return [...this.#groups.values()]
+      .filter((g) => SERVED_BY.has(g.disposition) && g.flow !== null && g.step !== null)
+      .map((g) => [g.flow!, g.step!]);
+  }
+
+  /**
+   * Writes the interval's lines (if anything happened) and starts the next interval. `servedBy`
+   * names, per pair (`flow` U+001F `step`), the live workers on the queue that serve it, for the
+   * lines of messages this worker cannot claim; absent when they could not be read.
+   */
+  flush(servedBy?: ReadonlyMap<string, readonly string[]>): void {
     const intervalMs = Date.now() - this.#since;
     this.#since = Date.now();
     for (const g of this.#groups.values()) {
+      const servers = servedBy !== undefined && SERVED_BY.has(g.disposition)
+        ? servedBy.get(`${g.flow}\u001f${g.step}`) ?? []
+        : undefined;
       const fields: LogFields = {
         disposition: g.disposition,
         ...(g.flow === null ? {} : { flow: g.flow }),
@@ -136,6 +170,7 @@ export class ActivityLog {
         count: g.count,
         exampleMessageId: g.example,
         intervalMs,
+        ...(servers === undefined ? {} : { servedBy: servers.join(", ") || "none" }),
         action: ADVICE[g.disposition],
       };
       this.#log.warn(`messages not claimed (${g.disposition})`, fields);

@@ -7,6 +7,9 @@ import type { Sql } from "./types.ts";
  */
 export type ChannelEvent = "notify" | "lost" | "back";
 
+/** A subscriber of a {@link ChannelListener}: why it is called, and the notification's payload. */
+export type ChannelWake = (event: ChannelEvent, payload: string) => void;
+
 /** One channel subscription of a {@link ChannelListener}; `close` ends it. */
 export interface ChannelSubscription {
   close(): Promise<void>;
@@ -34,7 +37,7 @@ export class ChannelListener {
   readonly #options: Record<string, unknown>;
   readonly #applicationName: string | undefined;
   #conn: Sql | undefined;
-  readonly #channels = new Map<string, Set<(event: ChannelEvent) => void>>();
+  readonly #channels = new Map<string, Set<ChannelWake>>();
   /** Channels the current connection listens on. */
   readonly #listened = new Set<string>();
   #healing = false;
@@ -52,13 +55,11 @@ export class ChannelListener {
   }
 
   /**
-   * Calls `wake` on every notification on `channel`, and when the connection is lost or back.
-   * Resolves once the channel is listened to; rejects (and subscribes nothing) when it could not be.
+   * Calls `wake` on every notification on `channel` (with its payload), and when the connection is
+   * lost or back (payload `""`). Resolves once the channel is listened to; rejects (and subscribes
+   * nothing) when it could not be.
    */
-  async subscribe(
-    channel: string,
-    wake: (event: ChannelEvent) => void,
-  ): Promise<ChannelSubscription> {
+  async subscribe(channel: string, wake: ChannelWake): Promise<ChannelSubscription> {
     if (this.#closed) throw new Error("the listener is closed");
     let wakes = this.#channels.get(channel);
     if (wakes === undefined) this.#channels.set(channel, wakes = new Set());
@@ -95,7 +96,7 @@ export class ChannelListener {
           application_name: this.#applicationName,
         },
       }),
-      onnotify: (channel: string) => this.#notify(channel),
+      onnotify: (channel: string, payload: string) => this.#notify(channel, "notify", payload),
       onclose: () => this.#lost(),
     } as unknown as postgres.Options<Record<string, postgres.PostgresType>>);
   }
@@ -106,7 +107,7 @@ export class ChannelListener {
     this.#listened.add(channel);
   }
 
-  async #remove(channel: string, wake: (event: ChannelEvent) => void): Promise<void> {
+  async #remove(channel: string, wake: ChannelWake): Promise<void> {
     const wakes = this.#channels.get(channel);
     if (wakes === undefined || !wakes.delete(wake) || wakes.size > 0) return;
     this.#channels.delete(channel);
@@ -115,8 +116,8 @@ export class ChannelListener {
     }
   }
 
-  #notify(channel: string, event: ChannelEvent = "notify"): void {
-    for (const wake of this.#channels.get(channel) ?? []) wake(event);
+  #notify(channel: string, event: ChannelEvent, payload = ""): void {
+    for (const wake of this.#channels.get(channel) ?? []) wake(event, payload);
   }
 
   #wakeAll(event: ChannelEvent): void {

@@ -3,6 +3,7 @@ import { type ConnectionInfo, ownsServerSession } from "../platform/connection_k
 import type { Logger } from "../platform/logger.ts";
 import { ChannelListener } from "../platform/listen.ts";
 import { bounded } from "../platform/deadline.ts";
+import type { SupportedPair } from "../claim/claim.ts";
 import { QueueWakeups } from "../claim/wakeups.ts";
 import type { WakeupMode } from "./config.ts";
 
@@ -24,6 +25,7 @@ export interface WorkerWakeups {
 export async function openWakeups(
   sql: Sql,
   queue: string,
+  supported: readonly SupportedPair[],
   mode: WakeupMode,
   connection: ConnectionInfo,
   log: Logger,
@@ -35,7 +37,11 @@ export async function openWakeups(
   if (mode === "poll" || (mode === "auto" && !ownsServerSession(connection.kind))) return poll;
   const shared = acquireListener(sql);
   try {
-    const wakeups = await bounded(QueueWakeups.open(shared.listener, queue), "LISTEN", timeoutMs);
+    const wakeups = await bounded(
+      QueueWakeups.open(shared.listener, queue, supported),
+      "LISTEN",
+      timeoutMs,
+    );
     return {
       mode: "listen",
       wakeups,

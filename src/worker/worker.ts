@@ -1,3 +1,4 @@
+import { pairServers } from "../operations/coverage.ts";
 import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { AnyFlow } from "../dsl/extract.ts";
@@ -254,6 +255,7 @@ class Worker implements FlowWorker {
     this.#wakeups = await openWakeups(
       sql,
       this.queueName,
+      supported,
       config.wakeups,
       connection,
       this.#log,
@@ -328,9 +330,15 @@ class Worker implements FlowWorker {
         void this.#stop(false);
       }
     });
-    const summary = every(config.logSummaryIntervalMs, this.#timersStop.signal, () => {
-      activity.flush();
-      return Promise.resolve();
+    const summary = every(config.logSummaryIntervalMs, this.#timersStop.signal, async () => {
+      // Messages this worker cannot claim: the report names the live workers that serve them.
+      const pairs = activity.pairsToDescribe();
+      const servedBy = pairs.length === 0 ? undefined : await bounded(
+        pairServers(sql, this.queueName, pairs),
+        "read the workers that serve unclaimed pairs",
+        config.queryTimeoutMs,
+      ).catch(() => undefined);
+      activity.flush(servedBy);
     });
     this.#background = [loop, heartbeat, summary];
     if (config.stalledRecoveryIntervalMs > 0) {

@@ -1,7 +1,9 @@
 -- The claim. A worker that read messages from one queue claims the tasks behind them by exact
 -- (queue, message id) identity, restricted to the (flow, step) pairs it has handlers for. Only an
 -- eligible queued task in the support set is claimed; every other message is reported (with the
--- identity of its task, when one owns it) and left exactly as it was.
+-- identity of its task, when one owns it) and its task left exactly as it was. One such message
+-- changes: a queued task outside the support set whose pair a live worker on the queue serves is
+-- handed back to that worker (visible again at once, and announced; see _start_tasks).
 
 -- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
 -- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
@@ -70,7 +72,9 @@ create or replace function pgflow._start_tasks(
   supported jsonb,
   p_read_visibility integer,
   p_unclaimed_visibility integer,
-  p_support_keys jsonb default null
+  p_support_keys jsonb default null,
+  p_read_counts integer[] default null,
+  p_read_qty integer default null
 )
 returns table (
   message_id bigint,
@@ -112,6 +116,14 @@ declare
   malformed boolean;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
   stamp uuid := _start_tasks.worker_id;
+  -- Messages handed back to a worker that serves them (see below): ids, visibility offsets, and
+  -- the notification payloads that announce them.
+  h_msg bigint[];
+  h_off integer[];
+  h_payloads text[];
+  h_payload text;
+  h_hide integer;
+  h_reads integer;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
@@ -207,12 +219,80 @@ begin
         cardinality(v_msg), v_msg using errcode = '55000';
     end if;
   end if;
+  -- Shared reads (DESIGN §4). Reading a message hides it from every other reader of the queue,
+  -- so a message this worker cannot claim would wait a visibility timeout for the worker that can,
+  -- and a non-supporting reader whose next read lands as it reappears could hide it again, for
+  -- ever. So a message whose task is queued in a started run, outside this worker's support set,
+  -- whose pair a live worker on this queue serves (fresh heartbeat, not deprecated), is handed
+  -- back: announced on the queue's channel with its pair as payload (["flow", "step"]: identity,
+  -- never the body), which wakes a worker that serves it, and
+  -- - made visible again at once (set_vt 0): a fresh message read by the wrong worker is claimed
+  --   by the right one without waiting, and a reader busy with its own work (this read claimed
+  --   something) never holds another worker's message back;
+  -- - except when this read was full (as many messages as it asked for, so more may wait behind
+  --   them), claimed nothing, and the message was read more often than the queue has live
+  --   workers, plus two (each other worker could have read it once): its workers are busy, and a
+  --   reader meeting the same handed-back messages at the head of every read would never reach
+  --   its own behind them. Then it is hidden for a random half to whole visibility timeout
+  --   (disposition handed_back_later), and the payload says in how many milliseconds it
+  --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
+  --   longer lines up with the reads of the workers that cannot claim it.
+  -- The task is not touched. A message no live worker serves keeps the visibility the worker
+  -- asked for (it would only be read again by workers that cannot claim it), and so does one no
+  -- task owns. Decided by task identity and the worker registry only; costs nothing when every
+  -- message read is claimed. (p_read_counts: PGMQ's read_ct per id, unknown counts as a first;
+  -- p_read_qty: how many the read asked for, unknown counts as full.)
+  if coalesce(cardinality(c_msg), 0) < n_ids then
+    h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
+                                * (0.5 + random() / 2))::integer);
+    select count(*)::integer + 2 into h_reads from pgflow.workers w
+    where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+      and w.stopped_at is null and w.deprecated_at is null;
+    select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),
+           array_agg(distinct h.payload)
+    into h_msg, h_off, h_payloads
+    from (select distinct on (u.m) u.m as mid, u.rc
+          from unnest(msg_ids, coalesce(p_read_counts, '{}'::integer[])) u(m, rc)
+          where u.m is not null order by u.m) i
+    cross join lateral (
+      select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
+      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+      limit 1
+    ) t
+    cross join lateral (
+      select i.mid, t.flow_slug || chr(31) || t.step_slug as k,
+             case when c_msg is null and coalesce(i.rc, 1) > h_reads
+                       and n_ids >= coalesce(p_read_qty, n_ids) then h_hide else 0 end as off
+    ) o
+    cross join lateral (
+      select o.mid, o.off,
+             case when o.off = 0 then jsonb_build_array(t.flow_slug, t.step_slug)
+                  else jsonb_build_array(t.flow_slug, t.step_slug, o.off * 1000) end::text as payload
+    ) h
+    where not (i.mid = any (coalesce(c_msg, '{}')))
+      and not (sup_keys ? o.k)
+      and exists (select 1 from pgflow.runs r where r.run_id = t.run_id and r.status = 'started')
+      and exists (
+        select 1 from pgflow.workers w
+        where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+          and w.stopped_at is null and w.deprecated_at is null
+          and w.worker_id is distinct from _start_tasks.worker_id
+          and coalesce(w.supported_keys, pgflow._support_keys(w.supported)) ? o.k);
+    if h_msg is not null then
+      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+      from pgflow.set_vt_batch(q, h_msg, h_off) r;
+      foreach h_payload in array h_payloads loop
+        perform pg_notify('pgflow_queue:' || q, h_payload);
+      end loop;
+    end if;
+  end if;
   -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
   -- visibility the worker asked for, as if read with it.
-  if p_unclaimed_visibility is not null and coalesce(cardinality(c_msg), 0) < n_ids then
+  if p_unclaimed_visibility is not null
+     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
     select array_agg(i.m) into u_msg
     from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
-    where not (i.m = any (coalesce(c_msg, '{}')));
+    where not (i.m = any (coalesce(c_msg, '{}'))) and not (i.m = any (coalesce(h_msg, '{}')));
     select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
     from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
   end if;
@@ -227,6 +307,9 @@ begin
          case
            when c.mid is not null then 'claimed'
            when t.run_id is null then 'unknown'
+           when i.mid = any (coalesce(h_msg, '{}')) then
+             case when h_off[array_position(h_msg, i.mid)] = 0 then 'handed_back'
+                  else 'handed_back_later' end
            when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
            when t.status = 'started' then 'started'
            else 'ineligible'

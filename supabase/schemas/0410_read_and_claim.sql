@@ -100,7 +100,9 @@ begin
   from unnest(msgs) m
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
-                                then read_and_claim.visibility_timeout end, keys) c
+                                then read_and_claim.visibility_timeout end, keys,
+                           array(select r.read_ct from unnest(msgs) r order by r.msg_id),
+                           read_and_claim.qty) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 

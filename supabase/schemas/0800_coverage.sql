@@ -12,7 +12,11 @@
 -- Status, the first that applies (one place decides it, so the CLI, status and the dashboard agree):
 --   MISSING  work waiting and no live worker serves the pair: nothing will run it;
 --   STALE    a live worker serves the pair, but a started task is held by a worker that is gone;
---   ok       a live worker serves the pair;
+--   PARTIAL  a live worker serves the pair, but not every live worker on the queue does: the
+--            others read its messages too and hand them back (a moment of this is every deploy
+--            that changes a handler set; left so, each of their reads is wasted). Give every
+--            worker on a queue the same handler set;
+--   ok       a live worker serves the pair (and every live worker on the queue does);
 --   idle     a route with no work waiting and no live worker: nothing to do until a run starts.
 create or replace function pgflow.queue_coverage(
   queue_name text default null,
@@ -68,7 +72,8 @@ as $$
            coalesce(k.stale, 0) as stale,
            (select count(*) from recent w
             where w.queue_name = p.queue_name and not w.deprecated
-              and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live
+              and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live,
+           (select count(*) from recent w where w.queue_name = p.queue_name and not w.deprecated) as on_queue
     from pairs p
     left join work k
       on k.queue_name = p.queue_name and k.flow_slug = p.flow_slug and k.step_slug = p.step_slug
@@ -77,6 +82,7 @@ as $$
          c.live > 0,
          case when c.live = 0 and c.queued + c.started > 0 then 'MISSING'
               when c.stale > 0 then 'STALE'
+              when c.live > 0 and c.live < c.on_queue then 'PARTIAL'
               when c.live > 0 then 'ok'
               else 'idle' end
   from counted c

@@ -36,7 +36,7 @@ db.test("coverage: table and --json agree; exit 1 only while work waits without 
   const json = await runCli(["coverage", "--database-url", url, "--json"]);
   assert.equal(json.code, 1, shown(json));
   const parsed = JSON.parse(json.stdout);
-  assert.deepEqual(parsed.counts, { MISSING: 1, STALE: 0, ok: 1, idle: 0 });
+  assert.deepEqual(parsed.counts, { MISSING: 1, STALE: 0, PARTIAL: 0, ok: 1, idle: 0 });
   assert.deepEqual(parsed.pairs, [
     {
       queueName: "cli_shared",

@@ -37,7 +37,7 @@ db.test("status shows queues, workers, runs and coverage; exit 1 until every pai
   assert.match(out, /^runs\s+started 3$/m);
   assert.match(
     out,
-    /^coverage\s+INCOMPLETE: work is waiting with no live worker for 1 of 2 pair\(s\) \(status_work: status_v1\.classify\); 0 ok, 1 idle, 0 STALE, 1 MISSING; see `pgflow coverage`/m,
+    /^coverage\s+INCOMPLETE: work is waiting with no live worker for 1 of 2 pair\(s\) \(status_work: status_v1\.classify\); 0 ok, 1 idle, 0 PARTIAL, 0 STALE, 1 MISSING; see `pgflow coverage`/m,
   );
   assert.deepEqual(await databaseState(url), before, "status changes nothing");
 
@@ -50,7 +50,7 @@ db.test("status shows queues, workers, runs and coverage; exit 1 until every pai
   assert.match(served.stdout, /^\s+status_work\s+3\s+3\s+\d+ s\s+1$/m);
   assert.match(
     served.stdout,
-    /^coverage\s+complete: no work waits without a live worker \(2 ok, 0 idle, 0 STALE, 0 MISSING\)$/m,
+    /^coverage\s+complete: no work waits without a live worker \(2 ok, 0 idle, 0 PARTIAL, 0 STALE, 0 MISSING\)$/m,
   );
 
   const coverage = await runCli(["coverage", "--database-url", url, "--queue", "status_work"]);

@@ -141,7 +141,11 @@ db.test("unclaimed messages: one line per disposition, flow and step per interva
       assert.equal(record.fields.queue, "ol_q");
       // The same three messages each time they come back: a count, not a line each.
       assert.equal(Number(record.fields.count) % 3, 0, `count ${record.fields.count}`);
-      assert.match(String(record.fields.action), /deploy a worker with a handler/);
+      assert.match(
+        String(record.fields.action),
+        /no live worker on this queue serves .*: deploy \(or start\) one/,
+      );
+      assert.equal(record.fields.servedBy, "none", "no live worker serves ol_other.b");
     }
     // Once per interval: consecutive reports of one key are an interval apart.
     for (let i = 1; i < unsupported.length; i++) {

@@ -43,7 +43,7 @@ tr.link { cursor: pointer; } tr.link:hover { background: #eaeef2; }
 .error-text { color: var(--bad); }
 .badge { white-space: nowrap; padding: 0 .4em; border-radius: 3px; color: #fff; font-size: .85em; }
 .s-ok, .s-completed { background: var(--ok); } .s-MISSING, .s-failed { background: var(--bad); }
-.s-STALE, .s-stuck { background: var(--warn); } .s-started { background: var(--run); }
+.s-STALE, .s-PARTIAL, .s-stuck { background: var(--warn); } .s-started { background: var(--run); }
 .s-idle, .s-created, .s-skipped { background: var(--idle); }
 svg.spark polyline { fill: none; stroke: var(--run); stroke-width: 1.5; }
 svg.dag rect { stroke-width: 1.5; rx: 6; }

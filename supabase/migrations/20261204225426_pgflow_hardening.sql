@@ -24,6 +24,17 @@
 -- - register_worker names the open deploy fence that disables a function (and, in its hint, the
 --   end_deploy_fence call); a plain flow whose default queue is a declared shared queue is refused
 --   with what to do (another slug, or routeFlow).
+-- - Shared reads: pgflow._start_tasks (now with p_read_counts, PGMQ's read_ct per id, and
+--   p_read_qty; the old signature is dropped) hands back a message it cannot claim when a live worker on the queue
+--   serves its pair: visible again at once, unless the read was full, claimed nothing and the message was
+--   read more often than the queue has live workers, plus two (then hidden for a random half to
+--   whole visibility timeout), and announced on pgflow_queue:<queue> with the pair (and
+--   the milliseconds until it is visible) so a worker that serves it reads it then. Disposition
+--   'handed_back' ('handed_back_later' when hidden). Before, a worker that read another worker's message hid it for its visibility
+--   timeout, and non-supporting readers whose reads lined up with its reappearance hid it for
+--   ever. read_and_claim passes the read counts.
+-- - queue_coverage: status PARTIAL for a pair that some, but not all, live workers of its queue
+--   serve.
 --
 -- No data changes; no table is locked beyond replacing functions. Workers of the previous version
 -- call the same functions with the same arguments.
@@ -33,14 +44,17 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204223131_pgflow_hardening') then
-    raise exception 'pgflow migration 20261204223131_pgflow_hardening is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204225426_pgflow_hardening') then
+    raise exception 'pgflow migration 20261204225426_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
 $$;
 
 set local lock_timeout = '5s';
+
+-- ---- function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb): no longer in the schema files
+drop function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb);
 
 -- ---- schemas/0080_integrations.sql: pgflow._extension_member(p_class regclass, p_object oid, p_extension text)
 -- Optional integrations: Supabase Realtime (realtime.send), pg_net (net.http_post), Vault
@@ -427,6 +441,454 @@ begin
 
   select * into result from pgflow.runs r where r.run_id = new_run_id;
   return result;
+end;
+$$;
+
+-- ---- schemas/0400_start_tasks.sql: pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb, p_read_counts integer[], p_read_qty integer)
+-- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
+-- once by register_worker; see _registered_claim): a worker with 1,000 pairs then sends none of
+-- them with each batch. p_support_keys, when given, is that set already looked up by the caller
+-- (read_and_claim). With explicit pairs a worker with no row still claims (its poll falls back to
+-- them): the tasks it claims then record no last_worker_id, which can only name a registered
+-- worker.
+--
+-- Each statement a claim runs costs a plan lookup and an executor start whatever the batch's size,
+-- so the common claim (every message claimed, every step with the timeout the read used) runs two:
+-- the claim and its result. A step's timeout is looked up once per step in the batch, not once per
+-- task.
+--
+-- enable_seqscan = off: see read_and_claim (0410_read_and_claim.sql); start_tasks gets it here.
+create or replace function pgflow._start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb,
+  p_read_visibility integer,
+  p_unclaimed_visibility integer,
+  p_support_keys jsonb default null,
+  p_read_counts integer[] default null,
+  p_read_qty integer default null
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer,
+  -- The message's visibility when this call changed it (set_vt), else NULL.
+  vt timestamptz
+)
+language plpgsql
+volatile
+set search_path = ''
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+declare
+  q text := _start_tasks.queue_name;
+  -- The support set keyed as pgflow._support_keys builds it.
+  sup_keys jsonb := _start_tasks.p_support_keys;
+  c_msg bigint[];
+  c_flow text[];
+  c_run uuid[];
+  c_step text[];
+  c_idx integer[];
+  c_att integer[];
+  -- Claimed messages whose step's timeout + 2 s is not the visibility the read gave them.
+  v_msg bigint[];
+  v_off integer[];
+  n_ids integer;
+  changed integer;
+  u_msg bigint[];
+  s_ids bigint[] := '{}';
+  s_vts timestamptz[] := '{}';
+  malformed boolean;
+  -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
+  stamp uuid := _start_tasks.worker_id;
+  -- Messages handed back to a worker that serves them (see below): ids, visibility offsets, and
+  -- the notification payloads that announce them.
+  h_msg bigint[];
+  h_off integer[];
+  h_payloads text[];
+  h_payload text;
+  h_hide integer;
+  h_reads integer;
+begin
+  if q is null then
+    raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if supported is null then
+    if sup_keys is null then
+      select r.support_keys into sup_keys from pgflow._registered_claim(_start_tasks.worker_id, q) r;
+    end if;
+  -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
+  -- paid per batch, which is why workers claim against their registered set instead.
+  elsif jsonb_typeof(supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into sup_keys, malformed
+    from jsonb_array_elements(supported) e;
+    perform 1 from pgflow.workers w where w.worker_id = _start_tasks.worker_id;
+    if not found then
+      stamp := null;
+    end if;
+  end if;
+  if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+        last_worker_id = stamp
+    -- The plan must be driven by the ids, whatever the statistics say. A join on (queue, message
+    -- id), `message_id = any (msg_ids)`, or runs and step_states joined by status each let a plan
+    -- cached on stale statistics (a new queue, a fresh database, a burst: the planner expected
+    -- no queued or started rows) scan every task, run or step state of the queue for every batch:
+    -- a 3,000-run burst on a fresh database claimed 10 tasks in 80 ms. So each id is looked up on
+    -- its own, its run and step state after it, each in a LATERAL ... LIMIT 1 (a lateral
+    -- reference orders the join, the LIMIT keeps it from being flattened), and the task is updated
+    -- by the row version found (a TID scan; a concurrent change is rechecked against the
+    -- conditions below, as with any UPDATE).
+    from (select k.tid, k.run_id, k.step_slug, k.task_index
+          from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+          cross join lateral (
+            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k
+          cross join lateral (
+            select 1 from pgflow.runs r where r.run_id = k.run_id and r.status = 'started' limit 1
+          ) r
+          cross join lateral (
+            select 1 from pgflow.step_states ss
+            where ss.run_id = k.run_id and ss.step_slug = k.step_slug and ss.status = 'started'
+            limit 1
+          ) ss) i
+    where t.ctid = i.tid
+      and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and t.status = 'queued'
+      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  ),
+  -- Each step's effective timeout + 2 s, once per step of the batch.
+  timeouts as (
+    select p.flow_slug, p.step_slug, o.off
+    from (select distinct c.flow_slug, c.step_slug from claimed c) p
+    cross join lateral (
+      select coalesce(s.opt_timeout, f.opt_timeout) + 2 as off
+      from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
+      where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
+      limit 1
+    ) o
+  )
+  select array_agg(c.message_id), array_agg(c.flow_slug), array_agg(c.run_id), array_agg(c.step_slug),
+         array_agg(c.task_index), array_agg(c.attempts_count),
+         array_agg(c.message_id) filter (where o.off is distinct from p_read_visibility),
+         array_agg(o.off) filter (where o.off is distinct from p_read_visibility),
+         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null)
+  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids
+  from claimed c
+  join timeouts o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
+
+  -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+  -- whose message is gone would otherwise run with nothing guarding it. A message the read in
+  -- this transaction already hid for exactly that long (read_and_claim reads with the worker's
+  -- claim_visibility) is left as it is: PGMQ builds and plans every set_vt again.
+  if v_msg is not null then
+    select count(*), array_agg(r.msg_id), array_agg(r.vt) into changed, s_ids, s_vts
+    from pgflow.set_vt_batch(q, v_msg, v_off) r;
+    if changed <> cardinality(v_msg) then
+      raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
+        cardinality(v_msg), v_msg using errcode = '55000';
+    end if;
+  end if;
+  -- Shared reads (DESIGN §4). Reading a message hides it from every other reader of the queue,
+  -- so a message this worker cannot claim would wait a visibility timeout for the worker that can,
+  -- and a non-supporting reader whose next read lands as it reappears could hide it again, for
+  -- ever. So a message whose task is queued in a started run, outside this worker's support set,
+  -- whose pair a live worker on this queue serves (fresh heartbeat, not deprecated), is handed
+  -- back: announced on the queue's channel with its pair as payload (["flow", "step"]: identity,
+  -- never the body), which wakes a worker that serves it, and
+  -- - made visible again at once (set_vt 0): a fresh message read by the wrong worker is claimed
+  --   by the right one without waiting, and a reader busy with its own work (this read claimed
+  --   something) never holds another worker's message back;
+  -- - except when this read was full (as many messages as it asked for, so more may wait behind
+  --   them), claimed nothing, and the message was read more often than the queue has live
+  --   workers, plus two (each other worker could have read it once): its workers are busy, and a
+  --   reader meeting the same handed-back messages at the head of every read would never reach
+  --   its own behind them. Then it is hidden for a random half to whole visibility timeout
+  --   (disposition handed_back_later), and the payload says in how many milliseconds it
+  --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
+  --   longer lines up with the reads of the workers that cannot claim it.
+  -- The task is not touched. A message no live worker serves keeps the visibility the worker
+  -- asked for (it would only be read again by workers that cannot claim it), and so does one no
+  -- task owns. Decided by task identity and the worker registry only; costs nothing when every
+  -- message read is claimed. (p_read_counts: PGMQ's read_ct per id, unknown counts as a first;
+  -- p_read_qty: how many the read asked for, unknown counts as full.)
+  if coalesce(cardinality(c_msg), 0) < n_ids then
+    h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
+                                * (0.5 + random() / 2))::integer);
+    select count(*)::integer + 2 into h_reads from pgflow.workers w
+    where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+      and w.stopped_at is null and w.deprecated_at is null;
+    select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),
+           array_agg(distinct h.payload)
+    into h_msg, h_off, h_payloads
+    from (select distinct on (u.m) u.m as mid, u.rc
+          from unnest(msg_ids, coalesce(p_read_counts, '{}'::integer[])) u(m, rc)
+          where u.m is not null order by u.m) i
+    cross join lateral (
+      select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
+      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+      limit 1
+    ) t
+    cross join lateral (
+      select i.mid, t.flow_slug || chr(31) || t.step_slug as k,
+             case when c_msg is null and coalesce(i.rc, 1) > h_reads
+                       and n_ids >= coalesce(p_read_qty, n_ids) then h_hide else 0 end as off
+    ) o
+    cross join lateral (
+      select o.mid, o.off,
+             case when o.off = 0 then jsonb_build_array(t.flow_slug, t.step_slug)
+                  else jsonb_build_array(t.flow_slug, t.step_slug, o.off * 1000) end::text as payload
+    ) h
+    where not (i.mid = any (coalesce(c_msg, '{}')))
+      and not (sup_keys ? o.k)
+      and exists (select 1 from pgflow.runs r where r.run_id = t.run_id and r.status = 'started')
+      and exists (
+        select 1 from pgflow.workers w
+        where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+          and w.stopped_at is null and w.deprecated_at is null
+          and w.worker_id is distinct from _start_tasks.worker_id
+          and coalesce(w.supported_keys, pgflow._support_keys(w.supported)) ? o.k);
+    if h_msg is not null then
+      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+      from pgflow.set_vt_batch(q, h_msg, h_off) r;
+      foreach h_payload in array h_payloads loop
+        perform pg_notify('pgflow_queue:' || q, h_payload);
+      end loop;
+    end if;
+  end if;
+  -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
+  -- visibility the worker asked for, as if read with it.
+  if p_unclaimed_visibility is not null
+     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
+    select array_agg(i.m) into u_msg
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
+    where not (i.m = any (coalesce(c_msg, '{}'))) and not (i.m = any (coalesce(h_msg, '{}')));
+    select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+    from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
+  end if;
+
+  return query
+  with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
+  claimed as (
+    select * from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att)
+      as c(mid, flow_slug, run_id, step_slug, task_index, attempt)
+  )
+  select i.mid,
+         case
+           when c.mid is not null then 'claimed'
+           when t.run_id is null then 'unknown'
+           when i.mid = any (coalesce(h_msg, '{}')) then
+             case when h_off[array_position(h_msg, i.mid)] = 0 then 'handed_back'
+                  else 'handed_back_later' end
+           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
+           when t.status = 'started' then 'started'
+           else 'ineligible'
+         end,
+         -- The task's identity whenever one owns the message (claimed or not), so the worker can
+         -- say which flow and step an unclaimed message needs; input and attempt only if claimed.
+         coalesce(c.flow_slug, t.flow_slug),
+         coalesce(c.run_id, t.run_id),
+         coalesce(c.step_slug, t.step_slug),
+         coalesce(c.task_index, t.task_index),
+         -- The handler input, built here rather than in a helper function: a SQL function with
+         -- its own search_path is planned again on every call, and this runs once per claimed task.
+         case when c.mid is not null then
+           case
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
+             when s.step_type = 'map' then
+               (select ss.output -> c.task_index
+                from pgflow.deps d
+                join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
+             when s.deps_count = 0 then r.input
+             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+                   from pgflow.deps d
+                   join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug
+                     and ss.status = 'completed')
+           end
+         end,
+         c.attempt,
+         nv.vt
+  from ids i
+  left join claimed c on c.mid = i.mid
+  left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
+  -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
+  -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
+  left join lateral (
+    select t.flow_slug, t.run_id, t.step_slug, t.task_index, t.status from pgflow.step_tasks t
+    where c.mid is null and t.queue_name = q and t.message_id = i.mid
+    limit 1
+  ) t on true
+  left join lateral (
+    select s.step_type, s.deps_count from pgflow.steps s
+    where c.mid is not null and s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+    limit 1
+  ) s on true
+  left join lateral (
+    select r.input from pgflow.runs r where c.mid is not null and r.run_id = c.run_id limit 1
+  ) r on true
+  order by i.mid;
+end;
+$$;
+
+-- ---- schemas/0410_read_and_claim.sql: pgflow.read_and_claim(queue_name text, worker_id uuid, visibility_timeout integer, qty integer, max_poll_seconds integer, poll_interval_ms integer, supported jsonb)
+-- Read and claim in one round trip. A worker's poll is pgmq.read_with_poll followed by start_tasks
+-- on exactly the ids it returned; run as two calls, every batch waits for two round trips in series
+-- before a task starts. This does both in one call and one transaction, against the support set
+-- the worker registered (start_tasks(..., supported => NULL)) or, when given, the explicit pairs.
+--
+-- Every message read is returned once with its id, read count, times and disposition, and the
+-- identity of the task that owns it (flow, run, step, index; NULL for a message no task owns), so
+-- a worker can say which flow and step an unclaimed message needs. Only claimed rows carry input,
+-- attempt, and the message's body and headers (the handler context's rawMessage; a claimed
+-- message is the one pgflow sent for the task, so it is small). A message that is not claimed
+-- comes back without body or headers (NULL): it may be anything another sender put on the queue,
+-- of any size, and every worker on the queue would receive it again at every visibility timeout.
+-- It ends as PGMQ's own read leaves it (read_ct and a visibility of visibility_timeout), exactly
+-- as with the two calls. Should the claim fail, the read is rolled back with it and the messages
+-- stay visible.
+--
+-- A worker claiming against its registered set reads with its claim_visibility (the timeout + 2 s
+-- all its steps shared at registration), when it has one: the messages it claims are then hidden
+-- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
+-- again), and only the messages it does not claim are set back to visibility_timeout.
+--
+-- Seq scans are priced out here and in everything it calls (enable_seqscan = off): every row it
+-- touches is found by a key, and a worker's session keeps plans made on the statistics of the
+-- moment. A plan made while the tables were small (a young database, or one autovacuum has just
+-- vacuumed) would scan runs or step states in full for every batch after a burst, until the next
+-- ANALYZE (tests/sql/claim_plan_test.ts). Where no index fits, a scan still runs.
+create or replace function pgflow.read_and_claim(
+  queue_name text,
+  worker_id uuid,
+  visibility_timeout integer,
+  qty integer,
+  max_poll_seconds integer default 2,
+  poll_interval_ms integer default 50,
+  supported jsonb default null
+)
+returns table (
+  msg_id bigint,
+  read_ct integer,
+  enqueued_at timestamptz,
+  vt timestamptz,
+  message jsonb,
+  headers jsonb,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+declare
+  q text := read_and_claim.queue_name;
+  msgs pgmq.message_record[];
+  ids bigint[];
+  -- How long the read hides what it reads.
+  read_vt integer := read_and_claim.visibility_timeout;
+  hint integer;
+  -- The registered support set, looked up once here for the claim.
+  keys jsonb;
+begin
+  if q is null then
+    raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if read_and_claim.supported is null then
+    -- Before the read: an unregistered worker (PFW01) reads nothing.
+    select r.claim_visibility, r.support_keys into hint, keys
+    from pgflow._registered_claim(read_and_claim.worker_id, q) r;
+    read_vt := coalesce(hint, read_vt);
+  end if;
+  if read_and_claim.max_poll_seconds = 0 then
+    -- A worker woken by notifications reads once without waiting: it waits for the next
+    -- notification itself (read_with_poll with no time left returns before reading at all).
+    select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+    into msgs, ids
+    from pgmq.read(q, read_vt, read_and_claim.qty) m;
+  else
+    select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+    into msgs, ids
+    from pgmq.read_with_poll(q, read_vt, read_and_claim.qty,
+                             read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
+  end if;
+  if ids is null then
+    return;
+  end if;
+
+  return query
+  -- The visibility the message ends with: set by the claim (claimed, or set back) or by the read.
+  select m.msg_id, m.read_ct, m.enqueued_at, coalesce(c.vt, m.vt),
+         case when c.disposition = 'claimed' then m.message end,
+         -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
+         case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
+         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
+  from unnest(msgs) m
+  join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
+                           case when read_vt <> read_and_claim.visibility_timeout
+                                then read_and_claim.visibility_timeout end, keys,
+                           array(select r.read_ct from unnest(msgs) r order by r.msg_id),
+                           read_and_claim.qty) c
+    on c.message_id = m.msg_id
+  order by m.msg_id;
+
+  -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
+  -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
+  -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
+  -- start_tasks) with the time they really started, so stalled recovery measures from there.
+  if clock_timestamp() - now() > interval '500 milliseconds' then
+    -- Each id looked up on its own and the task updated by the row version found, as in
+    -- start_tasks: a join could scan the queue's every task.
+    update pgflow.step_tasks t
+    set started_at = clock_timestamp()
+    -- The status is checked on the row found, not in the update's conditions: there it would let
+    -- the planner walk every started task through step_tasks_started_idx.
+    from (select k.tid, k.run_id, k.step_slug, k.task_index
+          from unnest(ids) i(mid)
+          cross join lateral (
+            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index, t2.status
+            from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k
+          where k.status = 'started') i
+    where t.ctid = i.tid
+      and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and (t.last_worker_id = read_and_claim.worker_id or t.last_worker_id is null)
+      and t.started_at = now();
+  end if;
 end;
 $$;
 
@@ -884,6 +1346,98 @@ begin
 end;
 $$;
 
+-- ---- schemas/0800_coverage.sql: pgflow.queue_coverage(queue_name text, stale_after interval)
+-- The coverage check: per queue, the (flow, step) pairs that need a handler and whether a live
+-- worker serves each. A point-in-time operator check, read-only; not a startup gate.
+--
+-- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
+-- still queued or started in started runs (work waiting: snapshots never move, so the retries of
+-- a route changed since still arrive on the queue the task was created for).
+-- Live: a worker on that queue, not stopped or deprecated, whose heartbeat is fresher than
+-- stale_after, lists the pair in its support set.
+-- Stale: a started task whose last worker is not seen any more (heartbeat older than stale_after,
+-- stopped, or no worker row names it); stalled recovery takes it back after the step's timeout
+-- + 30 s. A deprecated worker still counts as seen: it finishes what it holds.
+-- Status, the first that applies (one place decides it, so the CLI, status and the dashboard agree):
+--   MISSING  work waiting and no live worker serves the pair: nothing will run it;
+--   STALE    a live worker serves the pair, but a started task is held by a worker that is gone;
+--   PARTIAL  a live worker serves the pair, but not every live worker on the queue does: the
+--            others read its messages too and hand them back (a moment of this is every deploy
+--            that changes a handler set; left so, each of their reads is wasted). Give every
+--            worker on a queue the same handler set;
+--   ok       a live worker serves the pair (and every live worker on the queue does);
+--   idle     a route with no work waiting and no live worker: nothing to do until a run starts.
+create or replace function pgflow.queue_coverage(
+  queue_name text default null,
+  stale_after interval default '30 seconds'
+)
+returns table (
+  queue_name text,
+  flow_slug text,
+  step_slug text,
+  routed boolean,
+  queued_tasks bigint,
+  started_tasks bigint,
+  stale_tasks bigint,
+  live_workers bigint,
+  served boolean,
+  status text
+)
+language sql
+stable
+set search_path = ''
+as $$
+  -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
+  with recent as materialized (
+    select w.worker_id, w.queue_name, w.supported, w.deprecated
+    from pgflow._recent_workers(clock_timestamp() - stale_after) w
+  ),
+  -- Work waiting, counted in one pass over the open tasks of started runs.
+  work as (
+    select t.queue_name, t.flow_slug, t.step_slug,
+           count(*) filter (where t.status = 'queued') as queued,
+           count(*) filter (where t.status = 'started') as started,
+           count(*) filter (where t.status = 'started' and not exists (
+             select 1 from recent w where w.worker_id = t.last_worker_id)) as stale
+    from pgflow.step_tasks t
+    join pgflow.runs r on r.run_id = t.run_id
+    where t.status in ('queued', 'started') and r.status = 'started'
+      and (queue_coverage.queue_name is null or t.queue_name = queue_coverage.queue_name)
+    group by t.queue_name, t.flow_slug, t.step_slug
+  ),
+  pairs as (
+    select s.queue_name, s.flow_slug, s.step_slug from pgflow.steps s
+    where queue_coverage.queue_name is null or s.queue_name = queue_coverage.queue_name
+    union
+    select k.queue_name, k.flow_slug, k.step_slug from work k
+  ),
+  counted as (
+    select p.queue_name, p.flow_slug, p.step_slug,
+           exists (select 1 from pgflow.steps s
+                   where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
+                     and s.queue_name = p.queue_name) as routed,
+           coalesce(k.queued, 0) as queued,
+           coalesce(k.started, 0) as started,
+           coalesce(k.stale, 0) as stale,
+           (select count(*) from recent w
+            where w.queue_name = p.queue_name and not w.deprecated
+              and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live,
+           (select count(*) from recent w where w.queue_name = p.queue_name and not w.deprecated) as on_queue
+    from pairs p
+    left join work k
+      on k.queue_name = p.queue_name and k.flow_slug = p.flow_slug and k.step_slug = p.step_slug
+  )
+  select c.queue_name, c.flow_slug, c.step_slug, c.routed, c.queued, c.started, c.stale, c.live,
+         c.live > 0,
+         case when c.live = 0 and c.queued + c.started > 0 then 'MISSING'
+              when c.stale > 0 then 'STALE'
+              when c.live > 0 and c.live < c.on_queue then 'PARTIAL'
+              when c.live > 0 then 'ok'
+              else 'idle' end
+  from counted c
+  order by c.queue_name, c.flow_slug, c.step_slug
+$$;
+
 -- ---- schemas/0820_ensure_workers.sql: pgflow.ensure_workers()
 -- The keep-alive. Picks the enabled worker functions that have no live worker and whose debounce
 -- has passed, records the invocation, and (where Supabase provides pg_net and the project URL is
@@ -1020,9 +1574,12 @@ $$;
 -- ---- privileges on function pgflow._extension_member(p_class regclass, p_object oid, p_extension text)
 revoke all on function pgflow._extension_member(p_class regclass, p_object oid, p_extension text) from public;
 
+-- ---- privileges on function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb, p_read_counts integer[], p_read_qty integer)
+revoke all on function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb, p_read_counts integer[], p_read_qty integer) from public;
+
 -- ---- privileges on function pgflow._trusted_integration(p_name text)
 revoke all on function pgflow._trusted_integration(p_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261204223131_pgflow_hardening') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204225426_pgflow_hardening') on conflict (name) do nothing;
 
 commit;
