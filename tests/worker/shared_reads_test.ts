@@ -171,7 +171,6 @@ db.test("a busy worker's backlog at the head of the queue does not hold another 
     assert.ok(left > 0, "the backlog was still there");
     assert.ok(quickSeconds <= 1.5 * VT, `the quick runs took ${quickSeconds} s`);
     await pickups(sql, backlog);
-    console.log(`backlog drained in ${(Date.now() - t0) / 1000} s`);
   } finally {
     await stopAll(workers);
   }
