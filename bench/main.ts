@@ -19,6 +19,7 @@ import {
   singleStepScenario,
 } from "./engine.ts";
 import { measureGraphileChain } from "./peer_graphile_chain.ts";
+import { mixedWorkerScenarios } from "./mixed_workers.ts";
 import { Rounds } from "./repeat.ts";
 import { scaleOutScenarios } from "./scale_out.ts";
 import { plainFlow, privateFlow, sharedFlows } from "./flows.ts";
@@ -80,6 +81,7 @@ async function run(o: BenchOptions): Promise<Figures> {
       pgmq: `${PGMQ_SOURCES[db.pgmq]} (${db.local ? "throw-away local server" : "DATABASE_URL"})`,
       options: o,
       single: new Rounds(),
+      mixed: new Rounds(),
       floor: new Rounds(),
       peer: new Rounds(),
       chain: new Rounds(),
@@ -117,6 +119,9 @@ async function run(o: BenchOptions): Promise<Figures> {
             flows.map((r) => r.flow.slug),
           ));
       }
+    }
+    if (o.only.has("mixed")) {
+      for (const [name, fn] of mixedWorkerScenarios(s)) add(f.mixed, name, fn);
     }
     if (o.only.has("peer")) add(f.peer, "graphile-worker", () => measureGraphile(s));
     if (o.only.has("chain")) {

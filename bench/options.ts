@@ -1,7 +1,16 @@
 /** Command-line options of `deno task bench`. */
 import { WORKER_OPTIONS } from "../src/worker/options.ts";
 
-export const SECTIONS = ["floor", "single", "peer", "chain", "scale", "claim", "memory"] as const;
+export const SECTIONS = [
+  "floor",
+  "single",
+  "mixed",
+  "peer",
+  "chain",
+  "scale",
+  "claim",
+  "memory",
+] as const;
 export type Section = typeof SECTIONS[number];
 
 /** Parsed options. */

@@ -20,6 +20,8 @@ export interface Figures {
   pgmq: string;
   options: BenchOptions;
   single: Rounds<EngineResult>;
+  /** One flow's runs on a queue whose four workers serve the same or different pairs. */
+  mixed: Rounds<EngineResult>;
   floor: Rounds<EngineResult>;
   peer: Rounds<EngineResult>;
   chain: Rounds<ChainResult>;
@@ -58,6 +60,26 @@ function singleRows(f: Figures): Rows {
     ...combined(f.single).map(([name, r]) => [
       name,
       `${r.tasks.median}`,
+      cell(r.tasksPerSec, 0),
+      ratio(base ? r.tasksPerSec.median / base.tasksPerSec.median : NaN),
+      cell(r.p50),
+      cell(r.p95),
+    ]),
+  ];
+}
+
+function mixedRows(f: Figures): Rows {
+  const base = find(f.mixed, "4 identical workers");
+  return [
+    [
+      "one flow on a queue with 4 workers",
+      "tasks/s",
+      "× identical",
+      "pickup p50 ms",
+      "p95 ms",
+    ],
+    ...combined(f.mixed).map(([name, r]) => [
+      name,
       cell(r.tasksPerSec, 0),
       ratio(base ? r.tasksPerSec.median / base.tasksPerSec.median : NaN),
       cell(r.p50),
@@ -339,6 +361,7 @@ function settings(f: Figures): string {
     } workers, ${o.scaleTasks} tasks per point after a warm-up of ${WARM_UP_PER_WORKER} per worker, pickup from ${
       Math.min(100, o.latencyTasks)
     } runs at ${o.rate}/s; every worker its own pool, in one process; graphile-worker as many runners (concurrency 10 each), same warm-up, from the first job started to the last completed`,
+    `mixed workers: one queue, four workers; the measured flow's backlog and paced runs, every worker serving it ("identical"), or one serving it and three serving one other flow each ("1 serving + 3 not")`,
     `memory: ${o.memoryTasks} tasks in a worker process of its own`,
   ].map((l) => `- ${l}`).join("\n");
 }
@@ -346,6 +369,7 @@ function settings(f: Figures): string {
 function sections(f: Figures): Rows[] {
   const out: Rows[] = [];
   if (f.single.entries().length > 0) out.push(singleRows(f));
+  if (f.mixed.entries().length > 0) out.push(mixedRows(f));
   if (first(f.floor) || first(f.peer)) out.push(comparisonRows(f));
   if (f.chain.entries().length > 0) out.push(chainRows(f));
   if (f.scale.entries().length > 0) out.push(scaleRows(f));

@@ -113,5 +113,11 @@ db.test("deno task coverage is the same command", async ({ url }) => {
   }).output();
   const stdout = new TextDecoder().decode(out.stdout);
   assert.equal(out.code, 0, stdout + new TextDecoder().decode(out.stderr));
-  assert.deepEqual(Object.keys(JSON.parse(stdout).counts), ["MISSING", "STALE", "ok", "idle"]);
+  assert.deepEqual(Object.keys(JSON.parse(stdout).counts), [
+    "MISSING",
+    "STALE",
+    "PARTIAL",
+    "ok",
+    "idle",
+  ]);
 });

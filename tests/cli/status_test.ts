@@ -56,6 +56,26 @@ db.test("status shows queues, workers, runs and coverage; exit 1 until every pai
   const coverage = await runCli(["coverage", "--database-url", url, "--queue", "status_work"]);
   assert.equal(coverage.code, 0, shown(coverage));
   assert.match(coverage.stdout, /status_work\s+status_v1\s+classify\s+yes\s+3\s+0\s+0\s+1\s+ok/);
+
+  // A second worker on status_work without the classify handler: the pair is PARTIAL, named.
+  await sql`select pgflow.register_worker(${crypto.randomUUID()}::uuid, 'status_work', 'other_fn',
+                                          '[]'::jsonb)`;
+  const mixed = await runCli(["status", "--database-url", url]);
+  assert.equal(mixed.code, 0, shown(mixed));
+  assert.match(
+    mixed.stdout,
+    /^coverage\s+complete: .*\(1 ok, 0 idle, 1 PARTIAL, 0 STALE, 0 MISSING\); PARTIAL: status_work: status_v1\.classify \(not every live worker on the queue serves it/m,
+  );
+  const partial = await runCli(["coverage", "--database-url", url]);
+  assert.equal(partial.code, 0, shown(partial));
+  assert.match(
+    partial.stdout,
+    /status_work\s+status_v1\s+classify\s+yes\s+3\s+0\s+0\s+1\s+PARTIAL/,
+  );
+  assert.match(
+    partial.stdout,
+    /1 pair\(s\) PARTIAL: .*\(status_work: status_v1\.classify \(1 live worker\(s\) serve it\)\).*same handlers/,
+  );
 });
 
 db.test(

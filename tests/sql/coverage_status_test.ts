@@ -71,3 +71,30 @@ db.test("a started task whose worker is gone is STALE while a live worker serves
   await sql`update pgflow.workers set deprecated_at = now() where worker_id = ${live}`;
   assert.equal((await statuses(sql, "cs_sq"))["cs_stale.a"], "MISSING q1 s1 stale0 w0");
 });
+
+db.test("a pair that only some live workers of its queue serve is PARTIAL; deprecated workers do not count", async ({ sql }) => {
+  await defineFlow(sql, "cs_v1", [{ slug: "a", queue: "cs_mixed" }], { mode: "routed" });
+  await defineFlow(sql, "cs_v2", [{ slug: "a", queue: "cs_mixed" }], { mode: "routed" });
+  // The moment of a deploy: the old worker serves v1, the new one v1 and v2.
+  const old = await register(sql, "cs_mixed", [["cs_v1", "a"]]);
+  await register(sql, "cs_mixed", [["cs_v1", "a"], ["cs_v2", "a"]]);
+  assert.deepEqual(await statuses(sql, "cs_mixed"), {
+    "cs_v1.a": "ok q0 s0 stale0 w2",
+    "cs_v2.a": "PARTIAL q0 s0 stale0 w1",
+  });
+  // Work waiting without any live worker is still MISSING first.
+  await sql`update pgflow.workers set deprecated_at = now() where queue_name = 'cs_mixed'
+              and worker_id <> ${old}::uuid`;
+  await sql`select pgflow.start_flow('cs_v2', '{}')`;
+  assert.deepEqual(await statuses(sql, "cs_mixed"), {
+    "cs_v1.a": "ok q0 s0 stale0 w1",
+    "cs_v2.a": "MISSING q1 s0 stale0 w0",
+  });
+  // The old worker drained away: the new one alone serves everything.
+  await sql`update pgflow.workers set deprecated_at = now() where worker_id = ${old}::uuid`;
+  await register(sql, "cs_mixed", [["cs_v1", "a"], ["cs_v2", "a"]]);
+  assert.deepEqual(await statuses(sql, "cs_mixed"), {
+    "cs_v1.a": "ok q0 s0 stale0 w1",
+    "cs_v2.a": "ok q1 s0 stale0 w1",
+  });
+});

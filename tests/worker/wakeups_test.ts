@@ -7,7 +7,7 @@
  * within a few seconds can only have been announced.
  */
 import assert from "node:assert/strict";
-import { createPool, Flow, type FlowWorker, type Sql } from "../../mod.ts";
+import { createPool, Flow, type FlowWorker, routeFlow, type Sql } from "../../mod.ts";
 import postgres from "postgres";
 import { serverUrl, testDatabase } from "../support/db.ts";
 import { startPgBouncer } from "../../local/pgbouncer.ts";
@@ -186,6 +186,28 @@ db.test("workers of one process share a LISTEN; a burst larger than a batch spre
       select count(*)::int as n from pgflow.step_tasks
       where flow_slug = 'wk_burst' group by last_worker_id order by 1`;
     assert.deepEqual(shares.map((s) => s.n), [2, 2, 2]);
+  } finally {
+    await stopAll(workers);
+  }
+});
+
+db.test("two workers of one process serving different flows on one queue: a notification taken by the wrong one reaches the right one", async ({ sql, url }) => {
+  // Before hand-backs, every other run of a waited for the fallback read (here 60 s): the one
+  // notification woke b's worker, whose read hid a's message and passed nothing on.
+  const queue = "wk_mixed";
+  const a = routeFlow(flow("wk_mixed_a"), { queues: { a: queue } });
+  const b = routeFlow(flow("wk_mixed_b"), { queues: { a: queue } });
+  const workers: FlowWorker[] = [];
+  try {
+    const config = { connectionString: url, queueName: queue, visibilityTimeout: 60, ...SLOW_POLL };
+    await startWorker(workers, [a], config);
+    await startWorker(workers, [b], config);
+    for (let i = 0; i < 6; i++) {
+      const started = Date.now();
+      const run = await startRun(sql, "wk_mixed_a", { n: i });
+      assert.equal((await waitForRun(sql, run, NOTIFIED_WITHIN_MS)).status, "completed");
+      assert.ok(Date.now() - started < NOTIFIED_WITHIN_MS, `run ${i}`);
+    }
   } finally {
     await stopAll(workers);
   }
