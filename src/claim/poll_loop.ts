@@ -103,6 +103,8 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   // back with the batcher (which sends them one by one if need be), and one bad output must not
   // hold the reads back.
   let readAlone = false;
+  // Reads in a row that claimed nothing and met only other workers' handed-back messages.
+  let blocked = 0;
   while (!signal.aborted) {
     await slots.waitForFree(signal);
     // Under load slots free up one at a time, and reading at once would make batches of one or
@@ -183,15 +185,19 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       // notification that came during the read); the rest is the fallback timer's.
       // A read that claimed nothing waits too: what it read is another worker's (handed back to
       // it, pgflow._start_tasks) or nobody's, and reading again at once would read the same.
+      // Another worker's messages handed back, and nothing of ours: they may stand at the head
+      // of every read until that worker takes them, so look again soon rather than at the
+      // fallback, backing off (pollIntervalMs, doubled per such read) so that a busy worker's
+      // backlog is not read over and over; after a few such reads the claim hides them and this
+      // worker reads past them to its own.
+      blocked = result.claimed.length === 0 &&
+          result.skipped.some((s) => s.disposition === "handed_back")
+        ? blocked + 1
+        : 0;
       if (result.read < qty || result.claimed.length === 0) {
-        // Another worker's messages handed back, and nothing of ours: they may stand at the head
-        // of every read until that worker takes them, so look again soon, not at the fallback
-        // (after a few such reads the claim hides them and this worker reads past them).
-        const blocked = result.claimed.length === 0 &&
-          result.skipped.some((s) => s.disposition === "handed_back");
-        if (wakeups !== undefined) {
-          await wakeups.wait(blocked ? deps.pollIntervalMs : fallbackMs, signal);
-        } else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
+        const blockedMs = Math.min(fallbackMs, deps.pollIntervalMs * 2 ** Math.min(blocked, 16));
+        if (wakeups !== undefined) await wakeups.wait(blocked > 0 ? blockedMs : fallbackMs, signal);
+        else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
       } else {
         // A full read: there may be more than this worker can take, so another idle one looks too.
         wakeups?.nudge();

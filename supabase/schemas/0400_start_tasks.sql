@@ -231,10 +231,10 @@ begin
   --   something) never holds another worker's message back;
   -- - except when this read was full (as many messages as it asked for, so more may wait behind
   --   them), claimed nothing, and the message was read more often than the queue has live
-  --   workers, plus two (each other worker could have read it once): its workers are busy, and a
-  --   reader meeting the same handed-back messages at the head of every read would never reach
-  --   its own behind them. Then it is hidden for a random half to whole visibility timeout
-  --   (disposition handed_back_later), and the payload says in how many milliseconds it
+  --   workers (and at least twice; each other worker could have read it once): its workers are
+  --   busy, and a reader meeting the same handed-back messages at the head of every read would
+  --   never reach its own behind them. Then it is hidden for a random half to whole visibility
+  --   timeout (disposition handed_back_later), and the payload says in how many milliseconds it
   --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
   --   longer lines up with the reads of the workers that cannot claim it.
   -- The task is not touched. A message no live worker serves keeps the visibility the worker
@@ -245,7 +245,7 @@ begin
   if coalesce(cardinality(c_msg), 0) < n_ids then
     h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
                                 * (0.5 + random() / 2))::integer);
-    select count(*)::integer + 2 into h_reads from pgflow.workers w
+    select greatest(count(*)::integer, 2) into h_reads from pgflow.workers w
     where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
       and w.stopped_at is null and w.deprecated_at is null;
     select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),

@@ -25,14 +25,15 @@
 --   end_deploy_fence call); a plain flow whose default queue is a declared shared queue is refused
 --   with what to do (another slug, or routeFlow).
 -- - Shared reads: pgflow._start_tasks (now with p_read_counts, PGMQ's read_ct per id, and
---   p_read_qty; the old signature is dropped) hands back a message it cannot claim when a live worker on the queue
---   serves its pair: visible again at once, unless the read was full, claimed nothing and the message was
---   read more often than the queue has live workers, plus two (then hidden for a random half to
---   whole visibility timeout), and announced on pgflow_queue:<queue> with the pair (and
---   the milliseconds until it is visible) so a worker that serves it reads it then. Disposition
---   'handed_back' ('handed_back_later' when hidden). Before, a worker that read another worker's message hid it for its visibility
---   timeout, and non-supporting readers whose reads lined up with its reappearance hid it for
---   ever. read_and_claim passes the read counts.
+--   p_read_qty; the old signature is dropped) hands back a message it cannot claim when a live
+--   worker on the queue serves its pair: visible again at once, unless the read was full,
+--   claimed nothing and the message was read more often than the queue has live workers, and at
+--   least twice (then hidden for a random half to whole visibility timeout); announced on
+--   pgflow_queue:<queue> with the pair (and the milliseconds until it is visible) so a worker
+--   that serves it reads it then. Disposition 'handed_back' ('handed_back_later' when hidden).
+--   Before, a worker that read another worker's message hid it for its visibility timeout, and
+--   non-supporting readers whose reads lined up with its reappearance hid it for ever.
+--   read_and_claim passes the read counts and its size.
 -- - queue_coverage: status PARTIAL for a pair that some, but not all, live workers of its queue
 --   serve.
 --
@@ -44,8 +45,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204225426_pgflow_hardening') then
-    raise exception 'pgflow migration 20261204225426_pgflow_hardening is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204230202_pgflow_hardening') then
+    raise exception 'pgflow migration 20261204230202_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -624,10 +625,10 @@ begin
   --   something) never holds another worker's message back;
   -- - except when this read was full (as many messages as it asked for, so more may wait behind
   --   them), claimed nothing, and the message was read more often than the queue has live
-  --   workers, plus two (each other worker could have read it once): its workers are busy, and a
-  --   reader meeting the same handed-back messages at the head of every read would never reach
-  --   its own behind them. Then it is hidden for a random half to whole visibility timeout
-  --   (disposition handed_back_later), and the payload says in how many milliseconds it
+  --   workers (and at least twice; each other worker could have read it once): its workers are
+  --   busy, and a reader meeting the same handed-back messages at the head of every read would
+  --   never reach its own behind them. Then it is hidden for a random half to whole visibility
+  --   timeout (disposition handed_back_later), and the payload says in how many milliseconds it
   --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
   --   longer lines up with the reads of the workers that cannot claim it.
   -- The task is not touched. A message no live worker serves keeps the visibility the worker
@@ -638,7 +639,7 @@ begin
   if coalesce(cardinality(c_msg), 0) < n_ids then
     h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
                                 * (0.5 + random() / 2))::integer);
-    select count(*)::integer + 2 into h_reads from pgflow.workers w
+    select greatest(count(*)::integer, 2) into h_reads from pgflow.workers w
     where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
       and w.stopped_at is null and w.deprecated_at is null;
     select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),
@@ -1580,6 +1581,6 @@ revoke all on function pgflow._start_tasks(queue_name text, msg_ids bigint[], wo
 -- ---- privileges on function pgflow._trusted_integration(p_name text)
 revoke all on function pgflow._trusted_integration(p_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261204225426_pgflow_hardening') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204230202_pgflow_hardening') on conflict (name) do nothing;
 
 commit;
