@@ -200,7 +200,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
       } else {
         // A full read: there may be more than this worker can take, so another idle one looks too.
-        wakeups?.nudge();
+        wakeups?.nudge(result.claimed.map((t) => [t.flowSlug, t.stepSlug] as const));
       }
     } catch (error) {
       failures++;

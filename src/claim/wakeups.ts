@@ -23,8 +23,9 @@ export function queueChannel(queue: string): string {
  * Workers of one process that listen to the same queue through the same listener are one group,
  * and a notification wakes one of them that is waiting, not all: the others would read nothing,
  * each read costing the database as much as a useful one (graphile-worker's "nudge"). One whose
- * read came back full calls `nudge`, waking another, so a burst larger than a batch still spreads
- * over every idle worker. With no member waiting, every member is marked, so none goes to sleep
+ * read came back full calls `nudge` with the pairs it claimed, waking another that serves one of
+ * them, so a burst larger than a batch still spreads over every idle worker that can take it (and
+ * not over workers that would only read it and hand it back). With no member waiting, every member is marked, so none goes to sleep
  * over it. A lost or returned connection wakes every member.
  *
  * A notification whose payload names a pair (`["flow", "step"]`, or `["flow", "step", ms]`) is a
@@ -104,9 +105,16 @@ export class QueueWakeups {
     });
   }
 
-  /** The last read came back full: there may be more, so wake another waiting member. */
-  nudge(): void {
-    this.#group.wakeOne(this);
+  /**
+   * The last read came back full, claiming tasks of these pairs: there may be more, so wake
+   * another waiting member that serves one of them.
+   */
+  nudge(pairs: readonly SupportedPair[]): void {
+    const keys = pairs.map(pairKey);
+    this.#group.wakeOne(
+      this,
+      [...this.#group.members].filter((m) => keys.some((k) => m.serves(k))),
+    );
   }
 
   /** Leaves the group (the last member to leave ends the LISTEN; the listener is its owner's). */
