@@ -76,14 +76,14 @@ async function stopWorkers(workers: readonly FlowWorker[]): Promise<void> {
   await Promise.all(workers.map((w) => w.stop()));
 }
 
-/** A single-step scenario: one worker, runs spread round-robin over `slugs`. */
+/** A single-step scenario: one worker (or several), runs spread round-robin over `slugs`. */
 export async function singleStepScenario(
   s: EngineSettings,
   name: string,
-  spec: WorkerSpec,
+  spec: WorkerSpec | readonly WorkerSpec[],
   slugs: readonly string[],
 ): Promise<EngineResult> {
-  const workers = await startWorkers(s, [spec]);
+  const workers = await startWorkers(s, "target" in spec ? [spec] : spec);
   try {
     const since = await dbNow(s.sql);
     await startBacklog(s.sql, slugs, s.tasks);

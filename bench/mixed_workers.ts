@@ -5,10 +5,8 @@
  * by a worker that cannot claim a message hands it back to a worker that can (pgflow._start_tasks);
  * the second row is what that costs against the first.
  */
-import { type EngineResult, type EngineSettings, pacedLatencies, startWorkers } from "./engine.ts";
+import { type EngineResult, type EngineSettings, singleStepScenario } from "./engine.ts";
 import { sharedFlows } from "./flows.ts";
-import { dbNow, startBacklog, taskWindow, waitRunsCompleted } from "./load.ts";
-import { percentile } from "./stats.ts";
 
 /** The two scenarios, as [name, run] pairs. */
 export function mixedWorkerScenarios(
@@ -16,31 +14,21 @@ export function mixedWorkerScenarios(
 ): [string, () => Promise<EngineResult>][] {
   const { queue, flows } = sharedFlows(4);
   const measured = [flows[0].flow.slug];
-  const scenario = (name: string, specs: Parameters<typeof startWorkers>[1]) =>
-    [name, async () => {
-      const workers = await startWorkers(s, specs);
-      try {
-        const since = await dbNow(s.sql);
-        await startBacklog(s.sql, measured, s.tasks);
-        await waitRunsCompleted(s.sql, measured, since, s.tasks);
-        const window = await taskWindow(s.sql, measured, since);
-        const latencies = await pacedLatencies(s, measured);
-        return {
-          name,
-          tasks: window.tasks,
-          tasksPerSec: window.tasks / window.seconds,
-          p50: percentile(latencies, 50),
-          p95: percentile(latencies, 95),
-        };
-      } finally {
-        await Promise.all(workers.map((w) => w.stop()));
-      }
-    }] as [string, () => Promise<EngineResult>];
+  const scenario = (
+    name: string,
+    targets: readonly (readonly typeof flows[number][])[],
+  ): [string, () => Promise<EngineResult>] => [
+    name,
+    () =>
+      singleStepScenario(
+        s,
+        name,
+        targets.map((target) => ({ target, queueName: queue })),
+        measured,
+      ),
+  ];
   return [
-    scenario("4 identical workers", flows.map(() => ({ target: flows, queueName: queue }))),
-    scenario(
-      "1 serving + 3 not serving",
-      flows.map((f) => ({ target: [f], queueName: queue })),
-    ),
+    scenario("4 identical workers", flows.map(() => flows)),
+    scenario("1 serving + 3 not serving", flows.map((f) => [f])),
   ];
 }
