@@ -476,6 +476,30 @@ function sent(target: CompilableFlow): Stored {
   }));
 }
 
+/**
+ * SQL stores exactly what TypeScript sent. Compared as jsonb in the database: JSON.parse in Deno
+ * 2.9 (V8 15.0) can read an escaped one-character key back as another one (after parsing
+ * `{"x":1,"\\":2}`, `{"x":1,"\t":2}` comes back with the key "\"; Node's V8 does not), so an
+ * object-to-object comparison here could fail on what the runtime read rather than what was
+ * stored. The objects are compared only to show the difference when the database says they
+ * differ.
+ */
+async function storesWhatWasSent(
+  sql: postgres.Sql,
+  slug: string,
+  target: CompilableFlow,
+  where: string,
+): Promise<void> {
+  const [{ equal }] = await sql<{ equal: boolean }[]>`
+    select pgflow._flow_shape(${slug}) = ${JSON.stringify(extractFlowShape(target))}::text::jsonb
+       and pgflow._flow_route_plan(${slug}) = ${
+    JSON.stringify(extractRoutePlan(target))
+  }::text::jsonb
+       as equal`;
+  if (!equal) same(await stored(sql, slug), sent(target), where);
+  assert.ok(equal, where);
+}
+
 /** Runs the property on one database; returns how often each kind of change was checked. */
 async function roundTrip(sql: postgres.Sql, label: string): Promise<Map<string, number>> {
   const r = rng(SEED);
@@ -487,7 +511,7 @@ async function roundTrip(sql: postgres.Sql, label: string): Promise<Map<string, 
     const target = build(spec);
     const first = await compileFlow(sql, target);
     same(first, { status: "compiled", differences: [], optionDifferences: [] }, where);
-    same(await stored(sql, spec.slug), sent(target), `${where}: SQL stores what TS sent`);
+    await storesWhatWasSent(sql, spec.slug, target, `${where}: SQL stores what TS sent`);
     same(await compileFlow(sql, target), {
       status: "verified",
       differences: [],
@@ -522,7 +546,7 @@ async function roundTrip(sql: postgres.Sql, label: string): Promise<Map<string, 
       checked.set(change.kind, checked.get(change.kind)! + 1);
     }
     // Nothing a mismatch saw was stored.
-    same(await stored(sql, spec.slug), sent(target), `${where}: unchanged by the mismatches`);
+    await storesWhatWasSent(sql, spec.slug, target, `${where}: unchanged by the mismatches`);
   }
   return checked;
 }
