@@ -182,20 +182,22 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       log.debug("batch", { read: result.read, claimed: result.claimed.length });
       // A read that got fewer than it asked for found every visible message: reading again at
       // once would come back empty. Work sent since is announced (the wait returns at once for a
-      // notification that came during the read); the rest is the fallback timer's.
-      // A read that claimed nothing waits too: what it read is another worker's (handed back to
-      // it, pgflow._start_tasks) or nobody's, and reading again at once would read the same.
-      // Another worker's messages handed back, and nothing of ours: they may stand at the head
-      // of every read until that worker takes them, so look again soon rather than at the
-      // fallback, backing off (pollIntervalMs, doubled per such read) so that a busy worker's
-      // backlog is not read over and over; after a few such reads the claim hides them and this
-      // worker reads past them to its own.
+      // notification that came during the read); the rest is the fallback timer's. A read that
+      // claimed nothing waits too: what it read is another worker's (handed back to it,
+      // pgflow._start_tasks) or nobody's, and reading again at once would read the same. When it
+      // met only other workers' handed-back messages, they may stand at the head of every read
+      // until their worker takes them: it looks again after pollIntervalMs, doubled per such read
+      // (a busy worker's backlog is not read over and over), and after a few such reads the claim
+      // hides them and this worker reads past them to its own.
       blocked = result.claimed.length === 0 &&
           result.skipped.some((s) => s.disposition === "handed_back")
         ? blocked + 1
         : 0;
       if (result.read < qty || result.claimed.length === 0) {
-        const blockedMs = Math.min(fallbackMs, deps.pollIntervalMs * 2 ** Math.min(blocked, 16));
+        const blockedMs = Math.min(
+          fallbackMs,
+          deps.pollIntervalMs * 2 ** Math.min(blocked - 1, 16),
+        );
         if (wakeups !== undefined) await wakeups.wait(blocked > 0 ? blockedMs : fallbackMs, signal);
         else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
       } else {
