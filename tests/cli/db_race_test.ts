@@ -5,23 +5,7 @@
  * interpret is refused before anything runs. `PGFLOW_DB_TEST_PAUSE` widens the race windows.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
-import { runCli, shown } from "./helpers.ts";
-
-async function tempDir(): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix: "pgflow-db-race-" });
-  await Deno.chmod(dir, 0o755); // as a project folder usually is: the server user reaches it
-  return dir;
-}
-
-async function query<T>(url: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    return await fn(sql);
-  } finally {
-    await sql.end();
-  }
-}
+import { projectDir, query, runCli, shown } from "./helpers.ts";
 
 /** A port of the system's choosing, so this file's servers keep clear of other test files'. */
 function somePort(): string {
@@ -41,7 +25,7 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
 }
 
 Deno.test("two db start at once on one folder: one server, its data intact", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-race-");
   // A space and a quote in the name: paths reach the tools without a shell re-reading them.
   const dir = `${project}/it's my db`;
   const cli = (args: string[]) => runCli(["db", ...args, "--data-dir", dir], { cwd: project });
@@ -78,7 +62,7 @@ Deno.test("two db start at once on one folder: one server, its data intact", asy
 });
 
 Deno.test("a failed db start removes only what it made, never data that appeared", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-race-");
   const dir = `${project}/db`;
   try {
     // The start pauses after making the folder, before the cluster's data folder; meanwhile
@@ -103,7 +87,7 @@ Deno.test("a failed db start removes only what it made, never data that appeared
 });
 
 Deno.test("db stop during db start waits for the start to finish, then stops", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-race-");
   const dir = `${project}/db`;
   const cli = (args: string[], env: Record<string, string> = {}) =>
     runCli(["db", ...args, "--data-dir", dir], { cwd: project, env });
@@ -140,7 +124,7 @@ Deno.test("db stop during db start waits for the start to finish, then stops", a
 });
 
 Deno.test("a db command killed while holding the lock does not block the next one", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-race-");
   const dir = `${project}/db`;
   const cli = (args: string[]) => runCli(["db", ...args, "--data-dir", dir], { cwd: project });
   try {
@@ -196,7 +180,7 @@ Deno.test("a db command killed while holding the lock does not block the next on
 });
 
 Deno.test("a --data-dir a shell would interpret is refused before anything runs", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-race-");
   const marker = `/tmp/pgflow-planted-${crypto.randomUUID()}`;
   try {
     for (

@@ -5,25 +5,8 @@
  * refused with what to do, creating nothing.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { ENGINE_VERSION } from "../../src/util/version.ts";
-import { publishedCopy, runCli, type RunOptions, shown } from "./helpers.ts";
-
-async function tempDir(owner?: string): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix: "pgflow-db-test-" });
-  await Deno.chmod(dir, 0o755); // as a project folder usually is
-  if (owner) await new Deno.Command("chown", { args: ["-R", owner, dir] }).output();
-  return dir;
-}
-
-async function query<T>(url: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    return await fn(sql);
-  } finally {
-    await sql.end();
-  }
-}
+import { projectDir, publishedCopy, query, runCli, type RunOptions, shown } from "./helpers.ts";
 
 /** Runs start, checks the database, writes a row, stops, starts again and finds the row. */
 async function lifecycle(
@@ -84,7 +67,7 @@ async function lifecycle(
 }
 
 Deno.test("db start, stop, status and url keep the data between starts (as root)", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-test-");
   try {
     await lifecycle(project);
   } finally {
@@ -96,7 +79,7 @@ Deno.test({
   name: "db works as a normal user too",
   ignore: Deno.uid() !== 0, // run as a normal user, the test above is this one
   async fn() {
-    const project = await tempDir("postgres");
+    const project = await projectDir("pgflow-db-test-", "postgres");
     // The normal user cannot read root's Deno cache: give it a cache of its own holding postgres.js.
     const denoDir = `${project}/.deno`;
     const info = JSON.parse(
@@ -138,7 +121,7 @@ Deno.test({
 });
 
 Deno.test("db refuses what it cannot use, creating nothing, and says what to do", async () => {
-  const project = await tempDir();
+  const project = await projectDir("pgflow-db-test-");
   try {
     await Deno.mkdir(`${project}/other`);
     await Deno.writeTextFile(`${project}/other/notes.txt`, "mine\n");

@@ -203,3 +203,36 @@ export async function databaseState(url: string): Promise<Map<string, string>> {
     await sql.end();
   }
 }
+
+/**
+ * A fresh project folder (world-readable, as a project folder usually is, so the server user
+ * reaches it), owned by `owner` when given.
+ *
+ * @example
+ * ```ts
+ * const project = await projectDir("pgflow-db-test-");
+ * ```
+ */
+export async function projectDir(prefix: string, owner?: string): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix });
+  await Deno.chmod(dir, 0o755);
+  if (owner) await new Deno.Command("chown", { args: ["-R", owner, dir] }).output();
+  return dir;
+}
+
+/**
+ * Runs `fn` on a one-connection pool to `url`, closed afterwards.
+ *
+ * @example
+ * ```ts
+ * const [{ n }] = await query(url, (sql) => sql`select 1 as n`);
+ * ```
+ */
+export async function query<T>(url: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    return await fn(sql);
+  } finally {
+    await sql.end();
+  }
+}
