@@ -106,7 +106,7 @@ db.test("no live worker serves it, or no task owns it: the message keeps the rea
   assert.deepEqual(heard, [], "nothing announced");
 });
 
-db.test("a message handed back as often as the queue has live workers (at least twice) and not taken is hidden from a full read that claimed nothing for half to a whole timeout, announced with when it reappears", async ({ sql, connect }) => {
+db.test("a message handed back as often as the queue has live workers (at least twice), queued over half a timeout ago and not taken, is hidden from a full read that claimed nothing for half to a whole timeout, announced with when it reappears", async ({ sql, connect }) => {
   await defineFlow(sql, "sr_e", [{ slug: "e", queue: "sr_q3" }], { mode: "routed" });
   await register(sql, "sr_q3", [["sr_e", "e"]]); // live, but busy: it never reads here
   const other = await register(sql, "sr_q3", [["sr_other", "x"]]);
@@ -119,6 +119,13 @@ db.test("a message handed back as often as the queue has live workers (at least 
     assert.equal(r.disposition, "handed_back");
     assert.ok(r.in_s <= 0, `read ${i}: visible again at once`);
   }
+  // Read often, but queued only just now (its workers may be about to read it): still at once.
+  const [young] = await readAs(sql, "sr_q3", other, 30, 1);
+  assert.equal(young.disposition, "handed_back");
+  assert.ok(young.in_s <= 0);
+  // Queued a minute ago, more than half the 30 s timeout: its workers are busy.
+  await sql`update pgflow.step_tasks set queued_at = now() - interval '1 minute'
+            where flow_slug = 'sr_e'`;
   await settle();
   heard.length = 0;
   // A read that was not full (nothing can wait behind the message) still hands it back at once.

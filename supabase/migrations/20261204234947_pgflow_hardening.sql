@@ -27,8 +27,9 @@
 -- - Shared reads: pgflow._start_tasks (now with p_read_counts, PGMQ's read_ct per id, and
 --   p_read_qty; the old signature is dropped) hands back a message it cannot claim when a live
 --   worker on the queue serves its pair: visible again at once, unless the read was full,
---   claimed nothing and the message was read more often than the queue has live workers, and at
---   least twice (then hidden for a random half to whole visibility timeout); announced on
+--   claimed nothing and the message, queued more than half a visibility timeout ago, was read
+--   more often than the queue has live workers, and at least twice (then hidden for a random
+--   half to whole visibility timeout); announced on
 --   pgflow_queue:<queue> with the pair (and the milliseconds until it is visible) so a worker
 --   that serves it reads it then. Disposition 'handed_back' ('handed_back_later' when hidden).
 --   Before, a worker that read another worker's message hid it for its visibility timeout, and
@@ -45,8 +46,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204230202_pgflow_hardening') then
-    raise exception 'pgflow migration 20261204230202_pgflow_hardening is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261204234947_pgflow_hardening') then
+    raise exception 'pgflow migration 20261204234947_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -518,6 +519,7 @@ declare
   h_payload text;
   h_hide integer;
   h_reads integer;
+  h_patience interval;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
@@ -624,10 +626,11 @@ begin
   --   by the right one without waiting, and a reader busy with its own work (this read claimed
   --   something) never holds another worker's message back;
   -- - except when this read was full (as many messages as it asked for, so more may wait behind
-  --   them), claimed nothing, and the message was read more often than the queue has live
-  --   workers (and at least twice; each other worker could have read it once): its workers are
-  --   busy, and a reader meeting the same handed-back messages at the head of every read would
-  --   never reach its own behind them. Then it is hidden for a random half to whole visibility
+  --   them), claimed nothing, and the message has waited more than half a visibility timeout
+  --   since it was queued and was read more often than the queue has live workers (and at least
+  --   twice; each other worker could have read it once): its workers are busy, and a reader
+  --   meeting the same handed-back messages at the head of every read would never reach its own
+  --   behind them. Then it is hidden for a random half to whole visibility
   --   timeout (disposition handed_back_later), and the payload says in how many milliseconds it
   --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
   --   longer lines up with the reads of the workers that cannot claim it.
@@ -639,6 +642,7 @@ begin
   if coalesce(cardinality(c_msg), 0) < n_ids then
     h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
                                 * (0.5 + random() / 2))::integer);
+    h_patience := make_interval(secs => coalesce(p_unclaimed_visibility, p_read_visibility) / 2.0);
     select greatest(count(*)::integer, 2) into h_reads from pgflow.workers w
     where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
       and w.stopped_at is null and w.deprecated_at is null;
@@ -649,14 +653,15 @@ begin
           from unnest(msg_ids, coalesce(p_read_counts, '{}'::integer[])) u(m, rc)
           where u.m is not null order by u.m) i
     cross join lateral (
-      select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
+      select t.flow_slug, t.step_slug, t.run_id, t.queued_at from pgflow.step_tasks t
       where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
       limit 1
     ) t
     cross join lateral (
       select i.mid, t.flow_slug || chr(31) || t.step_slug as k,
              case when c_msg is null and coalesce(i.rc, 1) > h_reads
-                       and n_ids >= coalesce(p_read_qty, n_ids) then h_hide else 0 end as off
+                       and n_ids >= coalesce(p_read_qty, n_ids)
+                       and t.queued_at < clock_timestamp() - h_patience then h_hide else 0 end as off
     ) o
     cross join lateral (
       select o.mid, o.off,
@@ -1581,6 +1586,6 @@ revoke all on function pgflow._start_tasks(queue_name text, msg_ids bigint[], wo
 -- ---- privileges on function pgflow._trusted_integration(p_name text)
 revoke all on function pgflow._trusted_integration(p_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261204230202_pgflow_hardening') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261204234947_pgflow_hardening') on conflict (name) do nothing;
 
 commit;
