@@ -1,5 +1,4 @@
 import type { Json } from "../util/json.ts";
-import { toMessageId } from "./message_id.ts";
 
 /**
  * A (flow_slug, step_slug) pair a worker has a handler for: one entry of its support set.
@@ -62,57 +61,4 @@ export interface SkippedMessage {
   readonly runId: string | null;
   /** The owning task's step slug. */
   readonly stepSlug: string | null;
-}
-
-/** The result of one claim: the tasks to run and the message ids that were not claimed. */
-export interface ClaimResult {
-  /** Tasks to run. */
-  readonly claimed: readonly ClaimedTask[];
-  /** Messages not claimed, with the reason and the owning task's identity. */
-  readonly skipped: readonly SkippedMessage[];
-}
-
-/** A row of `pgflow.start_tasks` / `pgflow.read_and_claim` as the claim decoder reads it. */
-export interface ClaimRow {
-  /** The message id as text (cast `::text` in the query, so it stays exact). */
-  readonly msg_id: string;
-  readonly disposition: Disposition;
-  readonly flow_slug: string | null;
-  readonly run_id: string | null;
-  readonly step_slug: string | null;
-  readonly task_index: number | null;
-  readonly input: Json;
-  readonly attempt: number | null;
-}
-
-/**
- * The one decoder of claim rows: `claimed` rows become tasks (identity, input, attempt); every
- * other row is a message id with its disposition and, when a task owns it, that task's identity.
- */
-export function decodeClaimRows(rows: readonly ClaimRow[]): ClaimResult {
-  const claimed: ClaimedTask[] = [];
-  const skipped: SkippedMessage[] = [];
-  for (const row of rows) {
-    const messageId = toMessageId(row.msg_id);
-    if (row.disposition === "claimed") {
-      claimed.push({
-        messageId,
-        flowSlug: row.flow_slug!,
-        runId: row.run_id!,
-        stepSlug: row.step_slug!,
-        taskIndex: row.task_index!,
-        input: row.input,
-        attempt: row.attempt!,
-      });
-    } else {
-      skipped.push({
-        messageId,
-        disposition: row.disposition,
-        flowSlug: row.flow_slug,
-        runId: row.run_id,
-        stepSlug: row.step_slug,
-      });
-    }
-  }
-  return { claimed, skipped };
 }

@@ -4,13 +4,9 @@ import type { Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
-import {
-  completeAndClaim,
-  readAndClaim,
-  type ReadAndClaimResult,
-  type ReadOptions,
-  type TakenCompletions,
-} from "./read.ts";
+import { completeAndClaim, readAndClaim, type ReadOptions } from "./read.ts";
+import type { Completer } from "../completion/completer.ts";
+import type { CompletionArrays } from "../completion/sql.ts";
 import type { Slots } from "../util/slots.ts";
 import type { QueueWakeups } from "./wakeups.ts";
 
@@ -43,11 +39,8 @@ export interface PollLoopDeps {
   readonly log: Logger;
   /** Counts messages not claimed, reported once per interval. */
   readonly activity: ActivityLog;
-  /**
-   * Completions waiting to be reported: a read takes them along (`pgflow.complete_and_claim`, one
-   * round trip for both). Absent: reads go alone.
-   */
-  readonly completions?: { take(): TakenCompletions | undefined };
+  /** Completions waiting to be reported travel with the next read (see `Completer.carry`). */
+  readonly completer?: Pick<Completer, "carry">;
   /** Notifications of work sent to the queue (LISTEN); absent: the loop only polls. */
   readonly wakeups?: QueueWakeups;
   /** Aborted to stop polling (in-flight tasks are not affected). */
@@ -85,11 +78,11 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   const handled = new Set(deps.supported.map(([flow, step]) => `${flow}\u001f${step}`));
   const serves = (flow: string | null, step: string | null) =>
     flow !== null && step !== null && handled.has(`${flow}\u001f${step}`);
-  const read = (options: ReadOptions, reports: TakenCompletions | undefined) =>
+  const read = (options: ReadOptions, reports: CompletionArrays | undefined) =>
     reports === undefined
       ? readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options)
       : completeAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options, reports);
-  const poll = async (options: ReadOptions, reports: TakenCompletions | undefined) => {
+  const poll = async (options: ReadOptions, reports: CompletionArrays | undefined) => {
     try {
       return await read(options, reports);
     } catch (error) {
@@ -99,10 +92,6 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       return await read(options, reports);
     }
   };
-  // After a read that carried completions failed, the next read goes alone: the completions are
-  // back with the batcher (which sends them one by one if need be), and one bad output must not
-  // hold the reads back.
-  let readAlone = false;
   // Reads in a row that claimed nothing and met only other workers' handed-back messages.
   let blocked = 0;
   while (!signal.aborted) {
@@ -127,32 +116,23 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       : deps.pollIntervalMs;
     const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
     const qty = Math.min(deps.batchSize, slots.free);
-    // Completions still waiting go with this read, which then does not wait in the database: they
-    // must not wait for work to arrive. A read that comes back short is followed by the usual wait.
-    const reports = readAlone ? undefined : deps.completions?.take();
-    readAlone = false;
-    const readWait = reports === undefined ? waitSeconds : 0;
+    // A read that carries completions does not wait in the database: they must not wait for work
+    // to arrive. A read that comes back short is followed by the usual wait.
+    const readWith = (reports: CompletionArrays | undefined) => {
+      const readWait = reports === undefined ? waitSeconds : 0;
+      return poll({
+        visibilityTimeout: deps.visibilityTimeout,
+        qty,
+        maxPollSeconds: readWait,
+        pollIntervalMs: deps.pollIntervalMs,
+        timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
+      }, reports);
+    };
     try {
       wakeups?.beforeRead();
-      let result: ReadAndClaimResult;
-      try {
-        result = await poll({
-          visibilityTimeout: deps.visibilityTimeout,
-          qty,
-          maxPollSeconds: readWait,
-          pollIntervalMs: deps.pollIntervalMs,
-          timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
-        }, reports);
-      } catch (error) {
-        reports?.giveBack();
-        if (reports === undefined) throw error;
-        log.warn("completions with the read failed; reporting them on their own", {
-          error: (error as Error).message,
-        });
-        readAlone = true;
-        continue;
-      }
-      reports?.done();
+      const result = deps.completer === undefined
+        ? await readWith(undefined)
+        : await deps.completer.carry(readWith);
       failures = 0;
       if (result.read === 0) {
         // The fallback timer finds what no notification announces: a retry's delay or a

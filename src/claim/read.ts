@@ -1,36 +1,10 @@
 import type { Sql } from "../platform/types.ts";
 import type { Json } from "../util/json.ts";
 import type { PgmqMessageRecord } from "./message.ts";
-import {
-  type ClaimedTask,
-  type ClaimRow,
-  decodeClaimRows,
-  type SkippedMessage,
-  type SupportedPair,
-} from "./claim.ts";
+import type { ClaimedTask, Disposition, SkippedMessage, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
-
-/** Completions as `pgflow.complete_tasks` and `pgflow.complete_and_claim` take them: one entry each. */
-export interface CompletionArrays {
-  readonly runIds: readonly string[];
-  readonly stepSlugs: readonly string[];
-  readonly taskIndexes: readonly number[];
-  /** Each output's exact JSON text. */
-  readonly outputs: readonly string[];
-  readonly attempts: readonly number[];
-}
-
-/**
- * Completions taken from the worker's completion batcher (src/dispatch/completions.ts) to travel
- * with a read (`pgflow.complete_and_claim`). Exactly one of `done` and `giveBack` is called.
- */
-export interface TakenCompletions extends CompletionArrays {
-  /** The call that carried them succeeded: each caller's promise resolves. */
-  done(): void;
-  /** The call failed: the batcher sends them itself (a batch, then one by one). */
-  giveBack(): void;
-}
+import type { CompletionArrays } from "../completion/sql.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {
@@ -61,7 +35,17 @@ export interface ReadAndClaimResult {
   readonly skipped: readonly SkippedMessage[];
 }
 
-interface Row extends ClaimRow {
+/** A row of `pgflow.read_and_claim` / `pgflow.complete_and_claim`. */
+interface Row {
+  /** The message id as text (cast `::text` in the query, so it stays exact). */
+  readonly msg_id: string;
+  readonly disposition: Disposition;
+  readonly flow_slug: string | null;
+  readonly run_id: string | null;
+  readonly step_slug: string | null;
+  readonly task_index: number | null;
+  readonly input: Json;
+  readonly attempt: number | null;
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
@@ -104,7 +88,7 @@ export async function readAndClaim(
  * `completions` and then a read, in one `pgflow.complete_and_claim` call: one round trip and one
  * transaction where a busy worker would otherwise make two (`complete_tasks` and
  * `read_and_claim`). The read never waits in the database (`options.maxPollSeconds` is not used).
- * Resolves with the read; if it rejects, nothing of it happened (see `TakenCompletions.giveBack`).
+ * Resolves with the read; if it rejects, nothing of it happened (see `Completer.carry`).
  */
 export async function completeAndClaim(
   sql: Sql,
@@ -112,7 +96,7 @@ export async function completeAndClaim(
   workerId: string,
   supported: readonly SupportedPair[] | null,
   options: ReadOptions,
-  completions: TakenCompletions,
+  completions: CompletionArrays,
 ): Promise<ReadAndClaimResult> {
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
@@ -132,11 +116,27 @@ export async function completeAndClaim(
   return decodeRead(rows);
 }
 
+/**
+ * The one decoder of read rows: `claimed` rows become tasks (identity, input, attempt) with their
+ * message records; every other row is a message id with its disposition and, when a task owns it,
+ * that task's identity.
+ */
 function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
   const messages = new Map<string, PgmqMessageRecord>();
+  const claimed: ClaimedTask[] = [];
+  const skipped: SkippedMessage[] = [];
   for (const row of rows) {
-    if (row.disposition !== "claimed") continue;
     const messageId = toMessageId(row.msg_id);
+    if (row.disposition !== "claimed") {
+      skipped.push({
+        messageId,
+        disposition: row.disposition,
+        flowSlug: row.flow_slug,
+        runId: row.run_id,
+        stepSlug: row.step_slug,
+      });
+      continue;
+    }
     messages.set(messageId, {
       msg_id: messageId,
       read_ct: row.read_ct,
@@ -145,8 +145,16 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       message: row.message,
       headers: row.headers ?? null,
     });
+    claimed.push({
+      messageId,
+      flowSlug: row.flow_slug!,
+      runId: row.run_id!,
+      stepSlug: row.step_slug!,
+      taskIndex: row.task_index!,
+      input: row.input,
+      attempt: row.attempt!,
+    });
   }
-  const { claimed, skipped } = decodeClaimRows(rows);
   return { read: rows.length, messages, claimed, skipped };
 }
 

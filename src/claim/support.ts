@@ -7,7 +7,7 @@ import type { SupportedPair } from "./claim.ts";
  * routes (after compilation), so the worker claims what the database will send there, not what
  * its own code merely believes.
  */
-export async function loadSupportSet(
+export async function queueSupportSet(
   sql: Sql,
   queue: string,
   flowSlugs: readonly string[],

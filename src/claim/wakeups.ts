@@ -1,5 +1,103 @@
-import type { ChannelEvent, ChannelListener, ChannelSubscription } from "../platform/listen.ts";
+import {
+  type ChannelEvent,
+  ChannelListener,
+  type ChannelSubscription,
+} from "../platform/listen.ts";
+import type { Sql } from "../platform/types.ts";
+import { type ConnectionInfo, ownsServerSession } from "../platform/connection_kind.ts";
+import type { Logger } from "../platform/logger.ts";
+import { bounded } from "../platform/deadline.ts";
 import type { SupportedPair } from "./claim.ts";
+
+/**
+ * How a worker learns of new work: `listen`, `poll`, or `auto` (see `EdgeWorkerConfig.wakeups`).
+ *
+ * @example
+ * ```ts
+ * import type { WakeupMode } from "@pgflow/shared";
+ *
+ * const mode: WakeupMode = "auto";
+ * ```
+ */
+export type WakeupMode = "auto" | "listen" | "poll";
+
+/** A worker's wake-ups: the notifications its poll loop waits for, if any, and how to end them. */
+export interface WorkerWakeups {
+  /** `listen` when the worker listens, `poll` when it only polls. */
+  readonly mode: "listen" | "poll";
+  /** For the poll loop; absent when polling. */
+  readonly wakeups?: QueueWakeups;
+  /** Leaves the queue's group (and closes the LISTEN connection with its last user). */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a worker's wake-ups before its first read, so no notification is missed between that read
+ * and the LISTEN. A LISTEN that fails or goes unanswered for `timeoutMs` (a pooler that refuses
+ * it) is logged and the worker polls instead: wake-ups make pickup faster, never possible.
+ * `auto` listens only where the connection (and its LISTEN) stays the worker's: not behind a
+ * transaction pooler, nor a pooler of unknown mode.
+ */
+export async function openWakeups(
+  sql: Sql,
+  queue: string,
+  supported: readonly SupportedPair[],
+  mode: WakeupMode,
+  connection: ConnectionInfo,
+  log: Logger,
+  timeoutMs: number,
+): Promise<WorkerWakeups> {
+  const poll: WorkerWakeups = { mode: "poll", close: () => Promise.resolve() };
+  if (mode === "poll" || (mode === "auto" && !ownsServerSession(connection.kind))) return poll;
+  const shared = ProcessListener.acquire(sql);
+  try {
+    const wakeups = await bounded(
+      QueueWakeups.open(shared, queue, supported),
+      "LISTEN",
+      timeoutMs,
+    );
+    return { mode: "listen", wakeups, close: () => wakeups.close() };
+  } catch (error) {
+    await shared.release().catch(() => {});
+    log.warn("LISTEN failed; polling instead", { error: (error as Error).message });
+    return poll;
+  }
+}
+
+/**
+ * The LISTEN connection of every worker of this process on one database as one user, and the
+ * wake groups of the queues they poll: one connection however many workers and queues, and one
+ * notification wakes one waiting worker of a queue rather than all (see {@link QueueWakeups}).
+ * The process's only registry of them; the last user to leave closes the connection.
+ */
+class ProcessListener {
+  static readonly #all = new Map<string, ProcessListener>();
+  readonly listener: ChannelListener;
+  /** The queue groups, by channel (a promise while the group's LISTEN is being made). */
+  readonly groups = new Map<string, Promise<WakeGroup>>();
+  #users = 0;
+
+  private constructor(sql: Sql, readonly key: string) {
+    this.listener = new ChannelListener(sql, { applicationName: "pgflow worker" });
+  }
+
+  /** The process's listener for `sql`'s database and user, with one more user. */
+  static acquire(sql: Sql): ProcessListener {
+    const o = (sql as unknown as { options: Record<string, unknown> }).options;
+    const key = JSON.stringify([o.host, o.port, o.database, o.user]);
+    let shared = ProcessListener.#all.get(key);
+    if (shared === undefined) ProcessListener.#all.set(key, shared = new ProcessListener(sql, key));
+    shared.#users++;
+    return shared;
+  }
+
+  /** One user fewer; the last one closes the connection. */
+  async release(): Promise<void> {
+    if (--this.#users > 0) return;
+    ProcessListener.#all.delete(this.key);
+    await this.listener.close();
+  }
+}
 
 /**
  * The channel work for `queue` is announced on: `pgflow._send_task_messages` notifies it in the
@@ -35,33 +133,33 @@ export function queueChannel(queue: string): string {
  * hand it back again.
  */
 export class QueueWakeups {
-  readonly #listener: ChannelListener;
+  readonly #shared: ProcessListener;
   readonly #group: WakeGroup;
   readonly #serves: ReadonlySet<string>;
   #pending = false;
   #waiter: (() => void) | undefined;
 
   private constructor(
-    listener: ChannelListener,
+    shared: ProcessListener,
     group: WakeGroup,
     supported: readonly SupportedPair[],
   ) {
-    this.#listener = listener;
+    this.#shared = shared;
     this.#group = group;
     this.#serves = new Set(supported.map(pairKey));
   }
 
   /**
-   * Joins `queue`'s group on `listener` as a worker serving `supported`; rejects when the LISTEN
-   * could not be made.
+   * Joins `queue`'s group on the process's listener as a worker serving `supported`; rejects when
+   * the LISTEN could not be made.
    */
   static async open(
-    listener: ChannelListener,
+    shared: ProcessListener,
     queue: string,
     supported: readonly SupportedPair[] = [],
   ): Promise<QueueWakeups> {
-    const group = await WakeGroup.of(listener, queueChannel(queue));
-    const wakeups = new QueueWakeups(listener, group, supported);
+    const group = await WakeGroup.of(shared, queueChannel(queue));
+    const wakeups = new QueueWakeups(shared, group, supported);
     group.members.add(wakeups);
     return wakeups;
   }
@@ -73,7 +171,7 @@ export class QueueWakeups {
 
   /** Whether a notification sent now would arrive. */
   get listening(): boolean {
-    return this.#listener.listening(this.#group.channel);
+    return this.#shared.listener.listening(this.#group.channel);
   }
 
   /** Whether the loop is in `wait` now (a notification may be given to it). */
@@ -117,13 +215,17 @@ export class QueueWakeups {
     );
   }
 
-  /** Leaves the group (the last member to leave ends the LISTEN; the listener is its owner's). */
+  /**
+   * Leaves the group (the last member to leave ends the queue's LISTEN, and the listener's last
+   * user closes its connection).
+   */
   async close(): Promise<void> {
     this.#group.members.delete(this);
     // A notification given to this member is not lost with it.
     if (this.#pending) this.#group.wakeOne(this);
     this.#waiter?.();
     await this.#group.leave();
+    await this.#shared.release();
   }
 
   /** Marks this member and ends its wait. */
@@ -135,7 +237,6 @@ export class QueueWakeups {
 
 /** The members of one channel on one listener; see {@link QueueWakeups}. */
 class WakeGroup {
-  static readonly #groups = new WeakMap<ChannelListener, Map<string, Promise<WakeGroup>>>();
   readonly members = new Set<QueueWakeups>();
   #subscription: ChannelSubscription | undefined;
   #turn = 0;
@@ -143,27 +244,27 @@ class WakeGroup {
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
   private constructor(
-    readonly listener: ChannelListener,
+    readonly shared: ProcessListener,
     readonly channel: string,
   ) {}
 
-  /** The group of `channel` on `listener`, made (and listened to) by its first member. */
-  static of(listener: ChannelListener, channel: string): Promise<WakeGroup> {
-    let groups = WakeGroup.#groups.get(listener);
-    if (groups === undefined) WakeGroup.#groups.set(listener, groups = new Map());
+  /** The group of `channel` on the process's listener, made (and listened to) by its first member. */
+  static of(shared: ProcessListener, channel: string): Promise<WakeGroup> {
+    const groups = shared.groups;
     let group = groups.get(channel);
     if (group === undefined) {
-      const made = new WakeGroup(listener, channel);
-      group = listener.subscribe(channel, (event, payload) => made.#heard(event, payload)).then(
-        (subscription) => {
-          made.#subscription = subscription;
-          return made;
-        },
-        (error) => {
-          groups.delete(channel);
-          throw error;
-        },
-      );
+      const made = new WakeGroup(shared, channel);
+      group = shared.listener.subscribe(channel, (event, payload) => made.#heard(event, payload))
+        .then(
+          (subscription) => {
+            made.#subscription = subscription;
+            return made;
+          },
+          (error) => {
+            groups.delete(channel);
+            throw error;
+          },
+        );
       groups.set(channel, group);
     }
     return group;
@@ -192,7 +293,7 @@ class WakeGroup {
     if (this.members.size > 0) return;
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
-    WakeGroup.#groups.get(this.listener)?.delete(this.channel);
+    this.shared.groups.delete(this.channel);
     await this.#subscription?.close();
   }
 

@@ -47,6 +47,7 @@ export function buildContext(
     supabase: { get: resources.supabase, enumerable: true },
     flowInput: { get: () => resources.flowInputs.get(task.runId), enumerable: true },
     stepTask: { value: stepTask, enumerable: true },
+    attempt: { value: task.attempt, enumerable: true },
     rawMessage: { value: message, enumerable: true },
   });
   return context as StepContext<Json> & { readonly [key: string]: unknown };

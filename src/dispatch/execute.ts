@@ -1,28 +1,14 @@
-import type { Sql } from "../platform/types.ts";
 import type { PgmqMessageRecord } from "../claim/message.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
+import type { Completer, TaskResult } from "../completion/completer.ts";
 import type { LogFields, Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
-import { retry } from "../util/backoff.ts";
 import { buildContext, type ContextResources } from "./context.ts";
 import type { HandlerRegistry } from "./registry.ts";
-import type { CompletionBatcher } from "./completions.ts";
-import {
-  completeTask,
-  databaseErrorText,
-  errorFields,
-  errorMessage,
-  type FailOutcome,
-  failTask,
-  isUnstorableOutput,
-  outputJson,
-  unstorableOutputMessage,
-} from "./report.ts";
+import { errorFields, errorMessage, outputJson } from "./result.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
-  /** The worker's pool (for complete/fail). */
-  readonly sql: Sql;
   /** The queue the task was claimed on. */
   readonly queue: string;
   /** Handlers by (flow, step). */
@@ -31,20 +17,16 @@ export interface ExecuteDeps {
   readonly resources: ContextResources;
   /** Logger already carrying worker and queue. */
   readonly log: Logger;
-  /** Attempts for complete/fail calls before the task is left to stalled recovery. */
-  readonly reportAttempts: number;
-  /** Bound of each complete/fail call (see `bounded`). */
-  readonly queryTimeoutMs?: number;
-  /** Sends completions several per call under load; without it each is its own call. */
-  readonly completions?: CompletionBatcher;
+  /** Where every result goes (the only way a task is completed or failed). */
+  readonly completer: Completer;
   /** Counts outcomes for the interval's summary line; without it nothing is counted. */
   readonly activity?: ActivityLog;
 }
 
 /**
- * Runs one claimed task: handler(input, context), then `complete_task` with the exact output or
- * `fail_task` with the error's message; `handlerDone` is called between the two. Report calls are retried with backoff; if they still fail
- * the task stays started and stalled recovery takes it back (never a second run from here).
+ * Runs one claimed task: handler(input, context), then hands the result (the exact output, or the
+ * error's text) to the completer; `handlerDone` is called between the two. A report the completer
+ * cannot make leaves the task started for stalled recovery (never a second run from here).
  *
  * Logs: every line carries the task's identity (run id included). A completed task is a `debug`
  * line (the interval's summary counts it at `info`); a failed attempt is `warn` when it will be
@@ -65,14 +47,14 @@ export async function executeTask(
     attempt: task.attempt,
   });
   const started = performance.now();
-  let report: { kind: "complete"; output: string } | { kind: "fail"; error: string };
+  let result: TaskResult;
   // What the "task failed" line says about the error (see errorFields).
   let failFields: LogFields = {};
   const registered = deps.registry.get(task.flowSlug, task.stepSlug);
   if (registered === undefined) {
     // The support set only names pairs with handlers, so this means the support set is wrong.
-    report = { kind: "fail", error: `worker has no handler for ${task.flowSlug}.${task.stepSlug}` };
-    failFields = { error: report.error };
+    result = { kind: "fail", error: `worker has no handler for ${task.flowSlug}.${task.stepSlug}` };
+    failFields = { error: result.error };
   } else {
     const { step } = registered;
     if (step.kind !== "map" && step.dependencies.length === 0) {
@@ -91,77 +73,46 @@ export async function executeTask(
           }, not an array`,
         );
       }
-      report = {
+      result = {
         kind: "complete",
         output: outputJson(output, `${task.flowSlug}.${task.stepSlug}`),
       };
     } catch (error) {
-      report = { kind: "fail", error: errorMessage(error) };
+      result = { kind: "fail", error: errorMessage(error) };
       failFields = errorFields(error);
     }
   }
   const ms = Math.round(performance.now() - started);
   // The handler's slot is free for the next task; the report below still counts as in flight.
   handlerDone();
-  let failOutcome = "failed" as FailOutcome;
-  const send = async (r: typeof report) => {
-    await retry(
-      async () => {
-        if (r.kind === "complete") {
-          await (deps.completions?.complete(task, r.output) ??
-            completeTask(deps.sql, task, r.output, deps.queryTimeoutMs));
-        } else {
-          failOutcome = await failTask(deps.sql, task, r.error, deps.queryTimeoutMs);
-        }
-      },
-      {
-        attempts: deps.reportAttempts,
-        // An output Postgres refuses is refused again: no retry, the attempt fails (below).
-        retryable: (error) => r.kind !== "complete" || !isUnstorableOutput(error),
-        onRetry: (error, attempt, delayMs) =>
-          log.warn(`${r.kind}_task failed; retrying`, {
-            error: databaseErrorText(error),
-            retry: attempt,
-            delayMs,
-          }),
-      },
-    );
-  };
-  try {
-    try {
-      await send(report);
-    } catch (error) {
-      if (report.kind !== "complete" || !isUnstorableOutput(error)) throw error;
-      // The output cannot be stored (e.g. a string with U+0000): fail the attempt with that cause
-      // now, rather than leave the task started for stalled recovery to fail as "stalled".
-      const code = (error as { code: string }).code;
-      log.warn("output could not be stored", { code });
-      report = { kind: "fail", error: unstorableOutputMessage(error) };
-      failFields = { errorKind: "unstorable output", errorCode: code, error: report.error };
-      await send(report);
-    }
-  } catch (error) {
-    log.error(`${report.kind}_task failed; stalled recovery will take the task back`, {
-      error: databaseErrorText(error),
-    });
-    return;
+  const receipt = await deps.completer.report(task, result, log);
+  if (receipt.unstorable !== undefined) {
+    log.warn("output could not be stored", { code: receipt.unstorable.code });
+    failFields = {
+      errorKind: "unstorable output",
+      errorCode: receipt.unstorable.code,
+      error: receipt.unstorable.error,
+    };
   }
-  if (report.kind === "complete") {
-    deps.activity?.task("completed", ms);
-    log.debug("task completed", { ms });
-    return;
-  }
-  // One event name for every failed attempt; the level and `outcome` say what happens next. The
-  // whole error text is in step_tasks.error_message; the line has its first line and kind.
-  const fields = { ms, outcome: failOutcome, ...failFields };
-  if (failOutcome === "retried") {
-    deps.activity?.task("retried", ms);
-    log.warn("task failed", fields);
-  } else if (failOutcome === "failed") {
-    deps.activity?.task("failed", ms);
-    log.error("task failed", fields);
-  } else {
-    // A late report (the attempt was already settled): nothing changed, nothing to count.
-    log.warn("task failed", fields);
+  switch (receipt.outcome) {
+    case "unreported":
+      // The completer has said so; the task stays started until stalled recovery takes it back.
+      return;
+    case "completed":
+      deps.activity?.task("completed", ms);
+      log.debug("task completed", { ms });
+      return;
+    case "retried":
+      deps.activity?.task("retried", ms);
+      log.warn("task failed", { ms, outcome: receipt.outcome, ...failFields });
+      return;
+    case "failed":
+      deps.activity?.task("failed", ms);
+      log.error("task failed", { ms, outcome: receipt.outcome, ...failFields });
+      return;
+    case "ignored":
+      // A late report (the attempt was already settled): nothing changed, nothing to count.
+      log.warn("task failed", { ms, outcome: receipt.outcome, ...failFields });
+      return;
   }
 }

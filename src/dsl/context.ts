@@ -64,6 +64,12 @@ export interface StepContext<TInput, TEnv extends Env = Env> {
   readonly flowInput: Promise<TInput>;
   /** The claimed task. */
   readonly stepTask: StepTaskRecord;
+  /**
+   * This attempt's number: 1 on the first run of the task, 2 on its first retry, and so on up to
+   * the step's `maxAttempts` (a task taken back by stalled recovery counts that attempt too).
+   * Unlike `rawMessage.read_ct`, reads by workers that did not claim the message do not count.
+   */
+  readonly attempt: number;
   /** The PGMQ message that carried the task. */
   readonly rawMessage: PgmqMessageRecord;
 }

@@ -2,7 +2,7 @@
  * Structured logging: one JSON object per line, with the fields that identify work (queue,
  * worker, run id, message id, flow, step). Message bodies, inputs, outputs and secrets are never
  * logged. A failed task's line carries the error's kind, code, length and the first line of its
- * message, at most 300 characters (`errorFields` in src/dispatch/report.ts); a thrown object that
+ * message, at most 300 characters (`errorFields` in src/dispatch/result.ts); a thrown object that
  * is not an `Error` is never serialised into a line. The whole text, at most 2,000 characters, is
  * stored by `fail_task` in `step_tasks.error_message`. Errors of the worker's own database calls
  * are logged as their first line, at most 200 characters.

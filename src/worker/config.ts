@@ -9,6 +9,7 @@ import {
 import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import { WorkerConfigError } from "./errors.ts";
+import type { WakeupMode } from "../claim/wakeups.ts";
 import { type NumericOptionName, WORKER_OPTIONS } from "./options.ts";
 
 /**
@@ -84,6 +85,13 @@ export interface EdgeWorkerConfig {
    * and step; default 60000. Per-task success lines are `debug`.
    */
   readonly logSummaryIntervalMs?: number;
+  /**
+   * Milliseconds `stop()` waits for in-flight tasks (their handlers, told to finish through
+   * `shutdownSignal`, and their reports) before it gives up on them, logs each one it abandons and
+   * closes the pool; stalled recovery takes an abandoned task back once it has been started longer
+   * than its step's timeout + 30 s. Default 30000.
+   */
+  readonly shutdownTimeoutMs?: number;
   /** Environment for handlers and for reading URLs and keys; default the process environment. */
   readonly env?: Env;
   /** Where logs go; default JSON lines at `EDGE_WORKER_LOG_LEVEL` (default `info`). */
@@ -92,17 +100,7 @@ export interface EdgeWorkerConfig {
   readonly context?: { readonly [key: string]: unknown };
 }
 
-/**
- * How a worker learns of new work: `listen`, `poll`, or `auto` (see `EdgeWorkerConfig.wakeups`).
- *
- * @example
- * ```ts
- * import type { WakeupMode } from "@pgflow/shared";
- *
- * const mode: WakeupMode = "auto";
- * ```
- */
-export type WakeupMode = "auto" | "listen" | "poll";
+export type { WakeupMode };
 
 /**
  * Whether the worker's own pool prepares its statements: `on`, `off`, or `auto` (see

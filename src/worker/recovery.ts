@@ -11,7 +11,7 @@ const RECOVERY_LOCK = "pgflow.requeue_stalled_tasks";
  * instead of queueing behind it (the function is safe concurrently, but duplicate scans are waste).
  * Returns how many tasks were handled, or `null` when another worker held the lock.
  */
-export async function recoverStalled(
+export async function requeueStalledTasks(
   sql: Sql,
   log: Logger,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,

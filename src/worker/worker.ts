@@ -2,12 +2,12 @@ import { pairServers } from "../operations/coverage.ts";
 import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { AnyFlow } from "../dsl/extract.ts";
-import type { SupportedPair } from "../claim/claim.ts";
+import type { ClaimedTask, SupportedPair } from "../claim/claim.ts";
 import { runPollLoop } from "../claim/poll_loop.ts";
 import { Slots } from "../util/slots.ts";
-import { loadSupportSet } from "../claim/support.ts";
+import { queueSupportSet } from "../claim/support.ts";
 import type { ContextResources } from "../dispatch/context.ts";
-import { CompletionBatcher } from "../dispatch/completions.ts";
+import { Completer } from "../completion/completer.ts";
 import { executeTask } from "../dispatch/execute.ts";
 import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
@@ -23,11 +23,11 @@ import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
 import { retry } from "../util/backoff.ts";
 import { type EdgeWorkerConfig, isUuid, resolveConfig, type ResolvedConfig } from "./config.ts";
 import { WorkerStartupError } from "./errors.ts";
-import { beat } from "./heartbeat.ts";
+import { heartbeat, markWorkerStopped, registerWorker } from "./worker_row.ts";
 import { every } from "../util/periodic.ts";
-import { recoverStalled } from "./recovery.ts";
+import { requeueStalledTasks } from "./recovery.ts";
 import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
-import { openWakeups, type WorkerWakeups } from "./wakeups.ts";
+import { openWakeups, type WorkerWakeups } from "../claim/wakeups.ts";
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
 
 /**
@@ -148,6 +148,8 @@ class Worker implements FlowWorker {
   #activity?: ActivityLog;
   #wakeups?: WorkerWakeups;
   #resolveDone!: () => void;
+  /** Tasks claimed and not yet reported, for the log of what a bounded drain abandons. */
+  readonly #inFlightTasks = new Set<ClaimedTask>();
 
   constructor(target: WorkerTarget, config: EdgeWorkerConfig & SelectionInput) {
     this.#env = readWorkerEnv(config?.env);
@@ -229,7 +231,7 @@ class Worker implements FlowWorker {
     await verifySchemaVersion(sql, this.#log, timeoutMs);
     await compileDefinitions(sql, this.#target.definitions, this.#log, timeoutMs);
     const registry = new HandlerRegistry(this.#target.flows);
-    const persisted = await loadSupportSet(
+    const persisted = await queueSupportSet(
       sql,
       this.queueName,
       this.#target.flows.map((f: AnyFlow) => f.slug),
@@ -246,12 +248,7 @@ class Worker implements FlowWorker {
     this.#supportSet = Object.freeze(supported);
     const supabase = await prepareSupabaseClient(this.#env);
     // The support set is recorded with the worker so the coverage check can see what it serves.
-    await bounded(
-      sql`select pgflow.register_worker(${this.id}::uuid, ${this.queueName}, ${this.functionName},
-                                        ${JSON.stringify(supported)}::text::jsonb)`,
-      "register_worker",
-      timeoutMs,
-    );
+    await registerWorker(sql, this, supported, timeoutMs);
     this.#wakeups = await openWakeups(
       sql,
       this.queueName,
@@ -280,16 +277,23 @@ class Worker implements FlowWorker {
       flowInputs: new FlowInputCache(sql, undefined, config.queryTimeoutMs),
       extra: config.context,
     };
-    // Completions are batched under load; at most half the pool reports at once, so reads and
-    // claims always find a connection.
-    const completions = new CompletionBatcher(
+    // At most half the pool reports at once, so reads and claims always find a connection.
+    const completer = new Completer({
       sql,
-      Math.max(1, Math.floor(config.maxPgConnections / 2)),
-      undefined,
-      config.queryTimeoutMs,
-    );
+      maxInFlight: Math.max(1, Math.floor(config.maxPgConnections / 2)),
+      timeoutMs: config.queryTimeoutMs,
+      log: this.#log,
+    });
     const activity = new ActivityLog(this.#log);
     this.#activity = activity;
+    const execute = {
+      queue: this.queueName,
+      registry,
+      resources,
+      log: this.#log,
+      completer,
+      activity,
+    };
     const loop = runPollLoop({
       sql,
       queue: this.queueName,
@@ -303,29 +307,22 @@ class Worker implements FlowWorker {
       slots: this.#slots,
       log: this.#log,
       activity,
-      completions,
+      completer,
       wakeups: this.#wakeups?.wakeups,
       signal: this.#pollStop.signal,
-      execute: (task, message, handlerDone) =>
-        executeTask(
-          {
-            sql,
-            queue: this.queueName,
-            registry,
-            resources,
-            log: this.#log,
-            reportAttempts: 6,
-            queryTimeoutMs: config.queryTimeoutMs,
-            completions,
-            activity,
-          },
-          task,
-          message,
-          handlerDone,
-        ),
+      execute: async (task, message, handlerDone) => {
+        this.#inFlightTasks.add(task);
+        try {
+          await executeTask(execute, task, message, handlerDone);
+        } finally {
+          this.#inFlightTasks.delete(task);
+        }
+      },
     });
-    const heartbeat = every(config.heartbeatIntervalMs, this.#timersStop.signal, async () => {
-      if (this.#state === "running" && await beat(sql, this.id, this.#log, config.queryTimeoutMs)) {
+    const beating = every(config.heartbeatIntervalMs, this.#timersStop.signal, async () => {
+      if (
+        this.#state === "running" && await heartbeat(sql, this.id, this.#log, config.queryTimeoutMs)
+      ) {
         this.#log.warn("worker deprecated; draining in-flight tasks", {});
         void this.#stop(false);
       }
@@ -340,12 +337,12 @@ class Worker implements FlowWorker {
       ).catch(() => undefined);
       activity.flush(servedBy);
     });
-    this.#background = [loop, heartbeat, summary];
+    this.#background = [loop, beating, summary];
     if (config.stalledRecoveryIntervalMs > 0) {
       const interval = config.stalledRecoveryIntervalMs;
       this.#background.push(
         every(interval, this.#timersStop.signal, async () => {
-          await recoverStalled(sql, this.#log, config.queryTimeoutMs);
+          await requeueStalledTasks(sql, this.#log, config.queryTimeoutMs);
         }, { firstDelayMs: Math.round(interval * Math.random()) }),
       );
     }
@@ -386,20 +383,13 @@ class Worker implements FlowWorker {
     // isolate any moment now, and a stopped row lets a replacement start without waiting for the
     // heartbeat to go stale.
     try {
-      await retry(
-        () =>
-          bounded(
-            sql`select pgflow.mark_worker_stopped(${this.id}::uuid)`,
-            "mark_worker_stopped",
-            this.#config.queryTimeoutMs,
-          ),
-        { attempts: 3 },
-      );
+      await retry(() => markWorkerStopped(sql, this.id, this.#config.queryTimeoutMs), {
+        attempts: 3,
+      });
     } catch (error) {
       this.#log.warn("could not mark the worker stopped", { error: (error as Error).message });
     }
-    this.#log.info("shutdown: waiting for in-flight tasks", { inFlight: this.#slots.running });
-    await this.#slots.drain();
+    await this.#drain();
     this.#timersStop.abort();
     await Promise.all(this.#background);
     // The last, partial interval: what happened since the previous summary is not lost.
@@ -408,6 +398,41 @@ class Worker implements FlowWorker {
     this.#state = "stopped";
     this.#log.info("shutdown: stopped", {});
     this.#resolveDone();
+  }
+
+  /**
+   * Waits for in-flight tasks to finish and report, at most `shutdownTimeoutMs`; then names each
+   * one it abandons (stalled recovery takes them back once they have run past their step's
+   * timeout + 30 s), and the stop goes on: a handler that ignores `shutdownSignal`, or a report that cannot
+   * get through, never holds a stopping worker for ever.
+   */
+  async #drain(): Promise<void> {
+    const bound = this.#config.shutdownTimeoutMs;
+    this.#log.info("shutdown: waiting for in-flight tasks", {
+      inFlight: this.#slots.running,
+      timeoutMs: bound,
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const drained = await Promise.race([
+      this.#slots.drain().then(() => true),
+      new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), bound)),
+    ]);
+    clearTimeout(timer);
+    if (drained) return;
+    const abandoned = [...this.#inFlightTasks];
+    this.#log.error("shutdown: in-flight tasks abandoned to stalled recovery", {
+      timeoutMs: bound,
+      abandoned: abandoned.length,
+    });
+    for (const task of abandoned) {
+      this.#log.warn("shutdown: task abandoned", {
+        runId: task.runId,
+        flow: task.flowSlug,
+        step: task.stepSlug,
+        taskIndex: task.taskIndex,
+        attempt: task.attempt,
+      });
+    }
   }
 
   async #closeWakeups(): Promise<void> {

@@ -57,3 +57,15 @@ begin
   end if;
 end;
 $$;
+
+-- What an unset flow option is stored as (a step's unset maxAttempts, baseDelay and timeout inherit
+-- the flow's; its startDelay is 0). The one place these defaults are written: the flows table,
+-- create_flow and the startup compiler read them here.
+create or replace function pgflow.flow_option_default(option_name text)
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select case option_name when 'maxAttempts' then 3 when 'baseDelay' then 1 when 'timeout' then 60 end
+$$;

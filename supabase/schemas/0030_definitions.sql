@@ -4,9 +4,9 @@
 
 create table if not exists pgflow.flows (
   flow_slug text not null,
-  opt_max_attempts integer not null default 3,
-  opt_base_delay integer not null default 1,
-  opt_timeout integer not null default 60,
+  opt_max_attempts integer not null default pgflow.flow_option_default('maxAttempts'),
+  opt_base_delay integer not null default pgflow.flow_option_default('baseDelay'),
+  opt_timeout integer not null default pgflow.flow_option_default('timeout'),
   queue_mode text not null default 'flow',
   created_at timestamptz not null default now(),
   constraint flows_pkey primary key (flow_slug),

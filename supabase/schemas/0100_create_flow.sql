@@ -3,9 +3,9 @@
 
 create or replace function pgflow.create_flow(
   flow_slug text,
-  max_attempts integer default 3,
-  base_delay integer default 1,
-  timeout integer default 60,
+  max_attempts integer default null,
+  base_delay integer default null,
+  timeout integer default null,
   queue_mode text default 'flow'
 )
 returns pgflow.flows
@@ -22,6 +22,10 @@ begin
       using errcode = '22023',
         hint = 'use letters, digits and single underscores, starting with a letter, at most 128 characters, not "run"';
   end if;
+  -- Unset (or NULL) options take the flow defaults.
+  max_attempts := coalesce(max_attempts, pgflow.flow_option_default('maxAttempts'));
+  base_delay := coalesce(base_delay, pgflow.flow_option_default('baseDelay'));
+  timeout := coalesce(timeout, pgflow.flow_option_default('timeout'));
   perform pgflow._check_option('flow ' || flow_slug, 'maxAttempts', 'max_attempts', max_attempts, true);
   perform pgflow._check_option('flow ' || flow_slug, 'baseDelay', 'base_delay', base_delay, true);
   perform pgflow._check_option('flow ' || flow_slug, 'timeout', 'timeout', timeout, true);

@@ -324,8 +324,9 @@ begin
          coalesce(c.run_id, t.run_id),
          coalesce(c.step_slug, t.step_slug),
          coalesce(c.task_index, t.task_index),
-         -- The handler input, built here rather than in a helper function: a SQL function with
-         -- its own search_path is planned again on every call, and this runs once per claimed task.
+         -- The handler input, built here rather than by pgflow._dependency_outputs: a SQL function
+         -- with its own search_path is planned again on every call, and this runs once per
+         -- claimed task.
          case when c.mid is not null then
            case
              when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
@@ -393,17 +394,4 @@ begin
   from pgflow._start_tasks(start_tasks.queue_name, start_tasks.msg_ids, start_tasks.worker_id,
     start_tasks.supported, null, null) c;
 end;
-$$;
-
--- The object of a step's completed dependency outputs; skipped dependencies are absent.
-create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
-returns jsonb
-language sql
-stable
-set search_path = ''
-as $$
-  select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
-  from pgflow.deps d
-  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
 $$;

@@ -1,41 +1,48 @@
--- Completing tasks. Late or duplicate completions (the task is no longer started, or its run has
--- moved on) change nothing and raise nothing. The caller passes the attempt it ran (start_tasks and
--- read_and_claim return it with the task): a report for an older attempt (its reply was lost, and
--- the task has since been claimed again) is late too, so it can never complete or fail the attempt
--- that is running now. The attempt is required: a report without one cannot be told from a late
--- one, so it would complete whichever attempt happens to be running. The parameter keeps its NULL
--- default only so that a call without it gets this explanation instead of "function does not
--- exist"; an operator completing a task by hand passes step_tasks.attempts_count.
+-- Completing tasks: complete_tasks is the one entry point that completes anything; complete_task
+-- (one task, for operators and tests) and complete_and_claim (a worker's batch with its next read,
+-- 0410_read_and_claim.sql) call it.
 --
--- One code path for one task and for a worker's batch: pgflow._complete_tasks does the work as a
--- handful of set-based statements whatever the batch's size (lock the runs, complete the tasks,
--- count them off their steps, release the dependents of the steps that completed, count those
--- off their runs, archive the messages once per queue). A task at a time, as before, each
--- completion was five statements and a nested plpgsql call, and a batch of ten cost the database
--- about three times what the statements below do (bench/results.md, round 10).
-create or replace function pgflow.complete_task(
-  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
-)
-returns setof pgflow.step_tasks
-language plpgsql
-volatile
-set search_path = ''
-as $$
-begin
-  if complete_task.attempt is null then
-    raise exception 'complete_task: attempt is required (task % [%] of run %)', complete_task.step_slug,
-      complete_task.task_index, complete_task.run_id
-      using errcode = '22004',
-        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
-  end if;
-  return query select * from unnest(pgflow._complete_tasks(array[complete_task.run_id],
-    array[complete_task.step_slug], array[complete_task.task_index], array[complete_task.output],
-    array[complete_task.attempt]));
-end;
-$$;
+-- Late or duplicate completions (the task is no longer started, or its run has moved on) change
+-- nothing and raise nothing. The caller passes the attempt it ran (start_tasks and read_and_claim
+-- return it with the task): a report for an older attempt (its reply was lost, and the task has
+-- since been claimed again) is late too, so it can never complete or fail the attempt that is
+-- running now. The attempt is required: a report without one cannot be told from a late one, so it
+-- would complete whichever attempt happens to be running. The parameter keeps its NULL default only
+-- so that a call without it gets this explanation instead of "function does not exist"; an operator
+-- completing a task by hand passes step_tasks.attempts_count.
 
--- Several completions in one round trip and one transaction: each is exactly complete_task (same
--- checks, same idempotence, the attempt required; a late or duplicate one changes nothing).
+-- Any number of completions in one call and one transaction, done as a handful of set-based
+-- statements whatever the batch's size (lock the runs, complete the tasks, count them off their
+-- steps, release the dependents of the steps that completed, count those off their runs, archive
+-- the messages once per queue); returns the tasks it completed. Runs are locked in run_id order, so two
+-- batches that share runs wait for each other instead of deadlocking; the run lock orders every
+-- state change of one run (completions, failures, stalled recovery).
+-- Times are stamped after the locks are taken (clock_timestamp(), see 0300_start_flow.sql): a
+-- batch that waited for one run's lock must not date its changes to another run before changes
+-- committed on that run while it waited.
+--
+-- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
+-- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
+-- can be waiting for one). Completions of one run in one batch are therefore applied as one: were
+-- that pass to fail the run (a condition with whenUnmet 'fail', a map over a non-array), the
+-- batch's other tasks of the run stay completed rather than cancelled, as if they had reported
+-- first.
+--
+-- Cost. Each statement a call runs costs a plan lookup and an executor start whatever the batch's
+-- size, and under load that fixed cost is most of a batch's; so a batch runs as few as it can: the
+-- dependents' release only when a finished step has dependents, and the archive in one call when
+-- the batch has one queue.
+--
+-- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
+-- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
+-- that scans runs or step states in full, or hashes them, is the cheapest, and stays in use after
+-- a burst has made them large, until autovacuum analyses them. So every row here is found by its
+-- key, in a nested loop driven by the batch: seq scans are priced out for this function (it only
+-- ever needs keyed rows; where no index fits, a scan still runs), generic plans are used from the
+-- first call (a custom plan per call costs more than the statement), and no statement that looks a
+-- task up by its key also names its status: the planner could then walk every started task
+-- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
+-- busy queue has thousands) instead of the primary key. The status is checked on the row found.
 create or replace function pgflow.complete_tasks(
   run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
 )
@@ -43,8 +50,20 @@ returns setof pgflow.step_tasks
 language plpgsql
 volatile
 set search_path = ''
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 declare
+  locked uuid[];
+  done pgflow.step_tasks[];
+  queues text[];
+  f_runs uuid[];
+  f_flows text[];
+  f_steps text[];
+  releases boolean;
+  ready_runs uuid[];
+  ready_run uuid;
+  grp record;
   missing integer;
 begin
   if cardinality(run_ids) is distinct from cardinality(step_slugs)
@@ -63,69 +82,13 @@ begin
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
   end if;
-  return query select * from unnest(pgflow._complete_tasks(run_ids, step_slugs, task_indexes, outputs, attempts));
-end;
-$$;
-
--- The work of complete_task and complete_tasks, for any number of tasks (attempts checked by the
--- callers); returns the tasks it completed (NULL for none). Runs are locked in run_id order, so two
--- batches that share runs wait for each other instead of deadlocking; the run lock orders every
--- state change of one run (completions, failures, stalled recovery).
--- Times are stamped after the locks are taken (clock_timestamp(), see 0300_start_flow.sql): a
--- batch that waited for one run's lock must not date its changes to another run before changes
--- committed on that run while it waited.
---
--- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
--- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
--- can be waiting for one). Completions of one run in one batch are therefore applied as one: were
--- that pass to fail the run (a condition with whenUnmet 'fail', a map over a non-array), the
--- batch's other tasks of the run stay completed rather than cancelled, as if they had reported
--- first.
---
--- Cost. Each statement a call runs costs a plan lookup and an executor start whatever the batch's
--- size, and under load that fixed cost is most of a batch's; so a batch runs as few as it can: the
--- dependents' release only when a finished step has dependents, the archive in one call when the
--- batch has one queue, and the result as an array rather than a set.
---
--- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
--- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
--- that scans runs or step states in full, or hashes them, is the cheapest, and stays in use after
--- a burst has made them large, until autovacuum analyses them. So every row here is found by its
--- key, in a nested loop driven by the batch: seq scans are priced out for this function (it only
--- ever needs keyed rows; where no index fits, a scan still runs), generic plans are used from the
--- first call (a custom plan per call costs more than the statement), and no statement that looks a
--- task up by its key also names its status: the planner could then walk every started task
--- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
--- busy queue has thousands) instead of the primary key. The status is checked on the row found.
-create or replace function pgflow._complete_tasks(
-  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]
-)
-returns pgflow.step_tasks[]
-language plpgsql
-volatile
-set search_path = ''
-set enable_seqscan = off
-set plan_cache_mode = force_generic_plan
-as $$
-declare
-  locked uuid[];
-  done pgflow.step_tasks[];
-  queues text[];
-  f_runs uuid[];
-  f_flows text[];
-  f_steps text[];
-  releases boolean;
-  ready_runs uuid[];
-  ready_run uuid;
-  grp record;
-begin
   select array_agg(l.run_id order by l.run_id) into locked
   from (select distinct u.id from unnest(run_ids) u(id) where u.id is not null order by u.id) i
   cross join lateral (
     select r.run_id from pgflow.runs r where r.run_id = i.id and r.status = 'started' limit 1 for update
   ) l;
   if locked is null then
-    return null;
+    return;
   end if;
 
   -- Under the run locks, a started task of the attempt reported is completed; a task named twice
@@ -152,7 +115,7 @@ begin
   select array_agg(c::pgflow.step_tasks), array_agg(distinct c.queue_name) into done, queues
   from completed c;
   if done is null then
-    return null;
+    return;
   end if;
 
   -- Count the tasks off their steps; a step whose last task this was completes in the same
@@ -211,13 +174,7 @@ begin
     set remaining_steps = r.remaining_steps - c.n,
         status = case when r.remaining_steps = c.n then 'completed' else r.status end,
         completed_at = case when r.remaining_steps = c.n then clock_timestamp() else r.completed_at end,
-        output = case when r.remaining_steps = c.n then coalesce((
-          select jsonb_object_agg(ss.step_slug, ss.output)
-          from pgflow.step_states ss
-          where ss.run_id = c.run_id and ss.status = 'completed'
-            and not exists (select 1 from pgflow.deps d
-                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-        ), '{}'::jsonb) else r.output end
+        output = case when r.remaining_steps = c.n then pgflow._run_output(c.run_id) else r.output end
     from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
     where r.run_id = c.run_id;
 
@@ -241,6 +198,19 @@ begin
       perform pgmq.archive(grp.q, grp.ids);
     end loop;
   end if;
-  return done;
+  return query select * from unnest(done);
 end;
+$$;
+
+-- One task: exactly complete_tasks with one entry.
+create or replace function pgflow.complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
+)
+returns setof pgflow.step_tasks
+language sql
+volatile
+set search_path = ''
+as $$
+  select * from pgflow.complete_tasks(array[complete_task.run_id], array[complete_task.step_slug],
+    array[complete_task.task_index], array[complete_task.output], array[complete_task.attempt])
 $$;

@@ -178,9 +178,9 @@ begin
     end loop;
   end if;
   perform pgflow.create_flow(p_flow_slug,
-    coalesce((flow_opts ->> 'maxAttempts')::integer, 3),
-    coalesce((flow_opts ->> 'baseDelay')::integer, 1),
-    coalesce((flow_opts ->> 'timeout')::integer, 60),
+    (flow_opts ->> 'maxAttempts')::integer,
+    (flow_opts ->> 'baseDelay')::integer,
+    (flow_opts ->> 'timeout')::integer,
     p_routes ->> 'mode');
   for step in select value from jsonb_array_elements(p_shape -> 'steps') order by (value ->> 'index')::integer loop
     opts := coalesce(p_options -> 'steps' -> (step ->> 'slug'), '{}'::jsonb);
@@ -206,8 +206,8 @@ $$;
 
 -- Every runtime option whose supplied value differs from the stored one, as
 -- [{step, option, stored, supplied}] (step NULL for a flow option), in definition order. Unset
--- values compare as what the definition functions store for them: the flow defaults (maxAttempts 3,
--- baseDelay 1, timeout 60), NULL (inherit) for a step's maxAttempts, baseDelay and timeout, 0 for
+-- values compare as what the definition functions store for them: the flow defaults
+-- (pgflow.flow_option_default), NULL (inherit) for a step's maxAttempts, baseDelay and timeout, 0 for
 -- its startDelay. Run only after _option_problems found nothing, so every value is an integer.
 create or replace function pgflow._option_differences(p_flow_slug text, p_options jsonb)
 returns jsonb
@@ -219,8 +219,10 @@ as $$
     select null::text as step_slug, -1 as step_index, o.ord, o.option, o.stored,
            coalesce((nullif(p_options -> 'flow' -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback) as supplied
     from pgflow.flows f
-    cross join lateral (values ('maxAttempts', f.opt_max_attempts, 3, 0), ('baseDelay', f.opt_base_delay, 1, 1),
-                               ('timeout', f.opt_timeout, 60, 2)) as o(option, stored, fallback, ord)
+    cross join lateral (values ('maxAttempts', f.opt_max_attempts, 0), ('baseDelay', f.opt_base_delay, 1),
+                               ('timeout', f.opt_timeout, 2)) as v(option, stored, ord)
+    cross join lateral (select v.option, v.stored, v.ord,
+                               pgflow.flow_option_default(v.option) as fallback) o
     where f.flow_slug = p_flow_slug
     union all
     select s.step_slug, s.step_index, o.ord, o.option, o.stored,

@@ -1,14 +1,15 @@
 /**
  * The layers of `src/` point one way: each folder imports only from the folders below it. The
- * order is the path of a task (DESIGN §6): shared helpers, the platform, the claim, the DSL the
- * handlers are typed with, routing, compiling, dispatch, operator reads, then the worker that
- * ties them together (and, later, the client and the CLI on top).
+ * order is the path of a task (DESIGN §6): shared helpers, the platform, completion (which the
+ * claim's reads carry), the claim, the DSL the handlers are typed with, routing, compiling,
+ * dispatch, operator reads, then the worker that ties them together, the client and the CLI.
  */
 import assert from "node:assert/strict";
 
 const LAYERS = [
   "util",
   "platform",
+  "completion",
   "claim",
   "dsl",
   "routing",

@@ -1,13 +1,15 @@
 /**
  * A busy worker reports a batch with its next read (pgflow.complete_and_claim): one round trip
- * per batch instead of two. Completions never wait for a read (the batcher sends what no read
- * takes), and a read that carried a completion Postgres refuses gives the completions back to the
- * batcher, which reports them on their own while reads go on.
+ * per batch instead of two. Completions never wait for a read (the completer sends what no read
+ * carries), and a read that carried a completion Postgres refuses gives the completions back to
+ * the completer, which reports them on their own while reads go on.
  */
 import assert from "node:assert/strict";
 import { Flow, type FlowWorker } from "../../mod.ts";
 import type { ClaimedTask } from "../../src/claim/claim.ts";
-import { CompletionBatcher } from "../../src/dispatch/completions.ts";
+import { Completer } from "../../src/completion/completer.ts";
+import type { CompletionArrays } from "../../src/completion/sql.ts";
+import { createLogger } from "../../src/platform/logger.ts";
 import { testDatabase } from "../support/db.ts";
 import { defineFlow, readAndStart } from "../support/engine.ts";
 import { startWorker, stopAll, waitForRun } from "./helpers.ts";
@@ -47,7 +49,7 @@ db.test("a busy worker's completions travel with its reads", async ({ sql, conne
   }
 });
 
-db.test("taken completions settle once: done resolves them, giveBack hands them to the batcher", async ({ sql, connect }) => {
+db.test("carried completions: settled by the read that carried them, or given back and sent alone", async ({ sql, connect }) => {
   await defineFlow(sql, "cc_take", [{ slug: "a" }]);
   const worker = crypto.randomUUID();
   await sql`select pgflow.register_worker(${worker}, 'cc_take', 'test_fn')`;
@@ -67,26 +69,43 @@ db.test("taken completions settle once: done resolves them, giveBack hands them 
     max: 2,
     debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
   });
-  const batcher = new CompletionBatcher(pool, 1, 100);
-  const first = batcher.complete(tasks[0], "1");
-  const taken = batcher.take()!;
-  assert.deepEqual(taken.runIds, [tasks[0].runId]);
-  assert.equal(batcher.take(), undefined, "nothing left to take");
-  taken.done();
-  await first;
-  assert.throws(() => taken.done(), /settled twice/);
+  const log = createLogger({ level: "error", sink: () => {} });
+  const completer = new Completer({ sql: pool, maxInFlight: 1 });
+  const complete = (t: ClaimedTask, output: string) =>
+    completer.report(t, { kind: "complete", output }, log);
+  // A read that carries a completion: the completion is the read's to send, and is settled when
+  // the read succeeds (this read sends nothing itself, so the task stays started).
+  // Carried at once: queued completions are sent by the completer itself after this tick.
+  const first = complete(tasks[0], "1");
+  let carried: CompletionArrays | undefined;
+  assert.equal(
+    await completer.carry((c) => Promise.resolve(carried = c).then(() => "read 1")),
+    "read 1",
+  );
+  assert.deepEqual(carried?.runIds, [tasks[0].runId]);
+  assert.deepEqual(await first, { outcome: "completed" });
+  assert.equal(
+    await completer.carry((c) => Promise.resolve(c)),
+    undefined,
+    "nothing left to carry",
+  );
 
-  const rest = [batcher.complete(tasks[1], "2"), batcher.complete(tasks[2], "3")];
-  const back = batcher.take()!;
-  assert.equal(back.runIds.length, 2);
-  back.giveBack();
-  await Promise.all(rest);
-  // The batcher sent them itself, in one batch.
+  // A read carrying two fails: they go back to the completer, which sends them itself in one
+  // call, and the read is made again without them.
+  const rest = [complete(tasks[1], "2"), complete(tasks[2], "3")];
+  const reads: (CompletionArrays | undefined)[] = [];
+  const answer = await completer.carry((c) => {
+    reads.push(c);
+    return c === undefined ? Promise.resolve("read alone") : Promise.reject(new Error("lost"));
+  });
+  assert.equal(answer, "read alone");
+  assert.deepEqual(reads.map((r) => r?.runIds.length), [2, undefined]);
+  assert.deepEqual(await Promise.all(rest), [{ outcome: "completed" }, { outcome: "completed" }]);
   assert.equal(sent.filter((q) => /pgflow\.complete_tasks\(/.test(q)).length, 1);
   const statuses = await sql`select status from pgflow.step_tasks
     where run_id = any (${[tasks[1].runId, tasks[2].runId]}::uuid[])`;
   assert.deepEqual(statuses.map((s) => s.status), ["completed", "completed"]);
-  // tasks[0] was only taken (its call is the caller's): the batcher never sent it.
+  // tasks[0] was only carried by a read that sent nothing: the completer never sent it.
   assert.equal(
     (await sql`select status from pgflow.step_tasks where run_id = ${tasks[0].runId}::uuid`)[0]
       .status,

@@ -11,7 +11,7 @@ import {
   errorMessage,
   MAX_ERROR_CHARS,
   MAX_LOGGED_ERROR_CHARS,
-} from "../../src/dispatch/report.ts";
+} from "../../src/dispatch/result.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 

@@ -1,6 +1,6 @@
 /**
- * The fallbacks, each through real behaviour against real Postgres: the completion batcher sends a
- * failed batch again one by one, the poll loop claims with its explicit pairs once its worker row
+ * The fallbacks, each through real behaviour against real Postgres: the completer sends a failed
+ * batch again one completion per call, the poll loop claims with its explicit pairs once its worker row
  * is gone (recognised by SQLSTATE PFW01), the run-input cache forgets the least recently used run
  * first, and fail_task is given the attempt that ran.
  */
@@ -8,9 +8,10 @@ import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { Flow, type FlowWorker } from "../../mod.ts";
 import type { ClaimedTask } from "../../src/claim/claim.ts";
-import { CompletionBatcher } from "../../src/dispatch/completions.ts";
+import { Completer } from "../../src/completion/completer.ts";
+import { failTask } from "../../src/completion/sql.ts";
 import { FlowInputCache } from "../../src/dispatch/flow_input.ts";
-import { failTask } from "../../src/dispatch/report.ts";
+import { createLogger, type LogRecord } from "../../src/platform/logger.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { type ClaimRow, defineFlow, makeVisible, readAndStart } from "../support/engine.ts";
 import { runRow, startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
@@ -54,62 +55,87 @@ async function taskStatus(sql: postgres.Sql, task: ClaimedTask) {
   return row;
 }
 
-db.test("completion batcher: a batch that fails is sent again one by one, and each completion gets its own answer", async ({ sql, connect }) => {
-  const { tasks: [first, good, bad] } = await claimRuns(sql, "fb_batch", 3);
-  // Every statement the batcher sends, as Postgres receives it (postgres.js's debug hook).
-  const sent: string[] = [];
+/** A logger that keeps its records. */
+function keptLog(): { log: ReturnType<typeof createLogger>; records: LogRecord[] } {
+  const records: LogRecord[] = [];
+  return { log: createLogger({ level: "debug", sink: (r) => records.push(r) }), records };
+}
+
+/**
+ * How many completions each `complete_tasks` call sent: the run ids of its first parameter, which
+ * postgres.js's debug hook shows as the array literal sent (`{uuid,uuid}`).
+ */
+function completionCalls(sent: { query: string; parameters: unknown[] }[]): number[] {
+  return sent.filter((q) => /pgflow\.complete_tasks\(/.test(q.query)).map((q) =>
+    String(q.parameters[0]).split(",").length
+  );
+}
+
+function recordingPool(connect: (o: postgres.Options<Record<string, never>>) => postgres.Sql) {
+  const sent: { query: string; parameters: unknown[] }[] = [];
   const pool = connect({
     max: 2,
-    debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
+    debug: (_connection: number, query: string, parameters: unknown[]) =>
+      sent.push({ query: query.replace(/\s+/g, " ").trim(), parameters }),
   });
-  // Completions of one tick go together: one batch of three.
-  const batcher = new CompletionBatcher(pool, 1, 100);
-  const settled = await Promise.allSettled([
-    batcher.complete(first, '"first"'),
-    batcher.complete(good, '"good"'),
-    // JSON text jsonb refuses (22P05): the batch call fails as a whole.
-    batcher.complete(bad, '"bad \\u0000"'),
-  ]);
+  return { pool, sent };
+}
 
-  assert.deepEqual(settled.slice(0, 2).map((s) => s.status), ["fulfilled", "fulfilled"]);
-  assert.equal(settled[2].status, "rejected");
-  assert.equal((settled[2] as PromiseRejectedResult).reason.code, "22P05");
+db.test("completer: a batch that fails is sent again one by one; an output Postgres refuses fails its attempt", async ({ sql, connect }) => {
+  const { tasks: [first, good, bad] } = await claimRuns(sql, "fb_batch", 3);
+  const { pool, sent } = recordingPool(connect);
+  const { log } = keptLog();
+  // Completions of one tick go together: one batch of three.
+  const completer = new Completer({ sql: pool, maxInFlight: 1 });
+  const receipts = await Promise.all([
+    completer.report(first, { kind: "complete", output: '"first"' }, log),
+    completer.report(good, { kind: "complete", output: '"good"' }, log),
+    // JSON text jsonb refuses (22P05): the batch call fails as a whole.
+    completer.report(bad, { kind: "complete", output: '"bad \\u0000"' }, log),
+  ]);
+  assert.deepEqual(receipts.slice(0, 2), [{ outcome: "completed" }, { outcome: "completed" }]);
+  assert.equal(receipts[2].outcome, "retried", "the unstorable output failed the attempt");
+  assert.equal(receipts[2].unstorable?.code, "22P05");
   assert.deepEqual(
     [(await taskStatus(sql, first)).status, (await taskStatus(sql, good)).status],
     ["completed", "completed"],
   );
-  assert.equal(
-    (await taskStatus(sql, bad)).status,
-    "started",
-    "the bad completion changed nothing",
-  );
-  // The batch was tried, and failed, before the one-by-one calls.
-  const calls = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).map((q) =>
-    /pgflow\.complete_tasks\(/.test(q) ? "batch" : "one"
-  );
-  assert.deepEqual(calls, ["batch", "one", "one", "one"]);
+  const badRow = await taskStatus(sql, bad);
+  assert.equal(badRow.status, "queued");
+  assert.match(badRow.error_message, /output could not be stored \(SQLSTATE 22P05\)/);
+  // The batch was tried, and failed, before the one-by-one calls; the bad one was not retried.
+  assert.deepEqual(completionCalls(sent), [3, 1, 1, 1]);
 });
 
-db.test("completion batcher: completions of one tick go in one call, later ones in the next", async ({ sql, connect }) => {
+db.test("completer: completions of one tick go in one call, later ones in the next", async ({ sql, connect }) => {
   const { tasks } = await claimRuns(sql, "fb_coalesce", 5);
-  const sent: string[] = [];
-  const pool = connect({
-    max: 2,
-    debug: (_connection: number, query: string) => sent.push(query.replace(/\s+/g, " ").trim()),
-  });
-  const batcher = new CompletionBatcher(pool, 1, 100);
+  const { pool, sent } = recordingPool(connect);
+  const { log } = keptLog();
+  const completer = new Completer({ sql: pool, maxInFlight: 1 });
+  const complete = (t: ClaimedTask, i: number) =>
+    completer.report(t, { kind: "complete", output: `${i}` }, log);
   // Three in one tick; then, once that call is sent (one call at a time here), two more.
-  const first = tasks.slice(0, 3).map((t, i) => batcher.complete(t, `${i}`));
-  while (!sent.some((q) => /pgflow\.complete_tasks\(/.test(q))) {
-    await new Promise((r) => setTimeout(r, 1));
-  }
-  const second = tasks.slice(3).map((t, i) => batcher.complete(t, `${3 + i}`));
+  const first = tasks.slice(0, 3).map((t, i) => complete(t, i));
+  while (completionCalls(sent).length === 0) await new Promise((r) => setTimeout(r, 1));
+  const second = tasks.slice(3).map((t, i) => complete(t, 3 + i));
   await Promise.all([...first, ...second]);
-  const calls = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).map((q) =>
-    /pgflow\.complete_tasks\(/.test(q) ? "batch" : "one"
-  );
-  assert.deepEqual(calls, ["batch", "batch"]);
+  assert.deepEqual(completionCalls(sent), [3, 2]);
   for (const t of tasks) assert.equal((await taskStatus(sql, t)).status, "completed");
+});
+
+db.test("completer: a report that cannot be made is unreported, after its retries, and says so", async ({ sql, connect }) => {
+  const { tasks: [task] } = await claimRuns(sql, "fb_unreported", 1);
+  const { pool } = recordingPool(connect);
+  await pool.end();
+  const { log, records } = keptLog();
+  const completer = new Completer({ sql: pool, attempts: 2 });
+  const receipt = await completer.report(task, { kind: "fail", error: "boom" }, log);
+  assert.deepEqual(receipt, { outcome: "unreported" });
+  assert.deepEqual(records.map((r) => [r.level, r.event]), [
+    ["warn", "fail_task failed; retrying"],
+    ["error", "fail_task failed; stalled recovery will take the task back"],
+  ]);
+  assert.equal((await taskStatus(sql, task)).status, "started", "left for stalled recovery");
 });
 
 db.test("poll loop: a worker whose row vanished goes on claiming with its explicit pairs", async ({ sql, url }) => {
@@ -183,7 +209,7 @@ db.test("run-input cache: the least recently used run is forgotten first, a hit 
 db.test("fail_task is given the attempt that ran: a retry fails its own attempt, a late report none", async ({ sql }) => {
   const { worker, tasks: [first] } = await claimRuns(sql, "fb_attempt", 1, { maxAttempts: 2 });
   assert.equal(first.attempt, 1);
-  await failTask(sql, first, "attempt 1 failed");
+  assert.equal(await failTask(sql, first, "attempt 1 failed"), "retried");
   assert.deepEqual(await taskStatus(sql, first), {
     status: "queued",
     attempts_count: 1,
@@ -194,13 +220,13 @@ db.test("fail_task is given the attempt that ran: a retry fails its own attempt,
   const second = claimedTask(row);
   assert.equal(second.attempt, 2);
   // The first attempt's report again (a lost reply, repeated): late, it changes nothing.
-  await failTask(sql, first, "attempt 1 failed, reported late");
+  assert.equal(await failTask(sql, first, "attempt 1 failed, reported late"), "ignored");
   assert.deepEqual(await taskStatus(sql, second), {
     status: "started",
     attempts_count: 2,
     error_message: "attempt 1 failed",
   });
-  await failTask(sql, second, "attempt 2 failed");
+  assert.equal(await failTask(sql, second, "attempt 2 failed"), "failed");
   assert.deepEqual(await taskStatus(sql, second), {
     status: "failed",
     attempts_count: 2,
@@ -231,6 +257,40 @@ db.test("a worker's failed attempts are reported with their attempt: retried, th
     await waitFor(() => logs.filter((l) => l.event === "task failed").length === 2, {
       what: "both attempts logged as failed",
     });
+  } finally {
+    await stopAll(workers);
+  }
+});
+
+db.test("a worker's late failure report is ignored: logged with outcome ignored, nothing changed", async ({ sql, url }) => {
+  // Attempt 1's handler finds its attempt settled elsewhere while it runs (as stalled recovery or
+  // an operator would), then throws: its report is late and must change nothing.
+  const flow = new Flow<Record<string, never>>({
+    slug: "fb_late",
+    maxAttempts: 3,
+    baseDelay: 1,
+  }).step({ slug: "a" }, async (_input, ctx) => {
+    if (ctx.attempt > 1) return "second attempt";
+    const t = ctx.stepTask;
+    await ctx.sql`select pgflow.fail_task(${t.run_id}::uuid, ${t.step_slug}, ${t.task_index},
+                                          'settled elsewhere', ${ctx.attempt})`;
+    throw new Error("reported late");
+  });
+  const workers: FlowWorker[] = [];
+  try {
+    const { logs } = await startWorker(workers, flow, { connectionString: url });
+    const run = await startRun(sql, "fb_late", {});
+    const late = await waitFor(() =>
+      logs.find((l) => l.event === "task failed" && l.fields.attempt === 1)
+    );
+    assert.equal(late.level, "warn");
+    assert.equal(late.fields.outcome, "ignored");
+    assert.equal(late.fields.error, "reported late");
+    assert.equal((await waitForRun(sql, run, 8_000)).status, "completed");
+    const [task] = await sql`select attempts_count, error_message from pgflow.step_tasks
+                             where run_id = ${run}::uuid`;
+    // The late report did not overwrite what settled attempt 1, nor count an attempt.
+    assert.deepEqual({ ...task }, { attempts_count: 2, error_message: "settled elsewhere" });
   } finally {
     await stopAll(workers);
   }

@@ -90,6 +90,48 @@ db.test("stop: polling stops, handlers are signalled, in-flight work reports, th
   await worker.stop(); // idempotent
 });
 
+db.test("stop: a handler that ignores the signal is abandoned after shutdownTimeoutMs, and named", async ({ sql, url }) => {
+  let started = false;
+  let release!: () => void;
+  const stuck = new Promise<void>((resolve) => release = resolve);
+  const flow = new Flow<{ id: string }>({ slug: "stop_bounded" })
+    .step({ slug: "deaf" }, async () => {
+      started = true;
+      await stuck; // never looks at ctx.shutdownSignal
+      return "too late";
+    });
+  const workers: FlowWorker[] = [];
+  const { worker, logs } = await startWorker(workers, flow, {
+    connectionString: url,
+    shutdownTimeoutMs: 300,
+  });
+  try {
+    const run = await startRun(sql, "stop_bounded", { id: "1" });
+    await waitFor(() => started, { what: "the handler to start" });
+    const t0 = performance.now();
+    await worker.stop();
+    const ms = performance.now() - t0;
+    assert.equal(worker.state, "stopped");
+    // Bounded: nowhere near the handler's (endless) run; generous for a busy machine.
+    assert.ok(ms < 10_000, `stop() took ${Math.round(ms)} ms`);
+    const abandoned = logs.filter((l) => l.event === "shutdown: task abandoned");
+    assert.deepEqual(
+      abandoned.map((l) => [l.level, l.fields.runId, l.fields.step, l.fields.attempt]),
+      [["warn", run, "deaf", 1]],
+    );
+    const summary = logs.find((l) =>
+      l.event === "shutdown: in-flight tasks abandoned to stalled recovery"
+    );
+    assert.equal(summary?.level, "error");
+    assert.deepEqual([summary?.fields.timeoutMs, summary?.fields.abandoned], [300, 1]);
+    // Left started, for stalled recovery.
+    const [task] = await sql`select status from pgflow.step_tasks where run_id = ${run}::uuid`;
+    assert.equal(task.status, "started");
+  } finally {
+    release();
+  }
+});
+
 db.test("deprecation stops polling and drains in-flight tasks", async ({ sql, url }) => {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));

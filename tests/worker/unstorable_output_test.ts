@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { Flow, type FlowWorker } from "../../mod.ts";
-import { isUnstorableOutput, unstorableOutputMessage } from "../../src/dispatch/report.ts";
+import { isUnstorableOutput, unstorableOutputMessage } from "../../src/completion/sql.ts";
 import { testDatabase } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 

@@ -46,8 +46,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261204234947_pgflow_hardening') then
-    raise exception 'pgflow migration 20261204234947_pgflow_hardening is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261205001632_pgflow_hardening') then
+    raise exception 'pgflow migration 20261205001632_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -55,8 +55,28 @@ $$;
 
 set local lock_timeout = '5s';
 
+-- ---- function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]): no longer in the schema files
+drop function pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]);
+
 -- ---- function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb): no longer in the schema files
 drop function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb);
+
+-- ---- schemas/0025_option_bounds.sql: pgflow.flow_option_default(option_name text)
+-- What an unset flow option is stored as (a step's unset maxAttempts, baseDelay and timeout inherit
+-- the flow's; its startDelay is 0). The one place these defaults are written: the flows table,
+-- create_flow and the startup compiler read them here.
+create or replace function pgflow.flow_option_default(option_name text)
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select case option_name when 'maxAttempts' then 3 when 'baseDelay' then 1 when 'timeout' then 60 end
+$$;
+
+alter table pgflow.flows alter column opt_max_attempts set default pgflow.flow_option_default('maxAttempts');
+alter table pgflow.flows alter column opt_base_delay set default pgflow.flow_option_default('baseDelay');
+alter table pgflow.flows alter column opt_timeout set default pgflow.flow_option_default('timeout');
 
 -- ---- schemas/0080_integrations.sql: pgflow._extension_member(p_class regclass, p_object oid, p_extension text)
 -- Optional integrations: Supabase Realtime (realtime.send), pg_net (net.http_post), Vault
@@ -132,16 +152,90 @@ begin
 end;
 $$;
 
--- ---- schemas/0300_start_flow.sql: pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
--- Starting runs and steps.
---
--- Status times (started_at, completed_at, failed_at, skipped_at of steps and runs) are
--- clock_timestamp(), read while the run's lock is held, not now(): now() is when the transaction
--- began, and a transaction that waited for a run's lock would stamp its changes earlier than
--- changes another transaction committed on that run meanwhile. A client orders a run's events by
--- these times (src/client/diff.ts), so a dependent could appear to start before the dependency
--- that released it completed. Under the lock, every later change of a run gets a later time.
+-- ---- schemas/0100_create_flow.sql: pgflow.create_flow(flow_slug text, max_attempts integer, base_delay integer, timeout integer, queue_mode text)
+-- Definition functions the startup compiler builds on. Both are idempotent for identical input and
+-- refuse a different definition under an existing slug instead of silently changing it.
+create or replace function pgflow.create_flow(
+  flow_slug text,
+  max_attempts integer default null,
+  base_delay integer default null,
+  timeout integer default null,
+  queue_mode text default 'flow'
+)
+returns pgflow.flows
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  existing pgflow.flows;
+  created pgflow.flows;
+begin
+  if not pgflow.is_valid_slug(flow_slug) then
+    raise exception 'invalid flow slug %', coalesce(quote_literal(flow_slug), 'NULL')
+      using errcode = '22023',
+        hint = 'use letters, digits and single underscores, starting with a letter, at most 128 characters, not "run"';
+  end if;
+  -- Unset (or NULL) options take the flow defaults.
+  max_attempts := coalesce(max_attempts, pgflow.flow_option_default('maxAttempts'));
+  base_delay := coalesce(base_delay, pgflow.flow_option_default('baseDelay'));
+  timeout := coalesce(timeout, pgflow.flow_option_default('timeout'));
+  perform pgflow._check_option('flow ' || flow_slug, 'maxAttempts', 'max_attempts', max_attempts, true);
+  perform pgflow._check_option('flow ' || flow_slug, 'baseDelay', 'base_delay', base_delay, true);
+  perform pgflow._check_option('flow ' || flow_slug, 'timeout', 'timeout', timeout, true);
+  if queue_mode is null or queue_mode not in ('flow', 'step', 'routed') then
+    raise exception 'flow %: queue_mode must be flow, step or routed, got %', flow_slug, coalesce(queue_mode, 'NULL')
+      using errcode = '22023';
+  end if;
 
+  select * into existing from pgflow.flows f where lower(f.flow_slug) = lower(create_flow.flow_slug);
+  if found then
+    if existing.flow_slug = create_flow.flow_slug
+       and existing.opt_max_attempts = max_attempts and existing.opt_base_delay = base_delay
+       and existing.opt_timeout = timeout and existing.queue_mode = create_flow.queue_mode then
+      return existing;
+    end if;
+    raise exception 'flow % already exists with a different definition (existing: slug %, max_attempts %, base_delay %, timeout %, queue_mode %)',
+      flow_slug, existing.flow_slug, existing.opt_max_attempts, existing.opt_base_delay, existing.opt_timeout, existing.queue_mode
+      using errcode = '23505', hint = 'use a new concrete slug for a new version (for example ' || flow_slug || '_v2)';
+  end if;
+
+  insert into pgflow.flows (flow_slug, opt_max_attempts, opt_base_delay, opt_timeout, queue_mode)
+  values (flow_slug, max_attempts, base_delay, timeout, queue_mode)
+  returning * into created;
+
+  -- A plain flow's steps all share the flow's default queue. pgflow creates it and records that it
+  -- did; a name that is already taken (an application's queue under any spelling, a declared
+  -- shared queue) is refused rather than adopted, so deleting the flow can never drop it.
+  if queue_mode = 'flow' then
+    perform pgflow._provision_own_queue(lower(flow_slug), flow_slug);
+  end if;
+  return created;
+end;
+$$;
+
+-- ---- schemas/0250_run_progress.sql: pgflow._run_output(p_run_id uuid)
+-- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
+-- keyed by step slug; skipped leaves are absent. plpgsql, so a session plans the query once: the
+-- completion path calls this for every run it completes.
+create or replace function pgflow._run_output(p_run_id uuid)
+returns jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return coalesce((
+    select jsonb_object_agg(ss.step_slug, ss.output)
+    from pgflow.step_states ss
+    where ss.run_id = p_run_id and ss.status = 'completed'
+      and not exists (select 1 from pgflow.deps d
+                      where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+  ), '{}'::jsonb);
+end;
+$$;
+
+-- ---- schemas/0250_run_progress.sql: pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
 -- Completes a step with its output, releases its dependents and counts it off the run; completes the
 -- run when it was the last step. The caller holds the run's lock.
 create or replace function pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
@@ -168,10 +262,9 @@ begin
 end;
 $$;
 
--- ---- schemas/0300_start_flow.sql: pgflow._count_off_step(p_run_id uuid)
--- Counts a finished (completed or skipped) step off its run and completes the run when none is
--- left. The run's output: the outputs of its completed leaf steps (steps nothing depends on);
--- skipped leaves are absent. The caller holds the run's lock.
+-- ---- schemas/0250_run_progress.sql: pgflow._count_off_step(p_run_id uuid)
+-- Counts a finished (completed or skipped) step off its run and completes the run, with its
+-- output, when none is left.
 create or replace function pgflow._count_off_step(p_run_id uuid)
 returns void
 language plpgsql
@@ -187,19 +280,13 @@ begin
   if remaining = 0 then
     update pgflow.runs r
     set status = 'completed', completed_at = clock_timestamp(),
-        output = coalesce((
-          select jsonb_object_agg(ss.step_slug, ss.output)
-          from pgflow.step_states ss
-          where ss.run_id = p_run_id and ss.status = 'completed'
-            and not exists (select 1 from pgflow.deps d
-                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-        ), '{}'::jsonb)
+        output = pgflow._run_output(p_run_id)
     where r.run_id = p_run_id and r.status = 'started';
   end if;
 end;
 $$;
 
--- ---- schemas/0300_start_flow.sql: pgflow._skip_step(p_run_id uuid, p_step_slug text, p_reason text, p_cascade boolean)
+-- ---- schemas/0250_run_progress.sql: pgflow._skip_step(p_run_id uuid, p_step_slug text, p_reason text, p_cascade boolean)
 -- Skips a step: its outstanding tasks are cancelled and their messages archived, and it is counted
 -- off the run. 'skip' releases its dependents (which run without its key); a cascade skips every
 -- dependent that has not started, transitively. The caller holds the run's lock.
@@ -245,7 +332,7 @@ begin
 end;
 $$;
 
--- ---- schemas/0300_start_flow.sql: pgflow._fail_run(p_run_id uuid, p_step_slug text, p_error text)
+-- ---- schemas/0250_run_progress.sql: pgflow._fail_run(p_run_id uuid, p_step_slug text, p_error text)
 -- Fails the run: the step (if given) and the run become failed, every outstanding task is cancelled,
 -- and the messages of all of them are archived in every queue they touched.
 create or replace function pgflow._fail_run(p_run_id uuid, p_step_slug text, p_error text)
@@ -273,7 +360,7 @@ begin
 end;
 $$;
 
--- ---- schemas/0300_start_flow.sql: pgflow._start_ready_steps(p_run_id uuid)
+-- ---- schemas/0250_run_progress.sql: pgflow._start_ready_steps(p_run_id uuid)
 -- Starts every step whose dependencies are done: evaluates its condition, creates its tasks and
 -- sends their messages. Steps that finish at once (an empty map, a skip) can make further steps
 -- ready, so this repeats until nothing changes. The caller holds the run's lock.
@@ -281,7 +368,7 @@ $$;
 -- The tasks of the started steps are created at the end, by _send_task_messages, with their
 -- message ids: inserted once rather than inserted and then updated (an update in the creating
 -- transaction also checks every foreign key again, and touches every index). A pass that fails
--- the run creates them without messages first, so _fail_run cancels them as it always did.
+-- the run creates them without messages first, so _fail_run cancels them with the rest.
 create or replace function pgflow._start_ready_steps(p_run_id uuid)
 returns void
 language plpgsql
@@ -395,6 +482,8 @@ end;
 $$;
 
 -- ---- schemas/0300_start_flow.sql: pgflow.start_flow(flow_slug text, input jsonb, run_id uuid)
+-- Starting a run. Status times are clock_timestamp() under the run's lock (see 0250_run_progress.sql).
+
 -- Creates a run of a flow and starts its root steps. Every task's message is sent to its step's
 -- routed queue in the same transaction that records the task's queue snapshot and message id.
 --
@@ -719,8 +808,9 @@ begin
          coalesce(c.run_id, t.run_id),
          coalesce(c.step_slug, t.step_slug),
          coalesce(c.task_index, t.task_index),
-         -- The handler input, built here rather than in a helper function: a SQL function with
-         -- its own search_path is planned again on every call, and this runs once per claimed task.
+         -- The handler input, built here rather than by pgflow._dependency_outputs: a SQL function
+         -- with its own search_path is planned again on every call, and this runs once per
+         -- claimed task.
          case when c.mid is not null then
            case
              when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
@@ -898,9 +988,24 @@ begin
 end;
 $$;
 
--- ---- schemas/0500_complete_task.sql: pgflow._complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
--- The work of complete_task and complete_tasks, for any number of tasks (attempts checked by the
--- callers); returns the tasks it completed (NULL for none). Runs are locked in run_id order, so two
+-- ---- schemas/0500_complete_task.sql: pgflow.complete_tasks(run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[])
+-- Completing tasks: complete_tasks is the one entry point that completes anything; complete_task
+-- (one task, for operators and tests) and complete_and_claim (a worker's batch with its next read,
+-- 0410_read_and_claim.sql) call it.
+--
+-- Late or duplicate completions (the task is no longer started, or its run has moved on) change
+-- nothing and raise nothing. The caller passes the attempt it ran (start_tasks and read_and_claim
+-- return it with the task): a report for an older attempt (its reply was lost, and the task has
+-- since been claimed again) is late too, so it can never complete or fail the attempt that is
+-- running now. The attempt is required: a report without one cannot be told from a late one, so it
+-- would complete whichever attempt happens to be running. The parameter keeps its NULL default only
+-- so that a call without it gets this explanation instead of "function does not exist"; an operator
+-- completing a task by hand passes step_tasks.attempts_count.
+
+-- Any number of completions in one call and one transaction, done as a handful of set-based
+-- statements whatever the batch's size (lock the runs, complete the tasks, count them off their
+-- steps, release the dependents of the steps that completed, count those off their runs, archive
+-- the messages once per queue); returns the tasks it completed. Runs are locked in run_id order, so two
 -- batches that share runs wait for each other instead of deadlocking; the run lock orders every
 -- state change of one run (completions, failures, stalled recovery).
 -- Times are stamped after the locks are taken (clock_timestamp(), see 0300_start_flow.sql): a
@@ -916,8 +1021,8 @@ $$;
 --
 -- Cost. Each statement a call runs costs a plan lookup and an executor start whatever the batch's
 -- size, and under load that fixed cost is most of a batch's; so a batch runs as few as it can: the
--- dependents' release only when a finished step has dependents, the archive in one call when the
--- batch has one queue, and the result as an array rather than a set.
+-- dependents' release only when a finished step has dependents, and the archive in one call when
+-- the batch has one queue.
 --
 -- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
 -- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
@@ -929,10 +1034,10 @@ $$;
 -- task up by its key also names its status: the planner could then walk every started task
 -- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
 -- busy queue has thousands) instead of the primary key. The status is checked on the row found.
-create or replace function pgflow._complete_tasks(
-  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[]
+create or replace function pgflow.complete_tasks(
+  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
 )
-returns pgflow.step_tasks[]
+returns setof pgflow.step_tasks
 language plpgsql
 volatile
 set search_path = ''
@@ -950,14 +1055,31 @@ declare
   ready_runs uuid[];
   ready_run uuid;
   grp record;
+  missing integer;
 begin
+  if cardinality(run_ids) is distinct from cardinality(step_slugs)
+     or cardinality(run_ids) is distinct from cardinality(task_indexes)
+     or cardinality(run_ids) is distinct from cardinality(outputs)
+     or cardinality(run_ids) is distinct from cardinality(attempts) then
+    raise exception 'complete_tasks: % run ids, % step slugs, % task indexes, % outputs and % attempts',
+      cardinality(run_ids), cardinality(step_slugs), cardinality(task_indexes), cardinality(outputs),
+      coalesce(cardinality(attempts)::text, 'no')
+      using errcode = '22023', hint = 'pass one run id, step slug, task index, output and attempt per task (the attempt is required, as in complete_task)';
+  end if;
+  missing := array_position(attempts, null);
+  if missing is not null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', step_slugs[missing],
+      task_indexes[missing], run_ids[missing]
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
+  end if;
   select array_agg(l.run_id order by l.run_id) into locked
   from (select distinct u.id from unnest(run_ids) u(id) where u.id is not null order by u.id) i
   cross join lateral (
     select r.run_id from pgflow.runs r where r.run_id = i.id and r.status = 'started' limit 1 for update
   ) l;
   if locked is null then
-    return null;
+    return;
   end if;
 
   -- Under the run locks, a started task of the attempt reported is completed; a task named twice
@@ -984,7 +1106,7 @@ begin
   select array_agg(c::pgflow.step_tasks), array_agg(distinct c.queue_name) into done, queues
   from completed c;
   if done is null then
-    return null;
+    return;
   end if;
 
   -- Count the tasks off their steps; a step whose last task this was completes in the same
@@ -1043,13 +1165,7 @@ begin
     set remaining_steps = r.remaining_steps - c.n,
         status = case when r.remaining_steps = c.n then 'completed' else r.status end,
         completed_at = case when r.remaining_steps = c.n then clock_timestamp() else r.completed_at end,
-        output = case when r.remaining_steps = c.n then coalesce((
-          select jsonb_object_agg(ss.step_slug, ss.output)
-          from pgflow.step_states ss
-          where ss.run_id = c.run_id and ss.status = 'completed'
-            and not exists (select 1 from pgflow.deps d
-                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-        ), '{}'::jsonb) else r.output end
+        output = case when r.remaining_steps = c.n then pgflow._run_output(c.run_id) else r.output end
     from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
     where r.run_id = c.run_id;
 
@@ -1073,8 +1189,22 @@ begin
       perform pgmq.archive(grp.q, grp.ids);
     end loop;
   end if;
-  return done;
+  return query select * from unnest(done);
 end;
+$$;
+
+-- ---- schemas/0500_complete_task.sql: pgflow.complete_task(run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer)
+-- One task: exactly complete_tasks with one entry.
+create or replace function pgflow.complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
+)
+returns setof pgflow.step_tasks
+language sql
+volatile
+set search_path = ''
+as $$
+  select * from pgflow.complete_tasks(array[complete_task.run_id], array[complete_task.step_slug],
+    array[complete_task.task_index], array[complete_task.output], array[complete_task.attempt])
 $$;
 
 -- ---- schemas/0510_fail_task.sql: pgflow._task_failed(p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer)
@@ -1254,6 +1384,93 @@ begin
   insert into pgflow.created_queues (queue_name, flow_slug) values (p_queue, p_flow_slug)
   on conflict (queue_name) do nothing;
 end;
+$$;
+
+-- ---- schemas/0720_ensure_flow_compiled.sql: pgflow._create_flow_from_definition(p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb)
+-- Creates a validated definition: shared queues are checked (and locked) first, so a conflict is
+-- found before anything changes; then the flow, its steps and their queues.
+create or replace function pgflow._create_flow_from_definition(
+  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb
+)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  step jsonb;
+  q text;
+  opts jsonb;
+  flow_opts jsonb := coalesce(p_options -> 'flow', '{}'::jsonb);
+begin
+  if p_routes ->> 'mode' = 'routed' then
+    for q in select distinct value #>> '{}' from jsonb_each(p_routes -> 'queues') order by 1 loop
+      perform pgflow._check_shared_queue(q, p_flow_slug);
+    end loop;
+  end if;
+  perform pgflow.create_flow(p_flow_slug,
+    (flow_opts ->> 'maxAttempts')::integer,
+    (flow_opts ->> 'baseDelay')::integer,
+    (flow_opts ->> 'timeout')::integer,
+    p_routes ->> 'mode');
+  for step in select value from jsonb_array_elements(p_shape -> 'steps') order by (value ->> 'index')::integer loop
+    opts := coalesce(p_options -> 'steps' -> (step ->> 'slug'), '{}'::jsonb);
+    perform pgflow.add_step(
+      flow_slug => p_flow_slug,
+      step_slug => step ->> 'slug',
+      deps_slugs => array(select jsonb_array_elements_text(step -> 'dependencies')),
+      max_attempts => (opts ->> 'maxAttempts')::integer,
+      base_delay => (opts ->> 'baseDelay')::integer,
+      timeout => (opts ->> 'timeout')::integer,
+      start_delay => coalesce((opts ->> 'startDelay')::integer, 0),
+      step_type => step ->> 'stepType',
+      required_input_pattern => case when (step -> 'requiredInputPattern' ->> 'defined')::boolean
+                                     then step -> 'requiredInputPattern' -> 'value' end,
+      forbidden_input_pattern => case when (step -> 'forbiddenInputPattern' ->> 'defined')::boolean
+                                      then step -> 'forbiddenInputPattern' -> 'value' end,
+      when_unmet => step ->> 'whenUnmet',
+      when_exhausted => step ->> 'whenExhausted',
+      queue_name => p_routes -> 'queues' ->> (step ->> 'slug'));
+  end loop;
+end;
+$$;
+
+-- ---- schemas/0720_ensure_flow_compiled.sql: pgflow._option_differences(p_flow_slug text, p_options jsonb)
+-- Every runtime option whose supplied value differs from the stored one, as
+-- [{step, option, stored, supplied}] (step NULL for a flow option), in definition order. Unset
+-- values compare as what the definition functions store for them: the flow defaults
+-- (pgflow.flow_option_default), NULL (inherit) for a step's maxAttempts, baseDelay and timeout, 0 for
+-- its startDelay. Run only after _option_problems found nothing, so every value is an integer.
+create or replace function pgflow._option_differences(p_flow_slug text, p_options jsonb)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  with supplied as (
+    select null::text as step_slug, -1 as step_index, o.ord, o.option, o.stored,
+           coalesce((nullif(p_options -> 'flow' -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback) as supplied
+    from pgflow.flows f
+    cross join lateral (values ('maxAttempts', f.opt_max_attempts, 0), ('baseDelay', f.opt_base_delay, 1),
+                               ('timeout', f.opt_timeout, 2)) as v(option, stored, ord)
+    cross join lateral (select v.option, v.stored, v.ord,
+                               pgflow.flow_option_default(v.option) as fallback) o
+    where f.flow_slug = p_flow_slug
+    union all
+    select s.step_slug, s.step_index, o.ord, o.option, o.stored,
+           coalesce((nullif(p_options -> 'steps' -> s.step_slug -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback)
+    from pgflow.steps s
+    cross join lateral (values ('maxAttempts', s.opt_max_attempts, null::integer, 0),
+                               ('baseDelay', s.opt_base_delay, null::integer, 1),
+                               ('timeout', s.opt_timeout, null::integer, 2),
+                               ('startDelay', s.opt_start_delay, 0, 3)) as o(option, stored, fallback, ord)
+    where s.flow_slug = p_flow_slug
+  )
+  select coalesce(jsonb_agg(jsonb_build_object('step', d.step_slug, 'option', d.option,
+                                               'stored', d.stored, 'supplied', d.supplied)
+                            order by d.step_index, d.ord), '[]'::jsonb)
+  from supplied d
+  where d.stored is distinct from d.supplied
 $$;
 
 -- ---- schemas/0720_ensure_flow_compiled.sql: pgflow.ensure_flow_compiled(flow_slug text, shape jsonb, route_plan jsonb, options jsonb)
@@ -1580,12 +1797,18 @@ $$;
 -- ---- privileges on function pgflow._extension_member(p_class regclass, p_object oid, p_extension text)
 revoke all on function pgflow._extension_member(p_class regclass, p_object oid, p_extension text) from public;
 
+-- ---- privileges on function pgflow._run_output(p_run_id uuid)
+revoke all on function pgflow._run_output(p_run_id uuid) from public;
+
 -- ---- privileges on function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb, p_read_counts integer[], p_read_qty integer)
 revoke all on function pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb, p_read_counts integer[], p_read_qty integer) from public;
 
 -- ---- privileges on function pgflow._trusted_integration(p_name text)
 revoke all on function pgflow._trusted_integration(p_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261204234947_pgflow_hardening') on conflict (name) do nothing;
+-- ---- privileges on function pgflow.flow_option_default(option_name text)
+revoke all on function pgflow.flow_option_default(option_name text) from public;
+
+insert into pgflow.migrations (name) values ('20261205001632_pgflow_hardening') on conflict (name) do nothing;
 
 commit;

@@ -1,7 +1,3 @@
-import type { Sql } from "../platform/types.ts";
-import type { ClaimedTask } from "../claim/claim.ts";
-import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
-
 /**
  * The exact JSON text of a handler's output: `0`, `false`, `""` and `null` stay what they are;
  * `undefined` (a handler that returns nothing) becomes JSON `null`. Throws for values JSON cannot
@@ -102,40 +98,6 @@ function firstLine(text: string): string {
   return text.split("\n")[0];
 }
 
-/**
- * The text of a database error for a log line: its message's first line, at most 200 characters.
- * For errors of the worker's own calls (Postgres and postgres.js messages), never a handler's.
- */
-export function databaseErrorText(error: unknown): string {
-  const text = error instanceof Error ? error.message || error.name : String(error);
-  return cap(firstLine(text).replaceAll("\0", "\uFFFD"), 200);
-}
-
-/**
- * Whether a failed `complete_task` (or `complete_tasks`) says the output itself cannot be stored,
- * so no retry can succeed: a Postgres data exception (SQLSTATE class 22, e.g. 22P05 for a string
- * with U+0000, which jsonb refuses) or a program limit (54000, e.g. a jsonb past its size limit).
- * A connection error, a timeout or a lock conflict is not: those are retried.
- */
-export function isUnstorableOutput(error: unknown): boolean {
-  const e = error as { name?: unknown; code?: unknown; severity?: unknown } | null;
-  return e?.name === "PostgresError" && typeof e.code === "string" &&
-    (/^22[0-9A-Z]{3}$/.test(e.code) || e.code === "54000");
-}
-
-/**
- * The error `fail_task` records when the output cannot be stored: the SQLSTATE, Postgres's
- * message and detail (never its context line, which quotes the output).
- */
-export function unstorableOutputMessage(error: unknown): string {
-  const e = error as { code?: string; message?: string; detail?: string };
-  const detail = e.detail ? `: ${e.detail}` : "";
-  return errorMessage(
-    `output could not be stored (SQLSTATE ${e.code}): ${e.message}${detail}; ` +
-      "return JSON that Postgres jsonb accepts (no U+0000 in strings, under 255 MB)",
-  );
-}
-
 function cap(
   text: string,
   max: number,
@@ -212,50 +174,4 @@ function boundedJson(value: unknown, max: number): string | undefined {
     return true;
   };
   return write(value) ? out : undefined;
-}
-
-/**
- * `pgflow.complete_task` with the exact output text. Late or duplicate calls are ignored by SQL.
- * The text is cast `::text::jsonb` on purpose: a parameter typed jsonb would be JSON-encoded again
- * by postgres.js, and a JS `null` would become SQL NULL instead of JSON `null`.
- */
-export async function completeTask(
-  sql: Sql,
-  task: ClaimedTask,
-  output: string,
-  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
-): Promise<void> {
-  // The attempt makes a late retry of this report harmless once the task was claimed again.
-  await bounded(
-    sql`select pgflow.complete_task(${task.runId}::uuid, ${task.stepSlug}, ${task.taskIndex}::integer,
-                                    ${output}::text::jsonb, ${task.attempt}::integer)`,
-    "complete_task",
-    timeoutMs,
-  );
-}
-
-/**
- * What `fail_task` did with a failed attempt: `retried` (the task is queued again), `failed` (that
- * was its last attempt, or no retry could be delivered), or `ignored` (a late report: the attempt
- * was already settled, e.g. by stalled recovery, or the run is over).
- */
-export type FailOutcome = "retried" | "failed" | "ignored";
-
-/** `pgflow.fail_task`: SQL decides between a retry and exhaustion, and says which it was. */
-export async function failTask(
-  sql: Sql,
-  task: ClaimedTask,
-  message: string,
-  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
-): Promise<FailOutcome> {
-  const rows = await bounded(
-    sql<{ status: string }[]>`
-      select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
-                                          ${task.taskIndex}::integer, ${message},
-                                          ${task.attempt}::integer)`,
-    "fail_task",
-    timeoutMs,
-  );
-  if (rows.length === 0) return "ignored";
-  return rows[0].status === "queued" ? "retried" : "failed";
 }

@@ -1,0 +1,334 @@
+-- How a run moves forward: the messages of started steps' tasks are sent, steps become ready,
+-- start, complete, are skipped or fail the run, and the run completes. Every function here is
+-- called with the run's lock held (start_flow, the completion and failure paths, stalled recovery).
+--
+-- Status times (started_at, completed_at, failed_at, skipped_at of steps and runs) are
+-- clock_timestamp(), read while the run's lock is held, not now(): now() is when the transaction
+-- began, and a transaction that waited for a run's lock would stamp its changes earlier than
+-- changes another transaction committed on that run meanwhile. A client orders a run's events by
+-- these times (src/client/diff.ts), so a dependent could appear to start before the dependency
+-- that released it completed. Under the lock, every later change of a run gets a later time.
+
+-- Creates the tasks of steps just started (p_steps, with p_counts tasks each) and sends one message
+-- per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
+-- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
+-- is notified for every queue that got messages visible at once.
+create or replace function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+  ids bigint[];
+  batch_size constant integer := 1000;
+begin
+  for grp in
+    select s.queue_name, s.opt_start_delay as delay,
+           array_agg(s.step_slug order by s.step_slug, i) as steps,
+           array_agg(i order by s.step_slug, i) as idxs,
+           -- The body is informational only: the claim reads ids, never bodies.
+           array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                        'step_slug', s.step_slug, 'task_index', i)
+                     order by s.step_slug, i) as msgs
+    from unnest(p_steps, p_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i
+    group by s.queue_name, s.opt_start_delay
+  loop
+    -- Large maps go out in slices so one statement never carries an unbounded array.
+    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+      -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+      select array_agg(id order by id) into ids
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id
+      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
+        as u(step_slug, task_index, id);
+    end loop;
+    -- Wakes the workers listening on the queue. Sent in this transaction, so it is delivered at
+    -- commit or never: a worker never wakes before the messages are visible to its read. A delayed
+    -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
+    -- notifications of one transaction are folded into one by Postgres.
+    if grp.delay = 0 then
+      perform pg_notify('pgflow_queue:' || grp.queue_name, '');
+    end if;
+  end loop;
+end;
+$$;
+
+-- The object of a step's completed dependency outputs; skipped dependencies are absent. The input of
+-- a dependent step's task is the same object, built inline by the claim (0400_start_tasks.sql),
+-- which runs once per claimed task: a function call there would be planned again on every call.
+create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+  from pgflow.deps d
+  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
+$$;
+
+-- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
+-- keyed by step slug; skipped leaves are absent. plpgsql, so a session plans the query once: the
+-- completion path calls this for every run it completes.
+create or replace function pgflow._run_output(p_run_id uuid)
+returns jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return coalesce((
+    select jsonb_object_agg(ss.step_slug, ss.output)
+    from pgflow.step_states ss
+    where ss.run_id = p_run_id and ss.status = 'completed'
+      and not exists (select 1 from pgflow.deps d
+                      where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+  ), '{}'::jsonb);
+end;
+$$;
+-- Completes a step with its output, releases its dependents and counts it off the run; completes the
+-- run when it was the last step. The caller holds the run's lock.
+create or replace function pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  flow text;
+begin
+  update pgflow.step_states ss
+  set status = 'completed', output = p_output, completed_at = clock_timestamp(), remaining_tasks = 0
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug
+  returning ss.flow_slug into flow;
+
+  update pgflow.step_states ss
+  set remaining_deps = ss.remaining_deps - 1
+  from pgflow.deps d
+  where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
+    and ss.step_slug = d.step_slug;
+
+  perform pgflow._count_off_step(p_run_id);
+end;
+$$;
+
+-- Counts a finished (completed or skipped) step off its run and completes the run, with its
+-- output, when none is left.
+create or replace function pgflow._count_off_step(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  remaining integer;
+begin
+  update pgflow.runs r set remaining_steps = r.remaining_steps - 1
+  where r.run_id = p_run_id
+  returning r.remaining_steps into remaining;
+  if remaining = 0 then
+    update pgflow.runs r
+    set status = 'completed', completed_at = clock_timestamp(),
+        output = pgflow._run_output(p_run_id)
+    where r.run_id = p_run_id and r.status = 'started';
+  end if;
+end;
+$$;
+
+-- Skips a step: its outstanding tasks are cancelled and their messages archived, and it is counted
+-- off the run. 'skip' releases its dependents (which run without its key); a cascade skips every
+-- dependent that has not started, transitively. The caller holds the run's lock.
+create or replace function pgflow._skip_step(p_run_id uuid, p_step_slug text, p_reason text, p_cascade boolean)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  flow text;
+  dependent text;
+begin
+  update pgflow.step_states ss
+  set status = 'skipped', skip_reason = p_reason, skipped_at = clock_timestamp(), remaining_tasks = 0
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug and ss.status in ('created', 'started')
+  returning ss.flow_slug into flow;
+  if flow is null then
+    return;
+  end if;
+  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
+  -- claims the task row, so the opposite order could deadlock with it.
+  perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['queued', 'started', 'failed']);
+  update pgflow.step_tasks t set status = 'cancelled'
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status in ('queued', 'started');
+  perform pgflow._count_off_step(p_run_id);
+
+  if p_cascade then
+    for dependent in
+      select d.step_slug from pgflow.deps d
+      join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.step_slug
+      where d.flow_slug = flow and d.dep_slug = p_step_slug and ss.status = 'created'
+    loop
+      perform pgflow._skip_step(p_run_id, dependent, 'dependency_skipped', true);
+    end loop;
+  else
+    update pgflow.step_states ss
+    set remaining_deps = ss.remaining_deps - 1
+    from pgflow.deps d
+    where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
+      and ss.step_slug = d.step_slug and ss.status = 'created';
+  end if;
+end;
+$$;
+
+-- Fails the run: the step (if given) and the run become failed, every outstanding task is cancelled,
+-- and the messages of all of them are archived in every queue they touched.
+create or replace function pgflow._fail_run(p_run_id uuid, p_step_slug text, p_error text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  update pgflow.step_states ss
+  set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
+
+  update pgflow.runs r
+  set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
+  where r.run_id = p_run_id;
+
+  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
+  -- claims the task row, so the opposite order could deadlock with it. A claim that wins the
+  -- message starts its task, which is cancelled right after; its completion is then ignored.
+  perform pgflow._archive_task_messages(p_run_id, array['queued', 'started', 'failed']);
+  update pgflow.step_tasks t
+  set status = 'cancelled'
+  where t.run_id = p_run_id and t.status in ('queued', 'started');
+end;
+$$;
+
+-- Starts every step whose dependencies are done: evaluates its condition, creates its tasks and
+-- sends their messages. Steps that finish at once (an empty map, a skip) can make further steps
+-- ready, so this repeats until nothing changes. The caller holds the run's lock.
+--
+-- The tasks of the started steps are created at the end, by _send_task_messages, with their
+-- message ids: inserted once rather than inserted and then updated (an update in the creating
+-- transaction also checks every foreign key again, and touches every index). A pass that fails
+-- the run creates them without messages first, so _fail_run cancels them with the rest.
+create or replace function pgflow._start_ready_steps(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  run pgflow.runs;
+  ready record;
+  source jsonb;
+  cond_input jsonb;
+  task_count integer;
+  progressed boolean := true;
+  -- The steps started by this call and their task counts, in start order.
+  new_steps text[] := '{}';
+  new_counts integer[] := '{}';
+  fail_step text;
+  fail_error text;
+begin
+  <<pass>>
+  while progressed loop
+    progressed := false;
+    select * into run from pgflow.runs r where r.run_id = p_run_id;
+    exit when run.status <> 'started';
+    for ready in
+      select ss.step_slug, s.step_type, s.deps_count, s.required_input_pattern, s.forbidden_input_pattern,
+             s.when_unmet,
+             -- A map step has at most one dependency: the one it maps over.
+             (select min(d.dep_slug) from pgflow.deps d
+              where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
+      from pgflow.step_states ss
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = p_run_id and ss.status = 'created' and ss.remaining_deps = 0
+      order by s.step_index
+    loop
+      -- An earlier step of this pass may have failed the run or cascaded a skip onto this one.
+      exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
+      continue when (select ss.status from pgflow.step_states ss
+                     where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+
+      -- Conditions: if / ifNot are containment patterns on the run input (root steps) or on the
+      -- object of completed dependency outputs (dependent steps).
+      if ready.required_input_pattern is not null or ready.forbidden_input_pattern is not null then
+        cond_input := case when ready.deps_count = 0 then run.input
+                           else pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) end;
+        if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
+                and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
+          if ready.when_unmet = 'fail' then
+            fail_step := ready.step_slug;
+            fail_error := format('[CONDITION_UNMET] step %s: its if/ifNot condition does not hold', ready.step_slug);
+            exit pass;
+          end if;
+          perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
+          progressed := true;
+          continue;
+        end if;
+      end if;
+
+      if ready.step_type = 'single' then
+        task_count := 1;
+      else
+        -- A map step fans out over the run input (root map) or its one dependency's output.
+        if ready.deps_count = 0 then
+          source := run.input;
+        else
+          if (select ss.status from pgflow.step_states ss
+              where ss.run_id = p_run_id and ss.step_slug = ready.map_dep) = 'skipped' then
+            -- Nothing to map over: the map is skipped like its source, and releases its dependents.
+            perform pgflow._skip_step(p_run_id, ready.step_slug, 'dependency_skipped', false);
+            progressed := true;
+            continue;
+          end if;
+          select ss.output into source from pgflow.step_states ss
+          where ss.run_id = p_run_id and ss.step_slug = ready.map_dep;
+        end if;
+        if jsonb_typeof(source) is distinct from 'array' then
+          fail_step := ready.step_slug;
+          fail_error := format('[TYPE_VIOLATION] map step %s needs an array to map over, got %s',
+            ready.step_slug, coalesce(jsonb_typeof(source), 'nothing'));
+          exit pass;
+        end if;
+        task_count := jsonb_array_length(source);
+      end if;
+
+      update pgflow.step_states ss
+      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count, remaining_tasks = task_count
+      where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
+
+      if task_count = 0 then
+        perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
+        progressed := true;
+      else
+        new_steps := new_steps || ready.step_slug;
+        new_counts := new_counts || task_count;
+      end if;
+    end loop;
+  end loop;
+  if fail_step is not null then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
+    select p_run_id, run.flow_slug, n.step_slug, i, s.queue_name
+    from unnest(new_steps, new_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = run.flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i;
+    perform pgflow._fail_run(p_run_id, fail_step, fail_error);
+    return;
+  end if;
+  if cardinality(new_steps) > 0 then
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
+  end if;
+end;
+$$;
