@@ -1,17 +1,12 @@
 /**
- * Claim cost: how long one `pgflow.start_tasks` call takes (through the worker's own
- * `claimTasks`, so the figure includes what the worker pays: the round trip and row decoding)
+ * Claim cost: how long one `pgflow.start_tasks` call takes (with the round trip and the rows
+ * read back, as a worker pays them)
  * against the size of the support set and the batch size. The support set holds the one real
  * pair plus made-up pairs, as a worker of many flows has. Each size is registered as its own
  * worker and claimed with `supported => NULL`, exactly as a running worker claims.
  */
 import postgres from "postgres";
-import {
-  type ClaimResult,
-  type ClaimRow,
-  decodeClaimRows,
-  type SupportedPair,
-} from "../src/claim/claim.ts";
+import type { SupportedPair } from "../src/claim/claim.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { compileDefinitions } from "../src/worker/startup.ts";
 import { resolveTarget } from "../src/worker/target.ts";
@@ -99,16 +94,16 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
 
 /**
  * One `pgflow.start_tasks` call on the benchmark queue against the set the worker registered,
- * decoded as the worker decodes its claims. Ids travel as decimal strings cast to `bigint[]`.
+ * every column read back. Ids travel as decimal strings cast to `bigint[]`.
  */
 async function claimTasks(
   sql: postgres.Sql,
   messageIds: readonly string[],
   workerId: string,
-): Promise<ClaimResult> {
-  const rows = await sql<ClaimRow[]>`
+): Promise<{ claimed: unknown[] }> {
+  const rows = await sql<{ disposition: string }[]>`
     select message_id::text as msg_id, disposition, flow_slug, run_id, step_slug, task_index,
            input, attempt
     from pgflow.start_tasks(${QUEUE}, ${messageIds as string[]}::bigint[], ${workerId}::uuid, null)`;
-  return decodeClaimRows(rows);
+  return { claimed: rows.filter((r) => r.disposition === "claimed") };
 }
