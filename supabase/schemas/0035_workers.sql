@@ -2,6 +2,21 @@
 -- carries the enable flag the deploy fence and the keep-alive respect. Function names are checked
 -- where they are stored: the keep-alive joins them into a URL path.
 
+-- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
+-- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
+-- not [string, string] pairs become the key '', which no task can match.
+create or replace function pgflow._support_keys(p_supported jsonb)
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(
+           case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+           true), '{}'::jsonb)
+  from jsonb_array_elements(case when jsonb_typeof(p_supported) = 'array' then p_supported else '[]'::jsonb end) e
+$$;
+
 create table if not exists pgflow.workers (
   worker_id uuid not null,
   queue_name text not null,
@@ -13,10 +28,10 @@ create table if not exists pgflow.workers (
   -- The exact (flow, step) pairs the worker has handlers for, as [[flow, step], ...]: what the
   -- coverage check compares with the routes.
   supported jsonb not null default '[]'::jsonb,
-  -- The same pairs as an object keyed by flow || chr(31) || step, built once at registration so a
-  -- claim against the registered set is a key lookup instead of unpacking the pairs per batch.
-  -- NULL for rows written without register_worker; start_tasks then derives it from `supported`.
-  supported_keys jsonb,
+  -- The same pairs as an object keyed by flow || chr(31) || step, kept by Postgres whenever
+  -- `supported` is written, so a claim against the registered set is a key lookup instead of
+  -- unpacking the pairs per batch.
+  supported_keys jsonb generated always as (pgflow._support_keys(supported)) stored,
   -- The one visibility (timeout + 2 s) every step of `supported` had at registration, NULL when
   -- they differ: read_and_claim reads with it, so the messages it claims need no set_vt. Only a
   -- hint: each claim still checks every claimed message against its step's timeout now.

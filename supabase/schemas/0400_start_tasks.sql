@@ -5,24 +5,9 @@
 -- changes: a queued task outside the support set whose pair a live worker on the queue serves is
 -- handed back to that worker (visible again at once, and announced; see _start_tasks).
 
--- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
--- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
--- not [string, string] pairs become the key '', which no task can match.
-create or replace function pgflow._support_keys(p_supported jsonb)
-returns jsonb
-language sql
-immutable
-set search_path = ''
-as $$
-  select coalesce(jsonb_object_agg(
-           case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
-           true), '{}'::jsonb)
-  from jsonb_array_elements(case when jsonb_typeof(p_supported) = 'array' then p_supported else '[]'::jsonb end) e
-$$;
-
 -- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
 -- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
--- support set, keyed as _support_keys builds it. A worker id with no row (never registered, or its
+-- support set, keyed as pgflow._support_keys builds it. A worker id with no row (never registered, or its
 -- row deleted since) fails with SQLSTATE PFW01, pgflow's own code for an unregistered worker
 -- (class PF is used by neither Postgres nor the SQL standard), so a caller tells it from every
 -- other error by its code alone; a worker registered for another queue fails too, since its set
@@ -36,7 +21,7 @@ as $$
 declare
   reg_queue text;
 begin
-  select w.queue_name, w.claim_visibility, coalesce(w.supported_keys, pgflow._support_keys(w.supported))
+  select w.queue_name, w.claim_visibility, w.supported_keys
   into reg_queue, claim_visibility, support_keys
   from pgflow.workers w where w.worker_id = p_worker_id;
   if not found then
@@ -281,7 +266,7 @@ begin
         where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
           and w.stopped_at is null and w.deprecated_at is null
           and w.worker_id is distinct from _start_tasks.worker_id
-          and coalesce(w.supported_keys, pgflow._support_keys(w.supported)) ? o.k);
+          and w.supported_keys ? o.k);
     if h_msg is not null then
       select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
       from pgflow.set_vt_batch(q, h_msg, h_off) r;

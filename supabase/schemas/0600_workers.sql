@@ -48,9 +48,8 @@ begin
       using errcode = '55000',
         hint = format('enable it: update pgflow.worker_functions set enabled = true where function_name = %L', fn.function_name);
   end if;
-  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys, claim_visibility)
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, claim_visibility)
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
-          pgflow._support_keys(register_worker.supported),
           -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
           (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
                        then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end

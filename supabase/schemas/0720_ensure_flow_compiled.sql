@@ -324,7 +324,7 @@ begin
       and exists (select 1 from jsonb_array_elements(w.supported) e where e ->> 0 = existing)
   ), updated as (
     update pgflow.workers w
-    set supported = o.kept, supported_keys = pgflow._support_keys(o.kept)
+    set supported = o.kept
     from old_workers o where w.worker_id = o.worker_id
     returning 1
   )

@@ -46,8 +46,8 @@ begin;
 -- undo what later migrations changed.
 do $$
 begin
-  if exists (select 1 from pgflow.migrations m where m.name = '20261205001632_pgflow_hardening') then
-    raise exception 'pgflow migration 20261205001632_pgflow_hardening is already applied to this database; nothing was changed'
+  if exists (select 1 from pgflow.migrations m where m.name = '20261205001758_pgflow_hardening') then
+    raise exception 'pgflow migration 20261205001758_pgflow_hardening is already applied to this database; nothing was changed'
       using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
   end if;
 end
@@ -77,6 +77,8 @@ $$;
 alter table pgflow.flows alter column opt_max_attempts set default pgflow.flow_option_default('maxAttempts');
 alter table pgflow.flows alter column opt_base_delay set default pgflow.flow_option_default('baseDelay');
 alter table pgflow.flows alter column opt_timeout set default pgflow.flow_option_default('timeout');
+alter table pgflow.workers drop column supported_keys;
+alter table pgflow.workers add column supported_keys jsonb generated always as (pgflow._support_keys(supported)) stored;
 
 -- ---- schemas/0080_integrations.sql: pgflow._extension_member(p_class regclass, p_object oid, p_extension text)
 -- Optional integrations: Supabase Realtime (realtime.send), pg_net (net.http_post), Vault
@@ -535,6 +537,46 @@ begin
 end;
 $$;
 
+-- ---- schemas/0400_start_tasks.sql: pgflow._registered_claim(p_worker_id uuid, p_queue_name text)
+-- The claim. A worker that read messages from one queue claims the tasks behind them by exact
+-- (queue, message id) identity, restricted to the (flow, step) pairs it has handlers for. Only an
+-- eligible queued task in the support set is claimed; every other message is reported (with the
+-- identity of its task, when one owns it) and its task left exactly as it was. One such message
+-- changes: a queued task outside the support set whose pair a live worker on the queue serves is
+-- handed back to that worker (visible again at once, and announced; see _start_tasks).
+
+-- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
+-- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
+-- support set, keyed as pgflow._support_keys builds it. A worker id with no row (never registered, or its
+-- row deleted since) fails with SQLSTATE PFW01, pgflow's own code for an unregistered worker
+-- (class PF is used by neither Postgres nor the SQL standard), so a caller tells it from every
+-- other error by its code alone; a worker registered for another queue fails too, since its set
+-- says nothing about this one.
+create or replace function pgflow._registered_claim(p_worker_id uuid, p_queue_name text)
+returns table (claim_visibility integer, support_keys jsonb)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  reg_queue text;
+begin
+  select w.queue_name, w.claim_visibility, w.supported_keys
+  into reg_queue, claim_visibility, support_keys
+  from pgflow.workers w where w.worker_id = p_worker_id;
+  if not found then
+    raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', p_worker_id
+      using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+  end if;
+  if reg_queue is distinct from p_queue_name then
+    raise exception 'start_tasks: worker % is registered for queue %, not %', p_worker_id,
+      quote_literal(reg_queue), quote_literal(p_queue_name)
+      using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+  end if;
+  return next;
+end;
+$$;
+
 -- ---- schemas/0400_start_tasks.sql: pgflow._start_tasks(queue_name text, msg_ids bigint[], worker_id uuid, supported jsonb, p_read_visibility integer, p_unclaimed_visibility integer, p_support_keys jsonb, p_read_counts integer[], p_read_qty integer)
 -- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
 -- once by register_worker; see _registered_claim): a worker with 1,000 pairs then sends none of
@@ -765,7 +807,7 @@ begin
         where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
           and w.stopped_at is null and w.deprecated_at is null
           and w.worker_id is distinct from _start_tasks.worker_id
-          and coalesce(w.supported_keys, pgflow._support_keys(w.supported)) ? o.k);
+          and w.supported_keys ? o.k);
     if h_msg is not null then
       select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
       from pgflow.set_vt_batch(q, h_msg, h_off) r;
@@ -1320,9 +1362,8 @@ begin
       using errcode = '55000',
         hint = format('enable it: update pgflow.worker_functions set enabled = true where function_name = %L', fn.function_name);
   end if;
-  insert into pgflow.workers (worker_id, queue_name, function_name, supported, supported_keys, claim_visibility)
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, claim_visibility)
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
-          pgflow._support_keys(register_worker.supported),
           -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
           (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
                        then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end
@@ -1557,7 +1598,7 @@ begin
       and exists (select 1 from jsonb_array_elements(w.supported) e where e ->> 0 = existing)
   ), updated as (
     update pgflow.workers w
-    set supported = o.kept, supported_keys = pgflow._support_keys(o.kept)
+    set supported = o.kept
     from old_workers o where w.worker_id = o.worker_id
     returning 1
   )
@@ -1809,6 +1850,6 @@ revoke all on function pgflow._trusted_integration(p_name text) from public;
 -- ---- privileges on function pgflow.flow_option_default(option_name text)
 revoke all on function pgflow.flow_option_default(option_name text) from public;
 
-insert into pgflow.migrations (name) values ('20261205001632_pgflow_hardening') on conflict (name) do nothing;
+insert into pgflow.migrations (name) values ('20261205001758_pgflow_hardening') on conflict (name) do nothing;
 
 commit;
