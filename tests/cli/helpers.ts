@@ -6,7 +6,7 @@
  * @module
  */
 import postgres from "postgres";
-import { catalogSnapshot } from "../support/catalog.ts";
+import { catalogSnapshot } from "../../local/catalog.ts";
 
 /** What one CLI run printed and returned. */
 export interface CliRun {

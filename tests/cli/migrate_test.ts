@@ -10,7 +10,7 @@ import postgres from "postgres";
 import { startPgBouncer } from "../../local/pgbouncer.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { withScratchDatabase } from "../../local/scratch_db.ts";
-import { catalogSnapshot, diffCatalogs } from "../support/catalog.ts";
+import { catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
 import { pgmqSource, serverUrl, testDatabase } from "../support/db.ts";
 import { TEMPLATES } from "../support/templates.ts";
 import { databaseState, engineFiles, publishedCopy, releaseAll, runCli, shown } from "./helpers.ts";

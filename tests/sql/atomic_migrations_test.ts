@@ -12,7 +12,7 @@ import { migrationBody } from "../../src/cli/migrations.ts";
 import { ENGINE_VERSION } from "../../src/util/version.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { withScratchDatabase } from "../../local/scratch_db.ts";
-import { catalogSnapshot, diffCatalogs } from "../support/catalog.ts";
+import { catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
 import { databaseState } from "../cli/helpers.ts";
 import { pgmqSource, serverUrl, testDatabase } from "../support/db.ts";
 import { TEMPLATES } from "../support/templates.ts";

@@ -10,7 +10,7 @@ import { generateMigration, withHeader } from "../../local/migration_writer.ts";
 import { nextVersion } from "../../local/new_migration.ts";
 import { withScratchDatabase } from "../../local/scratch_db.ts";
 import { splitStatements } from "../../local/sql_statements.ts";
-import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../support/catalog.ts";
+import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
 import { serverUrl } from "../support/db.ts";
 import { TEMPLATES } from "../support/templates.ts";
 

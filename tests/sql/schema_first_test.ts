@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { applySchemaFiles, MIGRATIONS_DIR } from "../../local/migrate.ts";
 import { withScratchDatabase } from "../../local/scratch_db.ts";
-import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../support/catalog.ts";
+import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
 import { serverUrl, testDatabase } from "../support/db.ts";
 import { TEMPLATES } from "../support/templates.ts";
 
