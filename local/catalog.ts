@@ -193,7 +193,7 @@ export async function catalogSnapshot(sql: Sql, schema: string): Promise<Catalog
 /**
  * Lists the differences between two snapshots, one entry per object, naming it. A definition of
  * one line is shown whole on both sides; a longer one (a function body) as a line diff of what
- * differs, `-` for `aName`'s lines and `+` for `bName`'s.
+ * differs from `b` to `a` (`a` is the one wanted: `-` lines are `bName`'s, `+` lines `aName`'s).
  *
  * @example
  * ```ts
@@ -216,7 +216,7 @@ export function diffCatalogs(
     else if (!left.includes("\n") && !right.includes("\n")) {
       drift.push(`${key}: differs\n  ${aName}: ${left}\n  ${bName}: ${right}`);
     } else {
-      const diff = lineDiff(left, right, { aName, bName }).replaceAll("\n", "\n  ");
+      const diff = lineDiff(right, left, { aName: bName, bName: aName }).replaceAll("\n", "\n  ");
       drift.push(`${key}: differs\n  ${diff}`);
     }
   }

@@ -45,10 +45,10 @@ export function lineDiff(a: string, b: string, options: LineDiffOptions = {}): s
   while (i < x.length || j < y.length) {
     if (i < x.length && j < y.length && x[i] === y[j]) {
       ops.push({ kind: " ", text: x[i], ai: i++, bi: j++ });
-    } else if (j < y.length && (i === x.length || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      ops.push({ kind: "+", text: y[j], ai: i, bi: j++ });
-    } else {
+    } else if (i < x.length && (j === y.length || lcs[i + 1][j] >= lcs[i][j + 1])) {
       ops.push({ kind: "-", text: x[i], ai: i++, bi: j });
+    } else {
+      ops.push({ kind: "+", text: y[j], ai: i, bi: j++ });
     }
   }
   const out = [`--- ${options.aName ?? "a"}`, `+++ ${options.bName ?? "b"}`];

@@ -46,10 +46,12 @@ async function schemaFiles(dir: string): Promise<{ file: string; text: string }[
   for await (const e of Deno.readDir(dir)) {
     if (e.isFile && e.name.endsWith(".sql")) names.push(e.name);
   }
-  return await Promise.all(names.sort().map(async (file) => ({
-    file,
-    text: await Deno.readTextFile(`${dir.replace(/\/$/, "")}/${file}`),
-  })));
+  return await Promise.all(
+    names.sort().map(async (file) => ({
+      file,
+      text: await Deno.readTextFile(`${dir.replace(/\/$/, "")}/${file}`),
+    })),
+  );
 }
 
 const section = (file: string, text: string) => `-- ---- schemas/${file}\n${text.trimEnd()}\n`;
@@ -151,7 +153,10 @@ export async function nextMigration(options: GenerateOptions): Promise<Generated
   try {
     for await (const e of Deno.readDir(options.migrationsDir)) {
       if (e.isFile && e.name.endsWith(".sql")) {
-        await Deno.copyFile(`${options.migrationsDir.replace(/\/$/, "")}/${e.name}`, `${dir}/${e.name}`);
+        await Deno.copyFile(
+          `${options.migrationsDir.replace(/\/$/, "")}/${e.name}`,
+          `${dir}/${e.name}`,
+        );
       }
     }
     await Deno.writeTextFile(`${dir}/99999999999999_next.sql`, withHeader("next", body, [], []));

@@ -27,7 +27,8 @@ import {
 import { listMigrations, MIGRATIONS_DIR } from "./migrate.ts";
 import { baselineText, nextMigration, withHeader } from "./migration_writer.ts";
 
-const USAGE = `usage: deno task migration:new <lowercase_name> [--server URL] [--schemas DIR] [--migrations DIR]
+const USAGE =
+  `usage: deno task migration:new <lowercase_name> [--server URL] [--schemas DIR] [--migrations DIR]
        deno task migration:baseline [--schemas DIR] [--migrations DIR] [--manifest FILE]
        deno task migration:release [--migrations DIR] [--manifest FILE]`;
 
