@@ -159,7 +159,7 @@ Deno.test("every migration is one transaction: begin; first, commit; last, nothi
   assert.deepEqual(wrong, [], `wrap each in "begin;" ... "commit;":\n${wrong.join("\n")}`);
 });
 
-Deno.test("every migration records itself as its last statement", async () => {
+Deno.test("every migration records itself as its last statement", () => {
   const missing = FILES.filter((file) => {
     const code = Deno.readTextFileSync(`${MIGRATIONS}${file}`).trimEnd().split("\n")
       .filter((l) => l.trim() !== "" && !l.trimStart().startsWith("--"));
