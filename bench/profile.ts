@@ -23,8 +23,8 @@ import type { Json } from "../src/dsl/json.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { type FlowWorker, instantiateWorker } from "../src/worker/worker.ts";
 import type { WorkerTarget } from "../src/routing/selection.ts";
-import { startLocalPostgres } from "../local/launcher.ts";
-import { installPgmq } from "../local/install_pgmq.ts";
+import { startLocalPostgres } from "../src/cli/db/launcher.ts";
+import { installPgmq } from "../src/cli/db/pgmq.ts";
 import { applyMigrations, applySchemaFiles } from "../local/migrate.ts";
 import { sleep } from "../src/util/backoff.ts";
 

@@ -5,8 +5,8 @@
  * @module
  */
 import postgres from "postgres";
-import { installPgmq, type PgmqSource } from "./install_pgmq.ts";
-import { startLocalPostgres } from "./launcher.ts";
+import { installPgmq, type PgmqSource } from "../src/cli/db/pgmq.ts";
+import { startLocalPostgres } from "../src/cli/db/launcher.ts";
 import { applyMigrations } from "./migrate.ts";
 
 /** An open database; `close` stops the server if this process started it. */

@@ -170,3 +170,38 @@ export async function releaseDrafts(
   await writeManifest(manifestPath, entries);
   return check.drafts;
 }
+
+/**
+ * Writes the baseline and records it as the only released migration, with its checksum: what
+ * `deno task migration:baseline` does. Refuses, writing nothing, when the folder holds any other
+ * migration or the manifest lists any other file: the baseline has been built on and is frozen.
+ * Returns whether the file changed.
+ *
+ * @example
+ * ```ts
+ * await writeBaseline(MIGRATIONS_DIR, MANIFEST_PATH, "20261205000000_pgflow_base.sql", text);
+ * ```
+ */
+export async function writeBaseline(
+  dir: string,
+  manifestPath: string,
+  file: string,
+  text: string,
+): Promise<boolean> {
+  const others = new Set([
+    ...(await listMigrations(dir)).map((m) => `${m.version}_${m.name}.sql`),
+    ...(await readManifest(manifestPath)).map((e) => e.file),
+  ]);
+  others.delete(file);
+  if (others.size) {
+    throw new Error(
+      `the baseline is frozen: other migrations exist (${[...others].sort().join(", ")}); ` +
+        "write the next one instead: deno task migration:new <name>",
+    );
+  }
+  const path = `${dir.replace(/\/$/, "")}/${file}`;
+  const changed = await Deno.readTextFile(path).catch(() => undefined) !== text;
+  if (changed) await Deno.writeTextFile(path, text);
+  await writeManifest(manifestPath, [{ file, sha256: await migrationChecksum(path) }]);
+  return changed;
+}

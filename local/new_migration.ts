@@ -1,13 +1,14 @@
 /**
- * `deno task migration:new NAME`: writes `supabase/migrations/<version>_NAME.sql`, the next
- * migration, from the schema files that differ from the migrations (see
- * `local/migration_writer.ts` for what it writes and what it leaves to a person). The file is an
- * unreleased draft: edit it (say what it does and why), run the tests, commit it.
+ * The migration tasks (docs/upgrade.md, "Writing the next migration"):
  *
- * `deno task migration:release`: records every draft in `supabase/migrations.sha256`, after which
- * it never changes (tests/sql/released_migrations_test.ts). Run it when the version is released.
- *
- * With no migration at all, `migration:new` writes the first release: every schema file in order.
+ * - `deno task migration:baseline`: rewrites the baseline, the one migration of 0.1.0, from every
+ *   schema file in order, and records its checksum as released. Only while it is the only
+ *   migration and 0.1.0 is unpublished: after that it may have run on someone's database.
+ * - `deno task migration:new NAME`: writes `supabase/migrations/<version>_NAME.sql`, an unreleased
+ *   draft: the schema files that change a database built from the migrations, copied whole, and a
+ *   list (with line diffs) of what is left to write by hand. Edit it, run the tests, commit it.
+ * - `deno task migration:release`: records every draft in `supabase/migrations.sha256`, after
+ *   which it never changes (tests/sql/released_migrations_test.ts). Run it when the version ships.
  *
  * Options: `--schemas DIR`, `--migrations DIR`, `--manifest FILE` (default: this repository's);
  * `--server URL`, a server where scratch databases may be created and dropped (default: a
@@ -15,13 +16,20 @@
  *
  * @module
  */
-import { startLocalPostgres } from "./launcher.ts";
-import { checkReleasedMigrations, MANIFEST_PATH, releaseDrafts } from "./manifest.ts";
+import { startLocalPostgres } from "../src/cli/db/launcher.ts";
+import { SCHEMAS_DIR } from "./drift.ts";
+import {
+  checkReleasedMigrations,
+  MANIFEST_PATH,
+  releaseDrafts,
+  writeBaseline,
+} from "./manifest.ts";
 import { listMigrations, MIGRATIONS_DIR } from "./migrate.ts";
-import { generateMigration, withHeader } from "./migration_writer.ts";
+import { baselineText, nextMigration, withHeader } from "./migration_writer.ts";
 
 const USAGE =
   `usage: deno task migration:new <lowercase_name> [--server URL] [--schemas DIR] [--migrations DIR]
+       deno task migration:baseline [--schemas DIR] [--migrations DIR] [--manifest FILE]
        deno task migration:release [--migrations DIR] [--manifest FILE]`;
 
 /** The next version: now (UTC, yyyymmddhhmmss), or one minute after the newest when that is later. */
@@ -37,7 +45,7 @@ export function nextVersion(existing: string[], now: Date = new Date()): string 
 }
 
 interface Args {
-  command: "new" | "release";
+  command: "new" | "baseline" | "release";
   name?: string;
   server?: string;
   schemas: string;
@@ -48,7 +56,7 @@ interface Args {
 function parseArgs(argv: string[]): Args | string {
   const args: Args = {
     command: "new",
-    schemas: new URL("../supabase/schemas/", import.meta.url).pathname,
+    schemas: SCHEMAS_DIR,
     migrations: MIGRATIONS_DIR,
     manifest: MANIFEST_PATH,
   };
@@ -61,6 +69,7 @@ function parseArgs(argv: string[]): Args | string {
       return v;
     };
     if (a === "--release") args.command = "release";
+    else if (a === "--baseline") args.command = "baseline";
     else if (a === "--server") args.server = value();
     else if (a === "--schemas") args.schemas = value();
     else if (a === "--migrations") args.migrations = value();
@@ -68,7 +77,7 @@ function parseArgs(argv: string[]): Args | string {
     else if (a.startsWith("--")) return `unknown option ${a}`;
     else positional.push(a);
   }
-  if (args.command === "release") return positional.length ? "release takes no name" : args;
+  if (args.command !== "new") return positional.length ? `${args.command} takes no name` : args;
   if (positional.length !== 1 || !/^[a-z0-9_]+$/.test(positional[0])) {
     return "give one name of lowercase letters, digits and _";
   }
@@ -76,47 +85,33 @@ function parseArgs(argv: string[]): Args | string {
   return args;
 }
 
-function firstRelease(schemasDir: string): string {
-  const files = [...Deno.readDirSync(schemasDir)].map((e) => e.name).filter((n) =>
-    n.endsWith(".sql")
-  ).sort();
-  const parts = files.map((f) =>
-    `-- ---- schemas/${f}\n${Deno.readTextFileSync(`${schemasDir.replace(/\/$/, "")}/${f}`)}`
+async function baseline(args: Args): Promise<number> {
+  const existing = await listMigrations(args.migrations);
+  // One migration: it is the baseline, whatever its name; none: a new one, named for today.
+  const file = existing.length
+    ? `${existing[0].version}_${existing[0].name}.sql`
+    : `${nextVersion([])}_pgflow_base.sql`;
+  const text = await baselineText(args.schemas, file.slice(0, -4));
+  const changed = await writeBaseline(args.migrations, args.manifest, file, text);
+  console.log(
+    `${changed ? "wrote" : "up to date"}: ${args.migrations.replace(/\/$/, "")}/${file} ` +
+      `(released: its checksum is in ${
+        args.manifest === MANIFEST_PATH ? "supabase/migrations.sha256" : args.manifest
+      })`,
   );
-  return `-- Generated from supabase/schemas/ by local/new_migration.ts.\n-- One transaction: applied whole or not at all.\nbegin;\n\n${
-    parts.join("\n")
-  }\ncommit;\n`;
+  return 0;
 }
 
-async function main(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
-  if (typeof args === "string") {
-    console.error(`${args}\n${USAGE}`);
-    return 2;
-  }
-  const check = await checkReleasedMigrations(args.migrations, args.manifest);
-  if (check.problems.length) {
-    console.error(`released migrations are wrong; fix this first:\n${check.problems.join("\n")}`);
-    return 1;
-  }
-  if (args.command === "release") {
-    const released = await releaseDrafts(args.migrations, args.manifest);
-    if (!released.length) console.log("no unreleased migration: nothing to record");
-    for (const f of released) console.log(`released ${f} (recorded in ${args.manifest})`);
-    return 0;
-  }
+async function next(args: Args): Promise<number> {
   const existing = await listMigrations(args.migrations);
-  const version = nextVersion(existing.map((m) => m.version));
-  const out = `${args.migrations.replace(/\/$/, "")}/${version}_${args.name}.sql`;
   if (!existing.length) {
-    await Deno.writeTextFile(out, firstRelease(args.schemas));
-    console.log(out);
-    return 0;
+    console.error("no migration yet: write the baseline first (deno task migration:baseline)");
+    return 1;
   }
   const server = args.server ? undefined : await startLocalPostgres();
   let result;
   try {
-    result = await generateMigration({
+    result = await nextMigration({
       serverUrl: args.server ?? server!.url,
       schemasDir: args.schemas,
       migrationsDir: args.migrations,
@@ -129,19 +124,18 @@ async function main(argv: string[]): Promise<number> {
     console.log("nothing to write: the schema files and the migrations give the same catalog");
     return 0;
   }
+  const version = nextVersion(existing.map((m) => m.version));
+  const out = `${args.migrations.replace(/\/$/, "")}/${version}_${args.name}.sql`;
   await Deno.writeTextFile(
     out,
     withHeader(args.name!, body, changes, byHand, `${version}_${args.name}`),
   );
   console.log(out);
   for (const c of changes) console.log(`  ${c}`);
-  if (check.drafts.length) {
-    console.log(`on top of the unreleased draft(s) ${check.drafts.join(", ")}`);
-  }
   if (byHand.length) {
     console.error(
-      `\nwrite these by hand in ${out} (the drift check, tests/sql/schema_first_test.ts, fails until ` +
-        `they are there):\n${byHand.map((b) => `  - ${b}`).join("\n")}`,
+      `\nwrite these by hand in ${out} (the drift check fails until they are there):\n` +
+        byHand.join("\n"),
     );
     return 1;
   }
@@ -152,11 +146,30 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
+async function main(argv: string[]): Promise<number> {
+  const args = parseArgs(argv);
+  if (typeof args === "string") {
+    console.error(`${args}\n${USAGE}`);
+    return 2;
+  }
+  if (args.command === "baseline") return await baseline(args);
+  const check = await checkReleasedMigrations(args.migrations, args.manifest);
+  if (check.problems.length) {
+    console.error(`released migrations are wrong; fix this first:\n${check.problems.join("\n")}`);
+    return 1;
+  }
+  if (args.command === "new") return await next(args);
+  const released = await releaseDrafts(args.migrations, args.manifest);
+  if (!released.length) console.log("no unreleased migration: nothing to record");
+  for (const f of released) console.log(`released ${f} (recorded in ${args.manifest})`);
+  return 0;
+}
+
 if (import.meta.main) {
   try {
     Deno.exit(await main(Deno.args));
   } catch (err) {
-    console.error(`migration:new: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`migration: ${err instanceof Error ? err.message : String(err)}`);
     Deno.exit(1);
   }
 }

@@ -6,7 +6,7 @@
  * @module
  */
 import postgres from "postgres";
-import { installPgmq } from "./install_pgmq.ts";
+import { installPgmq } from "../src/cli/db/pgmq.ts";
 
 /** Replaces the database name in a connection URL. */
 function withDatabase(url: string, database: string): string {

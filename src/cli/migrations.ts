@@ -22,8 +22,8 @@ export const MIGRATIONS = "supabase/migrations/";
  * import type { EngineMigration } from "./migrations.ts";
  *
  * const m: EngineMigration = {
- *   file: "20261202163423_pgflow_base.sql",
- *   name: "20261202163423_pgflow_base",
+ *   file: "20261205001154_pgflow_base.sql",
+ *   name: "20261205001154_pgflow_base",
  *   label: "pgflow_base",
  *   sha256: undefined,
  * };
@@ -57,7 +57,7 @@ function entry(file: string, sha256: string | undefined): EngineMigration {
  * ```ts
  * import { parseManifest } from "./migrations.ts";
  *
- * parseManifest(`${"0".repeat(64)}  20261202163423_pgflow_base.sql\n`).length; // 1
+ * parseManifest(`${"0".repeat(64)}  20261205001154_pgflow_base.sql\n`).length; // 1
  * ```
  */
 export function parseManifest(text: string): EngineMigration[] {

@@ -13,9 +13,9 @@ import { type EngineMigration, migrationBody, migrationText } from "./migrations
 import { CliError } from "./output.ts";
 
 /**
- * The first form of the record table, exactly as `…_pgflow_engine_version.sql` creates it. The
- * runner creates it before applying the files that came before that migration, so they are
- * recorded too (a test keeps the two texts equal).
+ * The record table, exactly as the baseline migration (and `supabase/schemas/0015_engine_version.sql`)
+ * creates it. The runner creates it first, so it can read the record before the baseline is applied
+ * (a test keeps the texts equal).
  */
 export const RECORD_TABLE_DDL = `create table if not exists pgflow.migrations (
   name text not null,
@@ -28,9 +28,8 @@ export const RECORD_TABLE_DDL = `create table if not exists pgflow.migrations (
 const LOCK = "select pg_advisory_xact_lock(hashtext('pgflow migrate'))";
 
 /**
- * What {@link planMigrations} found: the engine migrations already applied, those still to apply,
- * and those applied by `supabase db push` before the record table existed (recorded on the next
- * apply).
+ * What {@link planMigrations} found: the engine migrations already applied and those still to
+ * apply.
  *
  * @example
  * ```ts
@@ -44,8 +43,6 @@ export interface MigrationPlan {
   readonly applied: readonly string[];
   /** The migrations to apply, in order. */
   readonly pending: readonly EngineMigration[];
-  /** Applied migrations known only from `supabase_migrations.schema_migrations`. */
-  readonly adopted: readonly string[];
 }
 
 /** How to start again from nothing on a database that holds nothing of value. */
@@ -72,38 +69,22 @@ export async function planMigrations(
   sql: Sql,
   known: readonly EngineMigration[],
 ): Promise<MigrationPlan> {
-  const [state] = await sql<{ schema: boolean; record: boolean; supabase: boolean }[]>`
+  const [state] = await sql<{ schema: boolean; record: boolean }[]>`
     select exists (select 1 from pg_catalog.pg_namespace where nspname = 'pgflow') as schema,
            exists (select 1 from pg_catalog.pg_class c
                    join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-                   where n.nspname = 'pgflow' and c.relname = 'migrations') as record,
-           exists (select 1 from pg_catalog.pg_class c
-                   join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-                   where n.nspname = 'supabase_migrations'
-                     and c.relname = 'schema_migrations') as supabase`;
-  if (!state.schema) return { applied: [], pending: known, adopted: [] };
+                   where n.nspname = 'pgflow' and c.relname = 'migrations') as record`;
+  if (!state.schema) return { applied: [], pending: known };
   if (state.record) {
     const rows = await sql<{ name: string }[]>`select name from pgflow.migrations order by name`;
     return fromRecord(rows.map((r) => r.name), known);
   }
-  // Applied by supabase db push before the record table existed: the Supabase CLI records the
-  // name after the project's timestamp, which is the engine migration's label.
-  const labels = state.supabase
-    ? (await sql<{ name: string }[]>`
-        select name from supabase_migrations.schema_migrations
-        where name like 'pgflow\\_%' order by version`).map((r) => r.name)
-    : [];
-  const prefix = known.slice(0, labels.length);
-  if (labels.length > 0 && prefix.every((m, i) => m.label === labels[i])) {
-    const adopted = prefix.map((m) => m.name);
-    return { applied: adopted, pending: known.slice(labels.length), adopted };
-  }
+  // The baseline creates the record table in its own transaction: a pgflow schema without it was
+  // not built by the engine's migrations.
   throw new CliError(
     "this database has a pgflow schema, but nothing records which engine migrations built it " +
-      "(no pgflow.migrations table" +
-      (labels.length ? `; supabase_migrations lists ${labels.join(", ")}, not in this order` : "") +
-      "): it was built by hand or by an unversioned install, and may be half-applied, so " +
-      `migrate will not guess. Nothing was changed. ${START_OVER}`,
+      "(no pgflow.migrations table): it was built by hand or by an unversioned install, and may " +
+      `be half-applied, so migrate will not guess. Nothing was changed. ${START_OVER}`,
   );
 }
 
@@ -136,7 +117,7 @@ function fromRecord(recorded: readonly string[], known: readonly EngineMigration
         }');\`) and run migrate again; otherwise ${START_OVER}`,
     );
   }
-  return { applied: applied.map((m) => m.name), pending: known.slice(applied.length), adopted: [] };
+  return { applied: applied.map((m) => m.name), pending: known.slice(applied.length) };
 }
 
 /** Options of {@link applyMigrations}. */
@@ -173,7 +154,6 @@ export async function applyMigrations(
   options: ApplyOptions = {},
 ): Promise<string[]> {
   const done: string[] = [];
-  let adopted = plan.adopted;
   let first = true;
   // Every file is read and checked before the first is applied.
   const bodies = await Promise.all(
@@ -193,9 +173,6 @@ export async function applyMigrations(
             create schema if not exists pgflow;
             ${RECORD_TABLE_DDL}
           end if; end $$`);
-        for (const name of adopted) {
-          await tx`insert into pgflow.migrations (name) values (${name}) on conflict do nothing`;
-        }
         const [{ present }] = await tx<{ present: boolean }[]>`
           select exists (select 1 from pgflow.migrations where name = ${migration.name}) as present`;
         if (present) return; // another runner applied it meanwhile
@@ -217,7 +194,6 @@ export async function applyMigrations(
           " Fix the cause and run migrate again; it continues from this file",
       );
     }
-    adopted = [];
     first = false;
     if (applied) done.push(migration.name);
     options.onFile?.({ migration, index, total, ms: performance.now() - started });

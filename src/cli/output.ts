@@ -58,7 +58,7 @@ export class UsageError extends CliError {
  * ```ts
  * import { progress } from "./output.ts";
  *
- * progress("applying 20261202163423_pgflow_base (1/7)");
+ * progress("applying 20261205001154_pgflow_base (1/1)");
  * ```
  */
 export function progress(message: string): void {

@@ -6,7 +6,8 @@
  * @module
  */
 import postgres from "postgres";
-import { catalogSnapshot } from "../support/catalog.ts";
+import { catalogSnapshot } from "../../local/catalog.ts";
+import { withHeader } from "../../local/migration_writer.ts";
 
 /** What one CLI run printed and returned. */
 export interface CliRun {
@@ -166,6 +167,35 @@ export async function releaseAll(dir: string): Promise<void> {
     lines.push(`${hex}  ${file}\n`);
   }
   await Deno.writeTextFile(`${dir}/supabase/migrations.sha256`, lines.join(""));
+}
+
+/**
+ * Adds `bodies.length` later engine migrations to the copy of the module in `dir`, after its own,
+ * written as the tooling writes a migration (one transaction, the guard, a 5 s lock timeout, the
+ * record of itself), and lists every migration of the copy in its manifest. Returns their names
+ * (file names without `.sql`), in order. With only the baseline shipped, tests of upgrades and of
+ * the migrator's record use these.
+ *
+ * @example
+ * ```ts
+ * const [later] = await addLaterMigrations(copy, ["create function pgflow.later() returns int language sql as 'select 1';"]);
+ * ```
+ */
+export async function addLaterMigrations(dir: string, bodies: string[]): Promise<string[]> {
+  const names = bodies.map((_, i) => `2999010100${String(i).padStart(4, "0")}_pgflow_later_${i}`);
+  for (const [i, name] of names.entries()) {
+    await Deno.writeTextFile(
+      `${dir}/supabase/migrations/${name}.sql`,
+      withHeader(name.replace(/^\d+_/, ""), `${bodies[i]}\n`, [], [], name),
+    );
+  }
+  await releaseAll(dir);
+  return names;
+}
+
+/** A body for {@link addLaterMigrations}: creates the function `pgflow.later_<n>()`. */
+export function laterFunction(n: number): string {
+  return `create function pgflow.later_${n}() returns int language sql as 'select ${n}';`;
 }
 
 /** The engine's migration files of this checkout, in order. */

@@ -5,7 +5,16 @@
  * what to do, writing nothing. It works from a served copy of the published files too.
  */
 import assert from "node:assert/strict";
-import { engineFiles, runCli, servePublished, shown, supabaseProject } from "./helpers.ts";
+import {
+  addLaterMigrations,
+  engineFiles,
+  laterFunction,
+  publishedCopy,
+  runCli,
+  servePublished,
+  shown,
+  supabaseProject,
+} from "./helpers.ts";
 
 const labels = engineFiles().map((f) => f.replace(/^\d+_/, ""));
 
@@ -63,10 +72,18 @@ Deno.test("install writes every engine migration once, timestamped after the pro
   }
 });
 
+/** A copy of the module that ships two migrations after the baseline; its CLI entry. */
+async function laterRelease(): Promise<{ copy: string; entry: string }> {
+  const copy = await publishedCopy();
+  await addLaterMigrations(copy, [0, 1].map(laterFunction));
+  return { copy, entry: `${copy}/src/cli/main.ts` };
+}
+
 Deno.test("install adds only the missing ones, after the newest file, and never rewrites one", async () => {
   const project = await supabaseProject();
+  const { copy, entry } = await laterRelease();
   try {
-    assert.equal((await runCli(["install"], { cwd: project })).code, 0);
+    assert.equal((await runCli(["install"], { cwd: project, entry })).code, 0);
     const files = migrationsOf(project);
     // A newer release's migration is missing: remove the last one; edit another.
     const last = files.at(-1)!;
@@ -79,7 +96,8 @@ Deno.test("install adds only the missing ones, after the newest file, and never 
       `${project}/supabase/migrations/29990101000000_app.sql`,
       "select 1;\n",
     );
-    const run = await runCli(["install", "--supabase-dir", project]); // the project folder works too
+    // The project folder works too.
+    const run = await runCli(["install", "--supabase-dir", project], { entry });
     assert.equal(run.code, 0, shown(run));
     assert.match(run.stderr, new RegExp(`warning: .*${files[0]} differs from the engine's`));
     assert.equal(await Deno.readTextFile(edited), editedText, "the edited file is kept");
@@ -88,17 +106,19 @@ Deno.test("install adds only the missing ones, after the newest file, and never 
     assert.equal(now.at(-1), `29990101000001_${last.replace(/^\d+_/, "")}`);
   } finally {
     await Deno.remove(project, { recursive: true });
+    await Deno.remove(copy, { recursive: true });
   }
 });
 
 Deno.test("install refuses a hole before an installed migration, writing nothing", async () => {
   const project = await supabaseProject();
+  const { copy, entry } = await laterRelease();
   try {
-    assert.equal((await runCli(["install"], { cwd: project })).code, 0);
+    assert.equal((await runCli(["install"], { cwd: project, entry })).code, 0);
     const files = migrationsOf(project);
     await Deno.remove(`${project}/supabase/migrations/${files[1]}`);
     const before = await snapshot(project);
-    const run = await runCli(["install"], { cwd: project });
+    const run = await runCli(["install"], { cwd: project, entry });
     assert.equal(run.code, 1, shown(run));
     assert.match(
       run.stderr,
@@ -110,6 +130,7 @@ Deno.test("install refuses a hole before an installed migration, writing nothing
     assert.deepEqual(await snapshot(project), before);
   } finally {
     await Deno.remove(project, { recursive: true });
+    await Deno.remove(copy, { recursive: true });
   }
 });
 

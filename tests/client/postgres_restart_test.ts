@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createClient, Flow, type FlowWorker, type RunEvent } from "../../mod.ts";
-import { installPgmq } from "../../local/install_pgmq.ts";
-import { startLocalPostgres } from "../../local/launcher.ts";
+import { installPgmq } from "../../src/cli/db/pgmq.ts";
+import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { startWorker, stopAll } from "../worker/helpers.ts";
 import { backdateStuck, repeat } from "../reliability/harness.ts";

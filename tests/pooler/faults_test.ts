@@ -5,8 +5,8 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { installPgmq } from "../../local/install_pgmq.ts";
-import { startLocalPostgres } from "../../local/launcher.ts";
+import { installPgmq } from "../../src/cli/db/pgmq.ts";
+import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { type Child, killChild } from "../e2e/process.ts";
 import { testDatabase, waitFor } from "../support/db.ts";

@@ -11,8 +11,8 @@
  */
 import postgres from "postgres";
 import { createLogger, createWorker, type FlowWorker } from "../../mod.ts";
-import { installPgmq } from "../../local/install_pgmq.ts";
-import { startLocalPostgres } from "../../local/launcher.ts";
+import { installPgmq } from "../../src/cli/db/pgmq.ts";
+import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { compileFlow } from "../support/engine.ts";
 import { killChild, spawnDeno } from "../e2e/process.ts";

@@ -1,8 +1,8 @@
 /**
  * One engine version: deno.json's `version`, `ENGINE_VERSION` (what workers are built for), the
  * schema file's `pgflow.engine_version()` and the migrated database's are the same. The record
- * table the migration runner creates first is exactly the one the engine-version migration and
- * its schema file declare.
+ * table the migration runner creates first is exactly the one the baseline migration and its
+ * schema file declare.
  */
 import assert from "node:assert/strict";
 import { RECORD_TABLE_DDL } from "../../src/cli/migrator.ts";
@@ -11,8 +11,8 @@ import { testDatabase } from "../support/db.ts";
 
 const db = testDatabase(import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(`../../${path}`, import.meta.url));
-const MIGRATION = [...Deno.readDirSync(new URL("../../supabase/migrations/", import.meta.url))]
-  .map((e) => e.name).find((n) => n.endsWith("_pgflow_engine_version.sql"))!;
+const BASELINE = [...Deno.readDirSync(new URL("../../supabase/migrations/", import.meta.url))]
+  .map((e) => e.name).filter((n) => n.endsWith(".sql")).sort()[0];
 
 Deno.test("deno.json, ENGINE_VERSION and the schema file name one version", () => {
   assert.equal(JSON.parse(read("deno.json")).version, ENGINE_VERSION);
@@ -30,7 +30,7 @@ db.test("the migrations set the same version (a release bumping it needs a migra
   );
 });
 
-Deno.test("the runner's record table is the engine-version migration's and the schema file's", () => {
-  assert.ok(read(`supabase/migrations/${MIGRATION}`).includes(RECORD_TABLE_DDL));
+Deno.test("the runner's record table is the baseline's and the schema file's", () => {
+  assert.ok(read(`supabase/migrations/${BASELINE}`).includes(RECORD_TABLE_DDL));
   assert.ok(read("supabase/schemas/0015_engine_version.sql").includes(RECORD_TABLE_DDL));
 });

@@ -1,59 +1,54 @@
 /**
- * The declarative schema (`supabase/schemas/`) is the source of truth: the released migrations,
- * applied in order, must produce exactly the same catalog, privileges and comments included. Every
- * test builds what it compares itself; none depends on another having run.
+ * The declarative schema (`supabase/schemas/`) is the source of truth: the migrations, applied in
+ * order, must produce exactly the same catalog, privileges and comments included, and a
+ * difference is reported as a short line diff. The test run's template build refuses to start on
+ * drift. Every test builds what it compares itself; none depends on another having run.
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { applySchemaFiles, MIGRATIONS_DIR } from "../../local/migrate.ts";
-import { withScratchDatabase } from "../../local/scratch_db.ts";
-import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../support/catalog.ts";
+import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
+import { driftReport, schemaDrift, SCHEMAS_DIR } from "../../local/drift.ts";
+import { MIGRATIONS_DIR } from "../../local/migrate.ts";
 import { serverUrl, testDatabase } from "../support/db.ts";
-import { TEMPLATES } from "../support/templates.ts";
+import { prepareTemplates, TEMPLATES } from "../support/templates.ts";
 
-const SCHEMAS_DIR = new URL("../../supabase/schemas/", import.meta.url).pathname;
 const pgmqOnly = testDatabase(import.meta.url, { template: "pgmq" });
 
-/** The catalog the schema files in `dir` produce, applied in order on a fresh PGMQ database. */
-function catalogOfSchemas(dir: string): Promise<CatalogSnapshot> {
-  return withScratchDatabase(serverUrl(), async (sql) => {
-    await applySchemaFiles(sql, dir);
-    return await catalogSnapshot(sql, "pgflow");
-  }, { template: TEMPLATES.pgmq });
-}
-
-/** The catalog every migration produces (the `pgflow` template is built from `MIGRATIONS_DIR`). */
-function catalogOfMigrations(): Promise<CatalogSnapshot> {
-  return withScratchDatabase(
-    serverUrl(),
-    (sql) => catalogSnapshot(sql, "pgflow"),
-    { template: TEMPLATES.pgflow },
-  );
-}
-
-/** A copy of the schema folder with one more file, applied after all the others. */
-async function schemasWith(extra: string): Promise<string> {
+/** A copy of the schema folder, `edit` applied to `file` (a new file when there is none). */
+async function schemasCopy(file: string, edit: (text: string) => string): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "pgflow-schemas-" });
   for await (const entry of Deno.readDir(SCHEMAS_DIR)) {
     if (entry.isFile) await Deno.copyFile(`${SCHEMAS_DIR}${entry.name}`, `${dir}/${entry.name}`);
   }
-  await Deno.writeTextFile(`${dir}/9999_drift.sql`, extra);
+  const before = await Deno.readTextFile(`${dir}/${file}`).catch(() => "");
+  const after = edit(before);
+  assert.notEqual(after, before, `the edit changes ${file}`);
+  await Deno.writeTextFile(`${dir}/${file}`, after);
   return dir;
 }
 
-/** The drift between the real migrations and the schema files plus `extra`. */
-async function driftWithSchemaFile(extra: string): Promise<string[]> {
-  const dir = await schemasWith(extra);
+/** The drift between the real migrations (the test template) and an edited copy of the schemas. */
+async function driftWith(file: string, edit: (text: string) => string): Promise<string[]> {
+  const dir = await schemasCopy(file, edit);
   try {
-    const [fromSchemas, fromMigrations] = await Promise.all([
-      catalogOfSchemas(dir),
-      catalogOfMigrations(),
-    ]);
-    return diffCatalogs(fromSchemas, fromMigrations, "schemas", "migrations");
+    return await schemaDrift({
+      serverUrl: serverUrl(),
+      schemasDir: dir,
+      pgmqTemplate: TEMPLATES.pgmq,
+      migratedTemplate: TEMPLATES.pgflow,
+    });
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** The drift between the real migrations and the schema files plus `extra`, applied last. */
+const driftWithSchemaFile = (extra: string) => driftWith("9999_drift.sql", () => extra);
+
+const retention = (text: string) => {
+  assert.ok(text.includes("interval '7 days')"));
+  return text.replace("interval '7 days')", "interval '14 days')");
+};
 
 /** The role scratch databases are used as (the one default privileges are recorded for). */
 async function currentUser(): Promise<string> {
@@ -68,13 +63,68 @@ async function currentUser(): Promise<string> {
 const keyOf = (drift: string) => drift.slice(0, drift.indexOf(": "));
 
 Deno.test("schemas and migrations produce the same pgflow catalog", async () => {
-  const [fromSchemas, fromMigrations] = await Promise.all([
-    catalogOfSchemas(SCHEMAS_DIR),
-    catalogOfMigrations(),
-  ]);
-  assert.ok(fromMigrations.has("table pgflow.runs"), `migrations from ${MIGRATIONS_DIR}`);
-  const drift = diffCatalogs(fromSchemas, fromMigrations, "schemas", "migrations");
+  const drift = await schemaDrift({ serverUrl: serverUrl(), pgmqTemplate: TEMPLATES.pgmq });
   assert.deepEqual(drift, [], `schema drift:\n${drift.join("\n")}`);
+});
+
+Deno.test("a one-word change in a function is reported as a line diff of that line", async () => {
+  const drift = await driftWith("0610_worker_retention.sql", retention);
+  assert.equal(drift.length, 1, drift.join("\n"));
+  const lines = drift[0].split("\n");
+  assert.equal(lines[0], "function pgflow.worker_retention(): differs");
+  assert.deepEqual(lines.slice(1, 3), ["  --- migrations", "  +++ schemas"]);
+  assert.deepEqual(
+    lines.filter((l) => /^ {2}[-+] /.test(l)).map((l) => l.replace(/\s+/g, " ").trim()),
+    ["- interval '7 days')", "+ interval '14 days')"],
+  );
+  assert.ok(lines.length <= 10, `short: ${lines.length} lines\n${drift[0]}`);
+});
+
+Deno.test("the template build refuses on drift, before any test, naming the command", async () => {
+  const dir = await schemasCopy("0610_worker_retention.sql", retention);
+  const id = crypto.randomUUID().slice(0, 8);
+  const names = { pgmq: `t_tpl_drift_pgmq_${id}`, pgflow: `t_tpl_drift_${id}` };
+  try {
+    await assert.rejects(
+      () => prepareTemplates(serverUrl(), { names, schemasDir: dir }),
+      (err: Error) => {
+        assert.match(
+          err.message,
+          /^no test ran: supabase\/schemas\/ and supabase\/migrations\/ build different databases \(1 object\(s\) differ\): run deno task migration:baseline/,
+        );
+        assert.match(err.message, /\n {2}\+ +interval '14 days'\)/);
+        return true;
+      },
+    );
+    // The same build from the schema files as they are succeeds.
+    await prepareTemplates(serverUrl(), { names });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+    const admin = postgres(serverUrl(), { max: 1, onnotice: () => {} });
+    try {
+      for (const name of [names.pgflow, names.pgmq]) {
+        await admin.unsafe(`drop database if exists ${name} with (force)`);
+      }
+    } finally {
+      await admin.end();
+    }
+  }
+});
+
+Deno.test("once later migrations exist, the drift report names migration:new", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "pgflow-migrations-" });
+  try {
+    for (const e of Deno.readDirSync(MIGRATIONS_DIR)) {
+      await Deno.copyFile(`${MIGRATIONS_DIR}${e.name}`, `${dir}/${e.name}`);
+    }
+    assert.match(await driftReport(["x: only in schemas"], dir), /migration:baseline/);
+    await Deno.writeTextFile(`${dir}/29990101000000_pgflow_next.sql`, "select 1;\n");
+    const report = await driftReport(["x: only in schemas"], dir);
+    assert.match(report, /run deno task migration:new <name>/);
+    assert.doesNotMatch(report, /migration:baseline/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("a grant added only in a schema file is reported, naming the table", async () => {

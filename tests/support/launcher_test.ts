@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { startLocalPostgres } from "../../local/launcher.ts";
+import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 
 function hasSystemPostgres(): boolean {
   try {

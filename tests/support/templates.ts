@@ -1,12 +1,16 @@
 /**
  * Builds the template databases every test database is cloned from, once per test run:
- * `pgflow_tpl_pgmq` (PGMQ only) and `pgflow_tpl` (PGMQ plus every migration).
+ * `pgflow_tpl_pgmq` (PGMQ only) and `pgflow_tpl` (PGMQ plus every migration). The migrations are
+ * what users get, so the behaviour tests run on them; and so that they run on the schema files
+ * too, the build refuses, before any test runs, when the schema files build a different catalog
+ * (`local/drift.ts`), printing a line diff and the command that fixes it.
  *
  * @module
  */
 import postgres from "postgres";
-import { installPgmq, type PgmqSource } from "../../local/install_pgmq.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { installPgmq, type PgmqSource } from "../../src/cli/db/pgmq.ts";
+import { driftReport, schemaDrift } from "../../local/drift.ts";
+import { applyMigrations, MIGRATIONS_DIR } from "../../local/migrate.ts";
 
 /** Template names by what they hold. */
 export const TEMPLATES = { pgmq: "pgflow_tpl_pgmq", pgflow: "pgflow_tpl" } as const;
@@ -26,34 +30,57 @@ async function recreate(admin: postgres.Sql, name: string, template: string): Pr
   await admin.unsafe(`create database ${name} template ${template}`);
 }
 
+/** Options of {@link prepareTemplates}; the defaults are this repository's and {@link TEMPLATES}. */
+export interface TemplateOptions {
+  names?: { pgmq: string; pgflow: string };
+  schemasDir?: string;
+  migrationsDir?: string;
+}
+
 /**
  * Drops and rebuilds both templates on the server behind `adminUrl`; returns how PGMQ was provided.
+ * Throws, naming every object that differs and the command that fixes it, when the schema files
+ * and the migrations build different catalogs.
  *
  * @example
  * ```ts
  * const source = await prepareTemplates("postgres://postgres@127.0.0.1:5432/postgres");
  * ```
  */
-export async function prepareTemplates(adminUrl: string): Promise<PgmqSource> {
+export async function prepareTemplates(
+  adminUrl: string,
+  options: TemplateOptions = {},
+): Promise<PgmqSource> {
+  const names = options.names ?? TEMPLATES;
+  const migrationsDir = options.migrationsDir ?? MIGRATIONS_DIR;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
-    await recreate(admin, TEMPLATES.pgmq, "template0");
-    const pgmqDb = postgres(withDatabase(adminUrl, TEMPLATES.pgmq), { max: 1, onnotice: () => {} });
+    await recreate(admin, names.pgmq, "template0");
+    const pgmqDb = postgres(withDatabase(adminUrl, names.pgmq), { max: 1, onnotice: () => {} });
     let source: PgmqSource;
     try {
       source = await installPgmq(pgmqDb);
     } finally {
       await pgmqDb.end();
     }
-    await recreate(admin, TEMPLATES.pgflow, TEMPLATES.pgmq);
-    const flowDb = postgres(withDatabase(adminUrl, TEMPLATES.pgflow), {
+    await recreate(admin, names.pgflow, names.pgmq);
+    const flowDb = postgres(withDatabase(adminUrl, names.pgflow), {
       max: 1,
       onnotice: () => {},
     });
     try {
-      await applyMigrations(flowDb);
+      await applyMigrations(flowDb, migrationsDir);
     } finally {
       await flowDb.end();
+    }
+    const drift = await schemaDrift({
+      serverUrl: adminUrl,
+      schemasDir: options.schemasDir,
+      pgmqTemplate: names.pgmq,
+      migratedTemplate: names.pgflow,
+    });
+    if (drift.length) {
+      throw new Error(`no test ran: ${await driftReport(drift, migrationsDir)}`);
     }
     return source;
   } finally {

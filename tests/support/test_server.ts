@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { startLocalPostgres } from "../../local/launcher.ts";
+import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 
 /** A server for one run; `close` stops it if this run started it. */
 export interface TestServer {

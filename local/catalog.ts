@@ -3,12 +3,13 @@
  * indexes, functions with their definitions, types, views, triggers and sequences, and the security
  * surface: the privileges on the schema, its tables, sequences, columns, functions and types,
  * default privileges, row-level security flags and policies, and comments on the schema and
- * everything in it. The schema-first check builds one from the declarative schema and one from the
- * migrations and names every drift; `deno task migration:new` turns the drift into a migration.
+ * everything in it. The drift check (`local/drift.ts`) builds one from the schema files and one from
+ * the migrations and names every difference, with a line diff of what differs.
  *
  * @module
  */
 import type { Sql } from "postgres";
+import { lineDiff } from "./line_diff.ts";
 
 /** Object key (kind and name) → its definition text. */
 export type CatalogSnapshot = Map<string, string>;
@@ -190,7 +191,9 @@ export async function catalogSnapshot(sql: Sql, schema: string): Promise<Catalog
 }
 
 /**
- * Lists the differences between two snapshots, one line per object, naming it.
+ * Lists the differences between two snapshots, one entry per object, naming it. A definition of
+ * one line is shown whole on both sides; a longer one (a function body) as a line diff of what
+ * differs from `b` to `a` (`a` is the one wanted: `-` lines are `bName`'s, `+` lines `aName`'s).
  *
  * @example
  * ```ts
@@ -210,7 +213,12 @@ export function diffCatalogs(
     if (left === right) continue;
     if (left === undefined) drift.push(`${key}: only in ${bName}`);
     else if (right === undefined) drift.push(`${key}: only in ${aName}`);
-    else drift.push(`${key}: differs\n  ${aName}: ${left}\n  ${bName}: ${right}`);
+    else if (!left.includes("\n") && !right.includes("\n")) {
+      drift.push(`${key}: differs\n  ${aName}: ${left}\n  ${bName}: ${right}`);
+    } else {
+      const diff = lineDiff(right, left, { aName: bName, bName: aName }).replaceAll("\n", "\n  ");
+      drift.push(`${key}: differs\n  ${diff}`);
+    }
   }
   return drift.sort();
 }

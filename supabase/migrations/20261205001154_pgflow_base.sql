@@ -1,0 +1,3554 @@
+-- pgflow_base: the engine of @pgflow/shared 0.1.0, every file of supabase/schemas/ in order.
+-- Written by `deno task migration:baseline` (local/new_migration.ts): change the schema files,
+-- not this file. Later releases add one migration each (docs/upgrade.md).
+-- One transaction: applied whole or not at all, however it is run (psql -f, supabase db push,
+-- pgflow migrate).
+begin;
+
+-- Runs once: a database that records this migration already has it, and running it again would
+-- undo what later migrations changed.
+do $$
+begin
+  if to_regclass('pgflow.migrations') is not null then
+    if exists (select 1 from pgflow.migrations m where m.name = '20261205001154_pgflow_base') then
+      raise exception 'pgflow migration 20261205001154_pgflow_base is already applied to this database; nothing was changed'
+        using hint = 'if supabase db push applies it again, mark the project''s copy as applied: supabase migration repair --status applied <its version>';
+    end if;
+  end if;
+end
+$$;
+
+-- ---- schemas/0010_schema.sql
+-- The pgflow schema. PGMQ comes from the extension where the server has it; on servers without it
+-- the PGMQ-compatible SQL (local/pgmq.sql) is installed beforehand, so an existing pgmq schema is
+-- never touched here.
+do $$
+begin
+  if not exists (select 1 from pg_namespace where nspname = 'pgmq') then
+    create extension if not exists pgmq;
+  end if;
+end
+$$;
+
+create schema if not exists pgflow;
+
+-- Functions are granted explicitly; nothing in pgflow is callable by PUBLIC by default.
+alter default privileges in schema pgflow revoke execute on functions from public;
+
+-- ---- schemas/0015_engine_version.sql
+-- Which engine release this database runs, and which of its migrations built it.
+--
+-- pgflow.engine_version() is the version of @pgflow/shared whose migrations built this schema; a
+-- release that changes the schema sets it again in its last migration. A worker compares it with
+-- the version it was built for when it starts, and refuses to start on a mismatch, naming both
+-- versions and the command that fixes it.
+create or replace function pgflow.engine_version()
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select '0.1.0'::text
+$$;
+
+-- The engine migrations applied here, by the name the engine ships them under (file name without
+-- `.sql`; `pgflow install` copies them into a project under new timestamps, the name here stays the
+-- engine's). Every migration records itself, so the list is the same however the files were
+-- applied (supabase db push, psql -f, pgflow migrate); `pgflow migrate` reads it to apply only
+-- what is missing, and refuses a list with a gap or a name it does not ship.
+create table if not exists pgflow.migrations (
+  name text not null,
+  applied_at timestamptz not null default now(),
+  constraint migrations_pkey primary key (name),
+  constraint migrations_name_is_a_migration check (name ~ '^[0-9]{14}_[a-z0-9_]+$')
+);
+
+-- ---- schemas/0020_names.sql
+-- Slug and queue-name rules. The TypeScript DSL mirrors these exactly (src/dsl, src/routing).
+
+-- Letters, digits and single underscores, starting with a letter, no leading or trailing '_',
+-- no '__', at most 128 characters, and not the reserved word 'run'.
+create or replace function pgflow.is_valid_slug(slug text)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select slug is not null
+    and length(slug) <= 128
+    and slug ~ '^[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)*$'
+    and slug <> 'run'
+$$;
+
+-- Explicit (shared) queue names: canonical lowercase, no '__' (generated private names contain
+-- '__', so the two can never collide), at most 47 characters (PGMQ's limit).
+create or replace function pgflow.is_valid_queue_name(queue_name text)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select queue_name is not null
+    and length(queue_name) <= 47
+    and queue_name ~ '^[a-z][a-z0-9_]*$'
+    and position('__' in queue_name) = 0
+$$;
+
+-- The private queue of one step (withStepQueues): lower(flow__step) when it fits in 47 characters,
+-- else lower(flow__<index>); an error when even that does not fit.
+create or replace function pgflow.private_queue_name(flow_slug text, step_slug text, step_index integer)
+returns text
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  by_slug text := lower(flow_slug || '__' || step_slug);
+  by_index text := lower(flow_slug || '__' || step_index::text);
+begin
+  if length(by_slug) <= 47 then
+    return by_slug;
+  elsif length(by_index) <= 47 then
+    return by_index;
+  end if;
+  raise exception 'private queue name for step %.% does not fit in 47 characters: %', flow_slug, step_slug, by_index
+    using errcode = '22023', hint = 'use a flow slug of at most ' || (45 - length(step_index::text)) || ' characters, or route the step to a shared queue';
+end;
+$$;
+
+-- Worker function names (Supabase Edge Function names): 1-128 letters, digits, '_' or '-', the same
+-- rule as the worker's functionName option (src/worker/config.ts). The keep-alive puts the name
+-- into a URL path (/functions/v1/<name>), so nothing else ('/', '.', '?', '%', spaces) may appear.
+create or replace function pgflow.is_valid_function_name(function_name text)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select function_name is not null and function_name ~ '^[A-Za-z0-9_-]{1,128}$'
+$$;
+
+-- ---- schemas/0025_option_bounds.sql
+-- The accepted range of every numeric flow and step option: integers, both ends included, durations
+-- in seconds. The TypeScript DSL validates against the same table (OPTION_BOUNDS in
+-- src/dsl/options.ts); both are tested against tests/fixtures/option_bounds.json.
+--
+-- The maxima keep every value SQL derives from an option far inside integer: a claim hides a
+-- message for timeout + 2 s, stalled recovery waits timeout + 30 s, a retry waits
+-- base_delay * 2^(attempt - 1) (capped). Without them one flow's timeout near 2^31 made every claim
+-- batch on its queue fail, and stalled recovery fail for the whole database.
+create or replace function pgflow.option_bounds()
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select '{
+    "maxAttempts": {"min": 1, "max": 1000},
+    "baseDelay": {"min": 1, "max": 31536000},
+    "timeout": {"min": 3, "max": 31536000},
+    "startDelay": {"min": 0, "max": 31536000}
+  }'::jsonb
+$$;
+
+-- Whether a value is inside its option's bounds; NULL (an unset step option) is. The table checks
+-- call this, so a value written directly into pgflow.flows or pgflow.steps is held to the same
+-- table as the definition functions.
+create or replace function pgflow.option_in_bounds(option_name text, option_value integer)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select option_value is null
+    or (option_value >= (pgflow.option_bounds() -> option_name ->> 'min')::integer
+        and option_value <= (pgflow.option_bounds() -> option_name ->> 'max')::integer)
+$$;
+
+-- Raises, naming the option (as the DSL spells it and as SQL does) and the value, when a value is
+-- outside its bounds, or NULL where a value is required. p_where names the flow or step.
+create or replace function pgflow._check_option(
+  p_where text, p_option text, p_sql_name text, p_value integer, p_required boolean
+)
+returns void
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  b jsonb := pgflow.option_bounds() -> p_option;
+begin
+  if (p_value is null and p_required) or not pgflow.option_in_bounds(p_option, p_value) then
+    raise exception '%: % (%) must be an integer between % and %, got %', p_where, p_option, p_sql_name,
+      b ->> 'min', b ->> 'max', coalesce(p_value::text, 'NULL')
+      using errcode = '22023',
+        hint = format('%s is %s from %s to %s', p_option,
+                      case when p_option = 'maxAttempts' then 'a count' else 'a number of seconds' end,
+                      b ->> 'min', b ->> 'max');
+  end if;
+end;
+$$;
+
+-- What an unset flow option is stored as (a step's unset maxAttempts, baseDelay and timeout inherit
+-- the flow's; its startDelay is 0). The one place these defaults are written: the flows table,
+-- create_flow and the startup compiler read them here.
+create or replace function pgflow.flow_option_default(option_name text)
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select case option_name when 'maxAttempts' then 3 when 'baseDelay' then 1 when 'timeout' then 60 end
+$$;
+
+-- ---- schemas/0030_definitions.sql
+-- Flow definitions: flows, their steps and the dependencies between steps. The shape (steps, order,
+-- dependencies, types, conditions) is kept apart from the route (steps.queue_name) and from the
+-- runtime-tunable options (opt_*), which stay inside pgflow.option_bounds().
+
+create table if not exists pgflow.flows (
+  flow_slug text not null,
+  opt_max_attempts integer not null default pgflow.flow_option_default('maxAttempts'),
+  opt_base_delay integer not null default pgflow.flow_option_default('baseDelay'),
+  opt_timeout integer not null default pgflow.flow_option_default('timeout'),
+  queue_mode text not null default 'flow',
+  created_at timestamptz not null default now(),
+  constraint flows_pkey primary key (flow_slug),
+  constraint flows_slug_is_valid check (pgflow.is_valid_slug(flow_slug)),
+  constraint flows_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
+  constraint flows_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
+  constraint flows_timeout_range check (pgflow.option_in_bounds('timeout', opt_timeout)),
+  constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed'))
+);
+
+-- Flow slugs are unique case-insensitively: 'Triage' and 'triage' would share a default queue.
+create unique index if not exists flows_slug_lower_key on pgflow.flows (lower(flow_slug));
+
+create table if not exists pgflow.steps (
+  flow_slug text not null,
+  step_slug text not null,
+  step_index integer not null,
+  step_type text not null default 'single',
+  deps_count integer not null default 0,
+  opt_max_attempts integer,
+  opt_base_delay integer,
+  opt_timeout integer,
+  opt_start_delay integer not null default 0,
+  required_input_pattern jsonb,
+  forbidden_input_pattern jsonb,
+  when_unmet text not null default 'skip',
+  when_exhausted text not null default 'fail',
+  -- The route: the queue this step's tasks are sent to. Tasks snapshot it when they are created.
+  queue_name text not null,
+  created_at timestamptz not null default now(),
+  constraint steps_pkey primary key (flow_slug, step_slug),
+  constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
+  constraint steps_index_key unique (flow_slug, step_index),
+  constraint steps_slug_is_valid check (pgflow.is_valid_slug(step_slug)),
+  constraint steps_index_range check (step_index >= 0),
+  constraint steps_type_known check (step_type in ('single', 'map')),
+  constraint steps_deps_count_range check (deps_count >= 0),
+  constraint steps_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
+  constraint steps_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
+  constraint steps_timeout_range check (pgflow.option_in_bounds('timeout', opt_timeout)),
+  constraint steps_start_delay_range check (pgflow.option_in_bounds('startDelay', opt_start_delay)),
+  constraint steps_when_unmet_known check (when_unmet in ('fail', 'skip', 'skip-cascade')),
+  constraint steps_when_exhausted_known check (when_exhausted in ('fail', 'skip', 'skip-cascade')),
+  constraint steps_map_single_dep check (step_type <> 'map' or deps_count <= 1),
+  constraint steps_queue_name_length check (length(queue_name) between 1 and 47)
+);
+
+create unique index if not exists steps_slug_lower_key on pgflow.steps (flow_slug, lower(step_slug));
+create index if not exists steps_queue_name_idx on pgflow.steps (queue_name);
+
+create table if not exists pgflow.deps (
+  flow_slug text not null,
+  dep_slug text not null,
+  step_slug text not null,
+  created_at timestamptz not null default now(),
+  constraint deps_pkey primary key (flow_slug, dep_slug, step_slug),
+  constraint deps_dep_fkey foreign key (flow_slug, dep_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint deps_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint deps_not_self check (dep_slug <> step_slug)
+);
+
+create index if not exists deps_step_idx on pgflow.deps (flow_slug, step_slug);
+
+-- ---- schemas/0035_workers.sql
+-- Workers and the functions that host them. A worker polls exactly one queue. worker_functions
+-- carries the enable flag the deploy fence and the keep-alive respect. Function names are checked
+-- where they are stored: the keep-alive joins them into a URL path.
+
+-- A support set as an object keyed by flow || chr(31) || step (slugs never hold chr(31)): a key
+-- lookup is a binary search, so membership costs the same for 1 or 1,000 pairs. Entries that are
+-- not [string, string] pairs become the key '', which no task can match.
+create or replace function pgflow._support_keys(p_supported jsonb)
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(
+           case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+           true), '{}'::jsonb)
+  from jsonb_array_elements(case when jsonb_typeof(p_supported) = 'array' then p_supported else '[]'::jsonb end) e
+$$;
+
+create table if not exists pgflow.workers (
+  worker_id uuid not null,
+  queue_name text not null,
+  function_name text not null,
+  started_at timestamptz not null default now(),
+  last_heartbeat_at timestamptz not null default now(),
+  deprecated_at timestamptz,
+  stopped_at timestamptz,
+  -- The exact (flow, step) pairs the worker has handlers for, as [[flow, step], ...]: what the
+  -- coverage check compares with the routes.
+  supported jsonb not null default '[]'::jsonb,
+  -- The same pairs as an object keyed by flow || chr(31) || step, kept by Postgres whenever
+  -- `supported` is written, so a claim against the registered set is a key lookup instead of
+  -- unpacking the pairs per batch.
+  supported_keys jsonb generated always as (pgflow._support_keys(supported)) stored,
+  -- The one visibility (timeout + 2 s) every step of `supported` had at registration, NULL when
+  -- they differ: read_and_claim reads with it, so the messages it claims need no set_vt. Only a
+  -- hint: each claim still checks every claimed message against its step's timeout now.
+  claim_visibility integer,
+  constraint workers_pkey primary key (worker_id),
+  constraint workers_function_name_is_valid check (pgflow.is_valid_function_name(function_name))
+);
+
+create index if not exists workers_queue_heartbeat_idx on pgflow.workers (queue_name, last_heartbeat_at);
+create index if not exists workers_function_idx on pgflow.workers (function_name);
+-- Every worker start adds a row (an Edge isolate lives a few minutes), and old rows go only after
+-- the retention (pgflow.worker_retention()), so the hot reads (the keep-alive every few seconds,
+-- coverage, fence status) must not scan the history: they read the recently seen workers by
+-- heartbeat range (pgflow._recent_workers), and pruning reads the oldest by the same index.
+create index if not exists workers_heartbeat_idx on pgflow.workers (last_heartbeat_at);
+
+create table if not exists pgflow.worker_functions (
+  function_name text not null,
+  enabled boolean not null default true,
+  debounce interval not null default '6 seconds',
+  last_invoked_at timestamptz,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  constraint worker_functions_pkey primary key (function_name),
+  constraint worker_functions_name_is_valid check (pgflow.is_valid_function_name(function_name)),
+  constraint worker_functions_debounce_range check (debounce >= '1 second')
+);
+
+-- ---- schemas/0040_runtime.sql
+-- Runtime state: runs, the state of each step in a run, and tasks. Every task stores a snapshot of
+-- the queue its message was sent to; with the message id it is the task's message identity.
+
+create table if not exists pgflow.runs (
+  run_id uuid not null default gen_random_uuid(),
+  flow_slug text not null,
+  status text not null default 'started',
+  input jsonb not null,
+  output jsonb,
+  remaining_steps integer not null default 0,
+  error_message text,
+  started_at timestamptz not null default now(),
+  completed_at timestamptz,
+  failed_at timestamptz,
+  constraint runs_pkey primary key (run_id),
+  constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
+  constraint runs_status_known check (status in ('started', 'completed', 'failed')),
+  constraint runs_remaining_steps_range check (remaining_steps >= 0)
+);
+
+create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
+
+create table if not exists pgflow.step_states (
+  run_id uuid not null,
+  flow_slug text not null,
+  step_slug text not null,
+  status text not null default 'created',
+  remaining_deps integer not null default 0,
+  remaining_tasks integer,
+  initial_tasks integer,
+  -- The step's output once completed: a single step's task output, a map step's outputs in index
+  -- order. Stored exactly: 0, false, "" and null stay distinct.
+  output jsonb,
+  skip_reason text,
+  error_message text,
+  created_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  skipped_at timestamptz,
+  constraint step_states_pkey primary key (run_id, step_slug),
+  constraint step_states_run_fkey foreign key (run_id) references pgflow.runs (run_id),
+  constraint step_states_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint step_states_status_known check (status in ('created', 'started', 'completed', 'failed', 'skipped')),
+  constraint step_states_remaining_deps_range check (remaining_deps >= 0),
+  constraint step_states_remaining_tasks_range check (remaining_tasks is null or remaining_tasks >= 0)
+);
+
+create table if not exists pgflow.step_tasks (
+  run_id uuid not null,
+  flow_slug text not null,
+  step_slug text not null,
+  task_index integer not null default 0,
+  status text not null default 'queued',
+  -- Snapshot of the step's route when the task was created; never changes afterwards.
+  queue_name text not null,
+  message_id bigint,
+  attempts_count integer not null default 0,
+  output jsonb,
+  error_message text,
+  last_worker_id uuid,
+  queued_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
+  constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
+  constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint step_tasks_status_known check (status in ('queued', 'started', 'completed', 'failed', 'cancelled')),
+  constraint step_tasks_task_index_range check (task_index >= 0),
+  constraint step_tasks_attempts_range check (attempts_count >= 0)
+);
+
+-- A message id means nothing without its queue: (queue_name, message_id) identifies one task.
+create unique index if not exists step_tasks_message_key on pgflow.step_tasks (queue_name, message_id)
+  where message_id is not null;
+-- Stalled recovery scans started tasks.
+create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
+  where status = 'started';
+-- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
+-- primary key's leading column finds, and each index is one more entry for every task update (none
+-- of which is HOT: each changes message_id, status or started_at).
+--
+-- last_worker_id names the worker that claimed the task last, as history: no index and no foreign
+-- key. Both cost every claim (an index entry, and a lookup of the worker's row) and every
+-- completion (an index entry), and the only questions asked by worker (does a worker hold a
+-- started task; how many started tasks do a function's workers hold) are about started tasks,
+-- which step_tasks_started_idx finds. A pruned worker's id stays on the tasks it ran.
+
+-- ---- schemas/0050_shared_queues.sql
+-- Shared-queue metadata and engine settings (the shared-queue maintenance upgrade).
+
+-- The one pgflow-owned record that a queue name was declared shared (through routeFlow). A queue
+-- PGMQ lists without a row here is not pgflow's to share: an external queue, a flow's default
+-- queue or a private step queue.
+create table if not exists pgflow.shared_queues (
+  queue_name text not null,
+  declared_by_flow text not null,
+  declared_at timestamptz not null default now(),
+  constraint shared_queues_pkey primary key (queue_name),
+  constraint shared_queues_name_is_canonical check (pgflow.is_valid_queue_name(queue_name))
+);
+
+-- Engine settings an operator sets on purpose. 'local_development' = true lets a changed flow be
+-- recompiled in place (deleting that flow's runs); it is never inferred, and absent means production.
+-- 'worker_retention' is how long a stopped or silent worker's row is kept (pgflow.worker_retention()).
+create table if not exists pgflow.settings (
+  key text not null,
+  value jsonb not null,
+  updated_at timestamptz not null default now(),
+  constraint settings_pkey primary key (key),
+  constraint settings_key_known check (key in ('local_development', 'worker_retention'))
+);
+
+create or replace function pgflow.is_local_development()
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce((select s.value = 'true'::jsonb from pgflow.settings s where s.key = 'local_development'), false)
+$$;
+
+-- Marks this database as a local development database (or not). Only for databases that hold no
+-- production data: a changed flow definition then replaces the stored one and its runs.
+create or replace function pgflow.set_local_development(enabled boolean)
+returns void
+language sql
+volatile
+set search_path = ''
+as $$
+  insert into pgflow.settings (key, value) values ('local_development', to_jsonb(coalesce(enabled, false)))
+  on conflict (key) do update set value = excluded.value, updated_at = now()
+$$;
+
+-- ---- schemas/0055_created_queues.sql
+-- The queues pgflow created for one flow's own use: a plain flow's default queue or a private step
+-- queue (withStepQueues). Deletion drops a queue only when it is listed here for the deleted flow,
+-- so an application's queue, or one pgflow found already there, is never dropped. Shared queues
+-- have their own record (pgflow.shared_queues) and are never dropped with a flow.
+create table if not exists pgflow.created_queues (
+  queue_name text not null,
+  flow_slug text not null,
+  created_at timestamptz not null default now(),
+  constraint created_queues_pkey primary key (queue_name),
+  constraint created_queues_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
+  constraint created_queues_name_length check (length(queue_name) between 1 and 47)
+);
+
+create index if not exists created_queues_flow_idx on pgflow.created_queues (flow_slug);
+
+-- ---- schemas/0060_deploy_fences.sql
+-- The deploy fence: replacing a complete set of worker functions in place. A fence records each
+-- function's enabled flag before disabling it, so ending the fence restores exactly what was there
+-- (a function an operator had disabled on purpose stays disabled).
+
+create table if not exists pgflow.deploy_fences (
+  fence_id bigint generated always as identity,
+  note text,
+  started_at timestamptz not null default now(),
+  ended_at timestamptz,
+  constraint deploy_fences_pkey primary key (fence_id)
+);
+
+create table if not exists pgflow.deploy_fence_functions (
+  fence_id bigint not null,
+  function_name text not null,
+  was_enabled boolean not null,
+  constraint deploy_fence_functions_pkey primary key (fence_id, function_name),
+  constraint deploy_fence_functions_fence_fkey foreign key (fence_id) references pgflow.deploy_fences (fence_id),
+  constraint deploy_fence_functions_function_fkey foreign key (function_name) references pgflow.worker_functions (function_name)
+);
+
+-- ---- schemas/0080_integrations.sql
+-- Optional integrations: Supabase Realtime (realtime.send), pg_net (net.http_post), Vault
+-- (vault.decrypted_secrets) and pg_cron (cron.schedule). The engine calls them where they are
+-- installed, from functions that run with their owner's rights (the run-event triggers fire inside
+-- the security definer start_flow; ensure_workers and schedule_maintenance run as the owner or as
+-- pg_cron). So "a schema of that name exists" is not enough: on a database without the
+-- integration, any role allowed to create a schema could plant a function of that name and have
+-- the engine's owner run it (a planted realtime.send ran `alter role ... superuser` through the
+-- next start_flow). An integration is used only when the object found is the real one:
+--
+-- - pg_net, Vault and pg_cron are extensions: the object must be a member of that extension
+--   (pg_depend). Only a superuser, or the installer of a trusted extension, can make an object a
+--   member, and the extension's name is the one its control file on the server gives.
+-- - Realtime is not an extension: Supabase's Realtime service creates realtime.send, owned by
+--   supabase_realtime_admin (older projects: supabase_admin). The function must be owned by a
+--   superuser or by one of those two platform roles; a role that may only create schemas can make
+--   neither, and cannot hand a function it created to them.
+--
+-- Every check reads the catalogs at call time (a project that adds an integration later needs no
+-- migration) and nothing is cached in settings: a setting can be set by any session, so it could
+-- vouch for a planted function.
+create or replace function pgflow._extension_member(p_class regclass, p_object oid, p_extension text)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select exists (
+    select 1
+    from pg_catalog.pg_depend d
+    join pg_catalog.pg_extension e on e.oid = d.refobjid
+    where d.classid = p_class and d.objid = p_object
+      and d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass and d.deptype = 'e'
+      and e.extname = p_extension)
+$$;
+
+-- Whether an optional integration is present and really the one it claims to be: 'realtime'
+-- (realtime.send(jsonb, text, text, boolean)), 'pg_net' (every net.http_post), 'vault'
+-- (vault.decrypted_secrets) or 'pg_cron' (cron.schedule(text, text, text)).
+create or replace function pgflow._trusted_integration(p_name text)
+returns boolean
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  target oid;
+begin
+  case p_name
+  when 'realtime' then
+    target := pg_catalog.to_regprocedure('realtime.send(jsonb, text, text, boolean)');
+    return target is not null and exists (
+      select 1 from pg_catalog.pg_proc p join pg_catalog.pg_roles r on r.oid = p.proowner
+      where p.oid = target
+        and (r.rolsuper or r.rolname in ('supabase_realtime_admin', 'supabase_admin')));
+  when 'pg_net' then
+    -- The call names its arguments, so any overload could be chosen: all of them must be pg_net's.
+    return coalesce((
+      select pg_catalog.bool_and(pgflow._extension_member('pg_catalog.pg_proc', p.oid, 'pg_net'))
+      from pg_catalog.pg_proc p
+      where p.pronamespace = pg_catalog.to_regnamespace('net') and p.proname = 'http_post'), false);
+  when 'vault' then
+    target := pg_catalog.to_regclass('vault.decrypted_secrets');
+    return target is not null and pgflow._extension_member('pg_catalog.pg_class', target, 'supabase_vault');
+  when 'pg_cron' then
+    target := pg_catalog.to_regprocedure('cron.schedule(text, text, text)');
+    return target is not null and pgflow._extension_member('pg_catalog.pg_proc', target, 'pg_cron');
+  else
+    raise exception 'unknown integration %', p_name using errcode = '22023';
+  end case;
+end;
+$$;
+
+-- ---- schemas/0100_create_flow.sql
+-- Definition functions the startup compiler builds on. Both are idempotent for identical input and
+-- refuse a different definition under an existing slug instead of silently changing it.
+
+create or replace function pgflow.create_flow(
+  flow_slug text,
+  max_attempts integer default null,
+  base_delay integer default null,
+  timeout integer default null,
+  queue_mode text default 'flow'
+)
+returns pgflow.flows
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  existing pgflow.flows;
+  created pgflow.flows;
+begin
+  if not pgflow.is_valid_slug(flow_slug) then
+    raise exception 'invalid flow slug %', coalesce(quote_literal(flow_slug), 'NULL')
+      using errcode = '22023',
+        hint = 'use letters, digits and single underscores, starting with a letter, at most 128 characters, not "run"';
+  end if;
+  -- Unset (or NULL) options take the flow defaults.
+  max_attempts := coalesce(max_attempts, pgflow.flow_option_default('maxAttempts'));
+  base_delay := coalesce(base_delay, pgflow.flow_option_default('baseDelay'));
+  timeout := coalesce(timeout, pgflow.flow_option_default('timeout'));
+  perform pgflow._check_option('flow ' || flow_slug, 'maxAttempts', 'max_attempts', max_attempts, true);
+  perform pgflow._check_option('flow ' || flow_slug, 'baseDelay', 'base_delay', base_delay, true);
+  perform pgflow._check_option('flow ' || flow_slug, 'timeout', 'timeout', timeout, true);
+  if queue_mode is null or queue_mode not in ('flow', 'step', 'routed') then
+    raise exception 'flow %: queue_mode must be flow, step or routed, got %', flow_slug, coalesce(queue_mode, 'NULL')
+      using errcode = '22023';
+  end if;
+
+  select * into existing from pgflow.flows f where lower(f.flow_slug) = lower(create_flow.flow_slug);
+  if found then
+    if existing.flow_slug = create_flow.flow_slug
+       and existing.opt_max_attempts = max_attempts and existing.opt_base_delay = base_delay
+       and existing.opt_timeout = timeout and existing.queue_mode = create_flow.queue_mode then
+      return existing;
+    end if;
+    raise exception 'flow % already exists with a different definition (existing: slug %, max_attempts %, base_delay %, timeout %, queue_mode %)',
+      flow_slug, existing.flow_slug, existing.opt_max_attempts, existing.opt_base_delay, existing.opt_timeout, existing.queue_mode
+      using errcode = '23505', hint = 'use a new concrete slug for a new version (for example ' || flow_slug || '_v2)';
+  end if;
+
+  insert into pgflow.flows (flow_slug, opt_max_attempts, opt_base_delay, opt_timeout, queue_mode)
+  values (flow_slug, max_attempts, base_delay, timeout, queue_mode)
+  returning * into created;
+
+  -- A plain flow's steps all share the flow's default queue. pgflow creates it and records that it
+  -- did; a name that is already taken (an application's queue under any spelling, a declared
+  -- shared queue) is refused rather than adopted, so deleting the flow can never drop it.
+  if queue_mode = 'flow' then
+    perform pgflow._provision_own_queue(lower(flow_slug), flow_slug);
+  end if;
+  return created;
+end;
+$$;
+
+-- ---- schemas/0110_add_step.sql
+create or replace function pgflow.add_step(
+  flow_slug text,
+  step_slug text,
+  deps_slugs text[] default '{}',
+  max_attempts integer default null,
+  base_delay integer default null,
+  timeout integer default null,
+  start_delay integer default 0,
+  step_type text default 'single',
+  required_input_pattern jsonb default null,
+  forbidden_input_pattern jsonb default null,
+  when_unmet text default 'skip',
+  when_exhausted text default 'fail',
+  queue_name text default null
+)
+returns pgflow.steps
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  flow pgflow.flows;
+  existing pgflow.steps;
+  created pgflow.steps;
+  resolved_queue text;
+  next_index integer;
+  unknown_deps text[];
+  deps text[] := coalesce(deps_slugs, '{}');
+begin
+  select * into flow from pgflow.flows f where f.flow_slug = add_step.flow_slug for update;
+  if not found then
+    raise exception 'flow % does not exist', coalesce(quote_literal(flow_slug), 'NULL')
+      using errcode = '22023', hint = 'create it with pgflow.create_flow first';
+  end if;
+  if not pgflow.is_valid_slug(step_slug) then
+    raise exception 'invalid step slug % in flow %', coalesce(quote_literal(step_slug), 'NULL'), flow_slug
+      using errcode = '22023',
+        hint = 'use letters, digits and single underscores, starting with a letter, at most 128 characters, not "run"';
+  end if;
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'maxAttempts', 'max_attempts', max_attempts, false);
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'baseDelay', 'base_delay', base_delay, false);
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'timeout', 'timeout', timeout, false);
+  perform pgflow._check_option(format('step %s.%s', flow_slug, step_slug), 'startDelay', 'start_delay', start_delay, true);
+  if step_type is null or step_type not in ('single', 'map') then
+    raise exception 'step %.%: step_type must be single or map, got %', flow_slug, step_slug, coalesce(step_type, 'NULL')
+      using errcode = '22023';
+  end if;
+  if step_type = 'map' and cardinality(deps) > 1 then
+    raise exception 'map step %.% depends on % steps; a map step maps over at most one dependency',
+      flow_slug, step_slug, cardinality(deps) using errcode = '22023';
+  end if;
+  if when_unmet not in ('fail', 'skip', 'skip-cascade') or when_exhausted not in ('fail', 'skip', 'skip-cascade') then
+    raise exception 'step %.%: when_unmet and when_exhausted must be fail, skip or skip-cascade', flow_slug, step_slug
+      using errcode = '22023';
+  end if;
+  if (select count(distinct d) from unnest(deps) d) <> cardinality(deps) then
+    raise exception 'step %.% lists a dependency twice: %', flow_slug, step_slug, deps using errcode = '22023';
+  end if;
+
+  -- Resolve the route. flow mode: the flow's default queue. step mode: the generated private queue.
+  -- routed mode: the explicit queue name, which must be canonical.
+  select coalesce(max(s.step_index) + 1, 0) into next_index from pgflow.steps s where s.flow_slug = flow.flow_slug;
+  select * into existing from pgflow.steps s
+  where s.flow_slug = flow.flow_slug and lower(s.step_slug) = lower(add_step.step_slug);
+  if flow.queue_mode = 'flow' then
+    resolved_queue := lower(flow.flow_slug);
+    if queue_name is not null and queue_name <> resolved_queue then
+      raise exception 'step %.%: a flow-mode step runs on the flow queue %, not %', flow_slug, step_slug, resolved_queue, queue_name
+        using errcode = '22023', hint = 'leave queue_name out, or create the flow with queue_mode routed';
+    end if;
+  elsif flow.queue_mode = 'step' then
+    resolved_queue := pgflow.private_queue_name(flow.flow_slug, step_slug, coalesce(existing.step_index, next_index));
+    if queue_name is not null and queue_name <> resolved_queue then
+      raise exception 'step %.%: its private queue is %, not %', flow_slug, step_slug, resolved_queue, queue_name
+        using errcode = '22023';
+    end if;
+  else
+    if not pgflow.is_valid_queue_name(queue_name) then
+      raise exception 'step %.%: invalid queue name %', flow_slug, step_slug, coalesce(quote_literal(queue_name), 'NULL')
+        using errcode = '22023',
+          hint = 'use lowercase letters, digits and single underscores, starting with a letter, at most 47 characters';
+    end if;
+    resolved_queue := queue_name;
+  end if;
+
+  if existing.step_slug is not null then
+    if existing.step_slug = add_step.step_slug
+       and existing.step_type = add_step.step_type
+       and existing.opt_max_attempts is not distinct from max_attempts
+       and existing.opt_base_delay is not distinct from base_delay
+       and existing.opt_timeout is not distinct from timeout
+       and existing.opt_start_delay = start_delay
+       and existing.required_input_pattern is not distinct from add_step.required_input_pattern
+       and existing.forbidden_input_pattern is not distinct from add_step.forbidden_input_pattern
+       and existing.when_unmet = add_step.when_unmet
+       and existing.when_exhausted = add_step.when_exhausted
+       and existing.queue_name = resolved_queue
+       and (select coalesce(array_agg(d.dep_slug order by d.dep_slug), '{}') from pgflow.deps d
+            where d.flow_slug = flow.flow_slug and d.step_slug = existing.step_slug)
+           = (select coalesce(array_agg(x order by x), '{}') from unnest(deps) x) then
+      return existing;
+    end if;
+    raise exception 'step %.% already exists with a different definition', flow_slug, existing.step_slug
+      using errcode = '23505', hint = 'use a new concrete flow slug for a changed flow';
+  end if;
+
+  select array_agg(d) into unknown_deps from unnest(deps) d
+  where not exists (select 1 from pgflow.steps s where s.flow_slug = flow.flow_slug and s.step_slug = d);
+  if unknown_deps is not null then
+    raise exception 'step %.% depends on unknown step(s) %', flow_slug, step_slug, unknown_deps
+      using errcode = '22023', hint = 'add dependencies before the steps that use them';
+  end if;
+
+  -- routed: declare or reuse a shared queue. flow and step mode: the flow's own queue, which pgflow
+  -- creates and records, and which must not already exist as anything else (never adopted).
+  if flow.queue_mode = 'routed' then
+    perform pgflow._provision_shared_queue(resolved_queue, flow.flow_slug);
+  else
+    perform pgflow._provision_own_queue(resolved_queue, flow.flow_slug);
+  end if;
+
+  insert into pgflow.steps (
+    flow_slug, step_slug, step_index, step_type, deps_count, opt_max_attempts, opt_base_delay,
+    opt_timeout, opt_start_delay, required_input_pattern, forbidden_input_pattern, when_unmet,
+    when_exhausted, queue_name
+  ) values (
+    flow.flow_slug, step_slug, next_index, step_type, cardinality(deps), max_attempts, base_delay,
+    timeout, start_delay, required_input_pattern, forbidden_input_pattern, when_unmet,
+    when_exhausted, resolved_queue
+  ) returning * into created;
+
+  insert into pgflow.deps (flow_slug, dep_slug, step_slug)
+  select flow.flow_slug, d, step_slug from unnest(deps) d;
+  return created;
+end;
+$$;
+
+-- ---- schemas/0200_messages.sql
+-- Sending and archiving task messages. Only PGMQ's public functions are used, and every call names
+-- the queue from the task's snapshot: a flow slug never stands in for a queue.
+
+-- Archives the messages of the run's tasks that match the given statuses, one archive call per queue.
+create or replace function pgflow._archive_task_messages(p_run_id uuid, p_statuses text[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+begin
+  for grp in
+    select t.queue_name, array_agg(t.message_id order by t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.run_id = p_run_id and t.status = any (p_statuses) and t.message_id is not null
+    group by t.queue_name
+  loop
+    perform pgmq.archive(grp.queue_name, grp.ids);
+  end loop;
+end;
+$$;
+
+-- Batched visibility change through pgmq.set_vt; returns the messages it changed.
+create or replace function pgflow.set_vt_batch(queue_name text, msg_ids bigint[], offsets integer[])
+returns table (msg_id bigint, vt timestamptz)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if cardinality(msg_ids) is distinct from cardinality(offsets) then
+    raise exception 'set_vt_batch: % message ids but % offsets', cardinality(msg_ids), cardinality(offsets)
+      using errcode = '22023', hint = 'pass one offset per message id';
+  end if;
+  return query
+  select m.msg_id, m.vt
+  from unnest(msg_ids, offsets) as u(id, off)
+  cross join lateral pgmq.set_vt(set_vt_batch.queue_name, u.id, u.off) as m;
+end;
+$$;
+
+-- Archives the messages of one step's tasks that match the given statuses, one call per queue.
+create or replace function pgflow._archive_step_messages(p_run_id uuid, p_step_slug text, p_statuses text[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+begin
+  for grp in
+    select t.queue_name, array_agg(t.message_id order by t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status = any (p_statuses)
+      and t.message_id is not null
+    group by t.queue_name
+  loop
+    perform pgmq.archive(grp.queue_name, grp.ids);
+  end loop;
+end;
+$$;
+
+-- ---- schemas/0250_run_progress.sql
+-- How a run moves forward: the messages of started steps' tasks are sent, steps become ready,
+-- start, complete, are skipped or fail the run, and the run completes. Every function here is
+-- called with the run's lock held (start_flow, the completion and failure paths, stalled recovery).
+--
+-- Status times (started_at, completed_at, failed_at, skipped_at of steps and runs) are
+-- clock_timestamp(), read while the run's lock is held, not now(): now() is when the transaction
+-- began, and a transaction that waited for a run's lock would stamp its changes earlier than
+-- changes another transaction committed on that run meanwhile. A client orders a run's events by
+-- these times (src/client/diff.ts), so a dependent could appear to start before the dependency
+-- that released it completed. Under the lock, every later change of a run gets a later time.
+
+-- Creates the tasks of steps just started (p_steps, with p_counts tasks each) and sends one message
+-- per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
+-- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
+-- is notified for every queue that got messages visible at once.
+create or replace function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  grp record;
+  ids bigint[];
+  batch_size constant integer := 1000;
+begin
+  for grp in
+    select s.queue_name, s.opt_start_delay as delay,
+           array_agg(s.step_slug order by s.step_slug, i) as steps,
+           array_agg(i order by s.step_slug, i) as idxs,
+           -- The body is informational only: the claim reads ids, never bodies.
+           array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                        'step_slug', s.step_slug, 'task_index', i)
+                     order by s.step_slug, i) as msgs
+    from unnest(p_steps, p_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i
+    group by s.queue_name, s.opt_start_delay
+  loop
+    -- Large maps go out in slices so one statement never carries an unbounded array.
+    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+      -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+      select array_agg(id order by id) into ids
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id
+      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
+        as u(step_slug, task_index, id);
+    end loop;
+    -- Wakes the workers listening on the queue. Sent in this transaction, so it is delivered at
+    -- commit or never: a worker never wakes before the messages are visible to its read. A delayed
+    -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
+    -- notifications of one transaction are folded into one by Postgres.
+    if grp.delay = 0 then
+      perform pg_notify('pgflow_queue:' || grp.queue_name, '');
+    end if;
+  end loop;
+end;
+$$;
+
+-- The object of a step's completed dependency outputs; skipped dependencies are absent. The input of
+-- a dependent step's task is the same object, built inline by the claim (0400_start_tasks.sql),
+-- which runs once per claimed task: a function call there would be planned again on every call.
+create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+  from pgflow.deps d
+  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
+$$;
+
+-- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
+-- keyed by step slug; skipped leaves are absent. plpgsql, so a session plans the query once: the
+-- completion path calls this for every run it completes.
+create or replace function pgflow._run_output(p_run_id uuid)
+returns jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return coalesce((
+    select jsonb_object_agg(ss.step_slug, ss.output)
+    from pgflow.step_states ss
+    where ss.run_id = p_run_id and ss.status = 'completed'
+      and not exists (select 1 from pgflow.deps d
+                      where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+  ), '{}'::jsonb);
+end;
+$$;
+-- Completes a step with its output, releases its dependents and counts it off the run; completes the
+-- run when it was the last step. The caller holds the run's lock.
+create or replace function pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  flow text;
+begin
+  update pgflow.step_states ss
+  set status = 'completed', output = p_output, completed_at = clock_timestamp(), remaining_tasks = 0
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug
+  returning ss.flow_slug into flow;
+
+  update pgflow.step_states ss
+  set remaining_deps = ss.remaining_deps - 1
+  from pgflow.deps d
+  where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
+    and ss.step_slug = d.step_slug;
+
+  perform pgflow._count_off_step(p_run_id);
+end;
+$$;
+
+-- Counts a finished (completed or skipped) step off its run and completes the run, with its
+-- output, when none is left.
+create or replace function pgflow._count_off_step(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  remaining integer;
+begin
+  update pgflow.runs r set remaining_steps = r.remaining_steps - 1
+  where r.run_id = p_run_id
+  returning r.remaining_steps into remaining;
+  if remaining = 0 then
+    update pgflow.runs r
+    set status = 'completed', completed_at = clock_timestamp(),
+        output = pgflow._run_output(p_run_id)
+    where r.run_id = p_run_id and r.status = 'started';
+  end if;
+end;
+$$;
+
+-- Skips a step: its outstanding tasks are cancelled and their messages archived, and it is counted
+-- off the run. 'skip' releases its dependents (which run without its key); a cascade skips every
+-- dependent that has not started, transitively. The caller holds the run's lock.
+create or replace function pgflow._skip_step(p_run_id uuid, p_step_slug text, p_reason text, p_cascade boolean)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  flow text;
+  dependent text;
+begin
+  update pgflow.step_states ss
+  set status = 'skipped', skip_reason = p_reason, skipped_at = clock_timestamp(), remaining_tasks = 0
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug and ss.status in ('created', 'started')
+  returning ss.flow_slug into flow;
+  if flow is null then
+    return;
+  end if;
+  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
+  -- claims the task row, so the opposite order could deadlock with it.
+  perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['queued', 'started', 'failed']);
+  update pgflow.step_tasks t set status = 'cancelled'
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status in ('queued', 'started');
+  perform pgflow._count_off_step(p_run_id);
+
+  if p_cascade then
+    for dependent in
+      select d.step_slug from pgflow.deps d
+      join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.step_slug
+      where d.flow_slug = flow and d.dep_slug = p_step_slug and ss.status = 'created'
+    loop
+      perform pgflow._skip_step(p_run_id, dependent, 'dependency_skipped', true);
+    end loop;
+  else
+    update pgflow.step_states ss
+    set remaining_deps = ss.remaining_deps - 1
+    from pgflow.deps d
+    where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
+      and ss.step_slug = d.step_slug and ss.status = 'created';
+  end if;
+end;
+$$;
+
+-- Fails the run: the step (if given) and the run become failed, every outstanding task is cancelled,
+-- and the messages of all of them are archived in every queue they touched.
+create or replace function pgflow._fail_run(p_run_id uuid, p_step_slug text, p_error text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  update pgflow.step_states ss
+  set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
+  where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
+
+  update pgflow.runs r
+  set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
+  where r.run_id = p_run_id;
+
+  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
+  -- claims the task row, so the opposite order could deadlock with it. A claim that wins the
+  -- message starts its task, which is cancelled right after; its completion is then ignored.
+  perform pgflow._archive_task_messages(p_run_id, array['queued', 'started', 'failed']);
+  update pgflow.step_tasks t
+  set status = 'cancelled'
+  where t.run_id = p_run_id and t.status in ('queued', 'started');
+end;
+$$;
+
+-- Starts every step whose dependencies are done: evaluates its condition, creates its tasks and
+-- sends their messages. Steps that finish at once (an empty map, a skip) can make further steps
+-- ready, so this repeats until nothing changes. The caller holds the run's lock.
+--
+-- The tasks of the started steps are created at the end, by _send_task_messages, with their
+-- message ids: inserted once rather than inserted and then updated (an update in the creating
+-- transaction also checks every foreign key again, and touches every index). A pass that fails
+-- the run creates them without messages first, so _fail_run cancels them with the rest.
+create or replace function pgflow._start_ready_steps(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  run pgflow.runs;
+  ready record;
+  source jsonb;
+  cond_input jsonb;
+  task_count integer;
+  progressed boolean := true;
+  -- The steps started by this call and their task counts, in start order.
+  new_steps text[] := '{}';
+  new_counts integer[] := '{}';
+  fail_step text;
+  fail_error text;
+begin
+  <<pass>>
+  while progressed loop
+    progressed := false;
+    select * into run from pgflow.runs r where r.run_id = p_run_id;
+    exit when run.status <> 'started';
+    for ready in
+      select ss.step_slug, s.step_type, s.deps_count, s.required_input_pattern, s.forbidden_input_pattern,
+             s.when_unmet,
+             -- A map step has at most one dependency: the one it maps over.
+             (select min(d.dep_slug) from pgflow.deps d
+              where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
+      from pgflow.step_states ss
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = p_run_id and ss.status = 'created' and ss.remaining_deps = 0
+      order by s.step_index
+    loop
+      -- An earlier step of this pass may have failed the run or cascaded a skip onto this one.
+      exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
+      continue when (select ss.status from pgflow.step_states ss
+                     where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+
+      -- Conditions: if / ifNot are containment patterns on the run input (root steps) or on the
+      -- object of completed dependency outputs (dependent steps).
+      if ready.required_input_pattern is not null or ready.forbidden_input_pattern is not null then
+        cond_input := case when ready.deps_count = 0 then run.input
+                           else pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) end;
+        if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
+                and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
+          if ready.when_unmet = 'fail' then
+            fail_step := ready.step_slug;
+            fail_error := format('[CONDITION_UNMET] step %s: its if/ifNot condition does not hold', ready.step_slug);
+            exit pass;
+          end if;
+          perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
+          progressed := true;
+          continue;
+        end if;
+      end if;
+
+      if ready.step_type = 'single' then
+        task_count := 1;
+      else
+        -- A map step fans out over the run input (root map) or its one dependency's output.
+        if ready.deps_count = 0 then
+          source := run.input;
+        else
+          if (select ss.status from pgflow.step_states ss
+              where ss.run_id = p_run_id and ss.step_slug = ready.map_dep) = 'skipped' then
+            -- Nothing to map over: the map is skipped like its source, and releases its dependents.
+            perform pgflow._skip_step(p_run_id, ready.step_slug, 'dependency_skipped', false);
+            progressed := true;
+            continue;
+          end if;
+          select ss.output into source from pgflow.step_states ss
+          where ss.run_id = p_run_id and ss.step_slug = ready.map_dep;
+        end if;
+        if jsonb_typeof(source) is distinct from 'array' then
+          fail_step := ready.step_slug;
+          fail_error := format('[TYPE_VIOLATION] map step %s needs an array to map over, got %s',
+            ready.step_slug, coalesce(jsonb_typeof(source), 'nothing'));
+          exit pass;
+        end if;
+        task_count := jsonb_array_length(source);
+      end if;
+
+      update pgflow.step_states ss
+      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count, remaining_tasks = task_count
+      where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
+
+      if task_count = 0 then
+        perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
+        progressed := true;
+      else
+        new_steps := new_steps || ready.step_slug;
+        new_counts := new_counts || task_count;
+      end if;
+    end loop;
+  end loop;
+  if fail_step is not null then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
+    select p_run_id, run.flow_slug, n.step_slug, i, s.queue_name
+    from unnest(new_steps, new_counts) as n(step_slug, task_count)
+    join pgflow.steps s on s.flow_slug = run.flow_slug and s.step_slug = n.step_slug
+    cross join generate_series(0, n.task_count - 1) as i;
+    perform pgflow._fail_run(p_run_id, fail_step, fail_error);
+    return;
+  end if;
+  if cardinality(new_steps) > 0 then
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
+  end if;
+end;
+$$;
+
+-- ---- schemas/0300_start_flow.sql
+-- Starting a run. Status times are clock_timestamp() under the run's lock (see 0250_run_progress.sql).
+
+-- Creates a run of a flow and starts its root steps. Every task's message is sent to its step's
+-- routed queue in the same transaction that records the task's queue snapshot and message id.
+--
+-- security definer: a client role granted only this function (service_role, see 0900_privileges
+-- and docs/permissions.md) can start a run without write access to pgflow's tables or to PGMQ's
+-- queues. It is safe because search_path is pinned to '' and every name is schema-qualified.
+create or replace function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid default null)
+returns pgflow.runs
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  flow pgflow.flows;
+  new_run_id uuid := coalesce(start_flow.run_id, gen_random_uuid());
+  result pgflow.runs;
+begin
+  select * into flow from pgflow.flows f where f.flow_slug = start_flow.flow_slug;
+  if not found then
+    raise exception 'flow % does not exist', coalesce(quote_literal(start_flow.flow_slug), 'NULL')
+      using errcode = '22023', hint = 'check the slug, or start a worker for the flow so it is compiled';
+  end if;
+  if start_flow.input is null then
+    raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
+      using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
+  end if;
+  if exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
+    raise exception 'run % already exists', new_run_id using errcode = '23505';
+  end if;
+
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+  values (new_run_id, flow.flow_slug, start_flow.input,
+          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug));
+
+  insert into pgflow.step_states (run_id, flow_slug, step_slug, remaining_deps)
+  select new_run_id, s.flow_slug, s.step_slug, s.deps_count
+  from pgflow.steps s where s.flow_slug = flow.flow_slug;
+
+  perform pgflow._start_ready_steps(new_run_id);
+
+  -- A flow without steps has nothing to wait for.
+  update pgflow.runs r set status = 'completed', completed_at = clock_timestamp(), output = '{}'::jsonb
+  where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+
+  select * into result from pgflow.runs r where r.run_id = new_run_id;
+  return result;
+end;
+$$;
+
+-- ---- schemas/0400_start_tasks.sql
+-- The claim. A worker that read messages from one queue claims the tasks behind them by exact
+-- (queue, message id) identity, restricted to the (flow, step) pairs it has handlers for. Only an
+-- eligible queued task in the support set is claimed; every other message is reported (with the
+-- identity of its task, when one owns it) and its task left exactly as it was. One such message
+-- changes: a queued task outside the support set whose pair a live worker on the queue serves is
+-- handed back to that worker (visible again at once, and announced; see _start_tasks).
+
+-- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
+-- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
+-- support set, keyed as pgflow._support_keys builds it. A worker id with no row (never registered, or its
+-- row deleted since) fails with SQLSTATE PFW01, pgflow's own code for an unregistered worker
+-- (class PF is used by neither Postgres nor the SQL standard), so a caller tells it from every
+-- other error by its code alone; a worker registered for another queue fails too, since its set
+-- says nothing about this one.
+create or replace function pgflow._registered_claim(p_worker_id uuid, p_queue_name text)
+returns table (claim_visibility integer, support_keys jsonb)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  reg_queue text;
+begin
+  select w.queue_name, w.claim_visibility, w.supported_keys
+  into reg_queue, claim_visibility, support_keys
+  from pgflow.workers w where w.worker_id = p_worker_id;
+  if not found then
+    raise exception 'start_tasks: worker % is not registered, so it has no recorded support set', p_worker_id
+      using errcode = 'PFW01', hint = 'register it with pgflow.register_worker, or pass the supported pairs';
+  end if;
+  if reg_queue is distinct from p_queue_name then
+    raise exception 'start_tasks: worker % is registered for queue %, not %', p_worker_id,
+      quote_literal(reg_queue), quote_literal(p_queue_name)
+      using errcode = '22023', hint = 'claim on the queue the worker registered, or pass the supported pairs';
+  end if;
+  return next;
+end;
+$$;
+
+-- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
+-- once by register_worker; see _registered_claim): a worker with 1,000 pairs then sends none of
+-- them with each batch. p_support_keys, when given, is that set already looked up by the caller
+-- (read_and_claim). With explicit pairs a worker with no row still claims (its poll falls back to
+-- them): the tasks it claims then record no last_worker_id, which can only name a registered
+-- worker.
+--
+-- Each statement a claim runs costs a plan lookup and an executor start whatever the batch's size,
+-- so the common claim (every message claimed, every step with the timeout the read used) runs two:
+-- the claim and its result. A step's timeout is looked up once per step in the batch, not once per
+-- task.
+--
+-- enable_seqscan = off: see read_and_claim (0410_read_and_claim.sql); start_tasks gets it here.
+create or replace function pgflow._start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb,
+  p_read_visibility integer,
+  p_unclaimed_visibility integer,
+  p_support_keys jsonb default null,
+  p_read_counts integer[] default null,
+  p_read_qty integer default null
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer,
+  -- The message's visibility when this call changed it (set_vt), else NULL.
+  vt timestamptz
+)
+language plpgsql
+volatile
+set search_path = ''
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+declare
+  q text := _start_tasks.queue_name;
+  -- The support set keyed as pgflow._support_keys builds it.
+  sup_keys jsonb := _start_tasks.p_support_keys;
+  c_msg bigint[];
+  c_flow text[];
+  c_run uuid[];
+  c_step text[];
+  c_idx integer[];
+  c_att integer[];
+  -- Claimed messages whose step's timeout + 2 s is not the visibility the read gave them.
+  v_msg bigint[];
+  v_off integer[];
+  n_ids integer;
+  changed integer;
+  u_msg bigint[];
+  s_ids bigint[] := '{}';
+  s_vts timestamptz[] := '{}';
+  malformed boolean;
+  -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
+  stamp uuid := _start_tasks.worker_id;
+  -- Messages handed back to a worker that serves them (see below): ids, visibility offsets, and
+  -- the notification payloads that announce them.
+  h_msg bigint[];
+  h_off integer[];
+  h_payloads text[];
+  h_payload text;
+  h_hide integer;
+  h_reads integer;
+  h_patience interval;
+begin
+  if q is null then
+    raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if supported is null then
+    if sup_keys is null then
+      select r.support_keys into sup_keys from pgflow._registered_claim(_start_tasks.worker_id, q) r;
+    end if;
+  -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
+  -- paid per batch, which is why workers claim against their registered set instead.
+  elsif jsonb_typeof(supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into sup_keys, malformed
+    from jsonb_array_elements(supported) e;
+    perform 1 from pgflow.workers w where w.worker_id = _start_tasks.worker_id;
+    if not found then
+      stamp := null;
+    end if;
+  end if;
+  if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+        last_worker_id = stamp
+    -- The plan must be driven by the ids, whatever the statistics say. A join on (queue, message
+    -- id), `message_id = any (msg_ids)`, or runs and step_states joined by status each let a plan
+    -- cached on stale statistics (a new queue, a fresh database, a burst: the planner expected
+    -- no queued or started rows) scan every task, run or step state of the queue for every batch:
+    -- a 3,000-run burst on a fresh database claimed 10 tasks in 80 ms. So each id is looked up on
+    -- its own, its run and step state after it, each in a LATERAL ... LIMIT 1 (a lateral
+    -- reference orders the join, the LIMIT keeps it from being flattened), and the task is updated
+    -- by the row version found (a TID scan; a concurrent change is rechecked against the
+    -- conditions below, as with any UPDATE).
+    from (select k.tid, k.run_id, k.step_slug, k.task_index
+          from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+          cross join lateral (
+            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k
+          cross join lateral (
+            select 1 from pgflow.runs r where r.run_id = k.run_id and r.status = 'started' limit 1
+          ) r
+          cross join lateral (
+            select 1 from pgflow.step_states ss
+            where ss.run_id = k.run_id and ss.step_slug = k.step_slug and ss.status = 'started'
+            limit 1
+          ) ss) i
+    where t.ctid = i.tid
+      and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and t.status = 'queued'
+      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+  ),
+  -- Each step's effective timeout + 2 s, once per step of the batch.
+  timeouts as (
+    select p.flow_slug, p.step_slug, o.off
+    from (select distinct c.flow_slug, c.step_slug from claimed c) p
+    cross join lateral (
+      select coalesce(s.opt_timeout, f.opt_timeout) + 2 as off
+      from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
+      where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
+      limit 1
+    ) o
+  )
+  select array_agg(c.message_id), array_agg(c.flow_slug), array_agg(c.run_id), array_agg(c.step_slug),
+         array_agg(c.task_index), array_agg(c.attempts_count),
+         array_agg(c.message_id) filter (where o.off is distinct from p_read_visibility),
+         array_agg(o.off) filter (where o.off is distinct from p_read_visibility),
+         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null)
+  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids
+  from claimed c
+  join timeouts o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
+
+  -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
+  -- whose message is gone would otherwise run with nothing guarding it. A message the read in
+  -- this transaction already hid for exactly that long (read_and_claim reads with the worker's
+  -- claim_visibility) is left as it is: PGMQ builds and plans every set_vt again.
+  if v_msg is not null then
+    select count(*), array_agg(r.msg_id), array_agg(r.vt) into changed, s_ids, s_vts
+    from pgflow.set_vt_batch(q, v_msg, v_off) r;
+    if changed <> cardinality(v_msg) then
+      raise exception 'start_tasks: queue % holds only % of the % claimed messages %', q, changed,
+        cardinality(v_msg), v_msg using errcode = '55000';
+    end if;
+  end if;
+  -- Shared reads (DESIGN §4). Reading a message hides it from every other reader of the queue,
+  -- so a message this worker cannot claim would wait a visibility timeout for the worker that can,
+  -- and a non-supporting reader whose next read lands as it reappears could hide it again, for
+  -- ever. So a message whose task is queued in a started run, outside this worker's support set,
+  -- whose pair a live worker on this queue serves (fresh heartbeat, not deprecated), is handed
+  -- back: announced on the queue's channel with its pair as payload (["flow", "step"]: identity,
+  -- never the body), which wakes a worker that serves it, and
+  -- - made visible again at once (set_vt 0): a fresh message read by the wrong worker is claimed
+  --   by the right one without waiting, and a reader busy with its own work (this read claimed
+  --   something) never holds another worker's message back;
+  -- - except when this read was full (as many messages as it asked for, so more may wait behind
+  --   them), claimed nothing, and the message has waited more than half a visibility timeout
+  --   since it was queued and was read more often than the queue has live workers (and at least
+  --   twice; each other worker could have read it once): its workers are busy, and a reader
+  --   meeting the same handed-back messages at the head of every read would never reach its own
+  --   behind them. Then it is hidden for a random half to whole visibility
+  --   timeout (disposition handed_back_later), and the payload says in how many milliseconds it
+  --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
+  --   longer lines up with the reads of the workers that cannot claim it.
+  -- The task is not touched. A message no live worker serves keeps the visibility the worker
+  -- asked for (it would only be read again by workers that cannot claim it), and so does one no
+  -- task owns. Decided by task identity and the worker registry only; costs nothing when every
+  -- message read is claimed. (p_read_counts: PGMQ's read_ct per id, unknown counts as a first;
+  -- p_read_qty: how many the read asked for, unknown counts as full.)
+  if coalesce(cardinality(c_msg), 0) < n_ids then
+    h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
+                                * (0.5 + random() / 2))::integer);
+    h_patience := make_interval(secs => coalesce(p_unclaimed_visibility, p_read_visibility) / 2.0);
+    select greatest(count(*)::integer, 2) into h_reads from pgflow.workers w
+    where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+      and w.stopped_at is null and w.deprecated_at is null;
+    select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),
+           array_agg(distinct h.payload)
+    into h_msg, h_off, h_payloads
+    from (select distinct on (u.m) u.m as mid, u.rc
+          from unnest(msg_ids, coalesce(p_read_counts, '{}'::integer[])) u(m, rc)
+          where u.m is not null order by u.m) i
+    cross join lateral (
+      select t.flow_slug, t.step_slug, t.run_id, t.queued_at from pgflow.step_tasks t
+      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+      limit 1
+    ) t
+    cross join lateral (
+      select i.mid, t.flow_slug || chr(31) || t.step_slug as k,
+             case when c_msg is null and coalesce(i.rc, 1) > h_reads
+                       and n_ids >= coalesce(p_read_qty, n_ids)
+                       and t.queued_at < clock_timestamp() - h_patience then h_hide else 0 end as off
+    ) o
+    cross join lateral (
+      select o.mid, o.off,
+             case when o.off = 0 then jsonb_build_array(t.flow_slug, t.step_slug)
+                  else jsonb_build_array(t.flow_slug, t.step_slug, o.off * 1000) end::text as payload
+    ) h
+    where not (i.mid = any (coalesce(c_msg, '{}')))
+      and not (sup_keys ? o.k)
+      and exists (select 1 from pgflow.runs r where r.run_id = t.run_id and r.status = 'started')
+      and exists (
+        select 1 from pgflow.workers w
+        where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+          and w.stopped_at is null and w.deprecated_at is null
+          and w.worker_id is distinct from _start_tasks.worker_id
+          and w.supported_keys ? o.k);
+    if h_msg is not null then
+      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+      from pgflow.set_vt_batch(q, h_msg, h_off) r;
+      foreach h_payload in array h_payloads loop
+        perform pg_notify('pgflow_queue:' || q, h_payload);
+      end loop;
+    end if;
+  end if;
+  -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
+  -- visibility the worker asked for, as if read with it.
+  if p_unclaimed_visibility is not null
+     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
+    select array_agg(i.m) into u_msg
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
+    where not (i.m = any (coalesce(c_msg, '{}'))) and not (i.m = any (coalesce(h_msg, '{}')));
+    select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+    from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
+  end if;
+
+  return query
+  with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
+  claimed as (
+    select * from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att)
+      as c(mid, flow_slug, run_id, step_slug, task_index, attempt)
+  )
+  select i.mid,
+         case
+           when c.mid is not null then 'claimed'
+           when t.run_id is null then 'unknown'
+           when i.mid = any (coalesce(h_msg, '{}')) then
+             case when h_off[array_position(h_msg, i.mid)] = 0 then 'handed_back'
+                  else 'handed_back_later' end
+           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
+           when t.status = 'started' then 'started'
+           else 'ineligible'
+         end,
+         -- The task's identity whenever one owns the message (claimed or not), so the worker can
+         -- say which flow and step an unclaimed message needs; input and attempt only if claimed.
+         coalesce(c.flow_slug, t.flow_slug),
+         coalesce(c.run_id, t.run_id),
+         coalesce(c.step_slug, t.step_slug),
+         coalesce(c.task_index, t.task_index),
+         -- The handler input, built here rather than by pgflow._dependency_outputs: a SQL function
+         -- with its own search_path is planned again on every call, and this runs once per
+         -- claimed task.
+         case when c.mid is not null then
+           case
+             when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
+             when s.step_type = 'map' then
+               (select ss.output -> c.task_index
+                from pgflow.deps d
+                join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
+                where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
+             when s.deps_count = 0 then r.input
+             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+                   from pgflow.deps d
+                   join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
+                   where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug
+                     and ss.status = 'completed')
+           end
+         end,
+         c.attempt,
+         nv.vt
+  from ids i
+  left join claimed c on c.mid = i.mid
+  left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
+  -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
+  -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
+  left join lateral (
+    select t.flow_slug, t.run_id, t.step_slug, t.task_index, t.status from pgflow.step_tasks t
+    where c.mid is null and t.queue_name = q and t.message_id = i.mid
+    limit 1
+  ) t on true
+  left join lateral (
+    select s.step_type, s.deps_count from pgflow.steps s
+    where c.mid is not null and s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+    limit 1
+  ) s on true
+  left join lateral (
+    select r.input from pgflow.runs r where c.mid is not null and r.run_id = c.run_id limit 1
+  ) r on true
+  order by i.mid;
+end;
+$$;
+
+-- The claim of messages read by a separate call: every claimed message gets set_vt.
+create or replace function pgflow.start_tasks(
+  queue_name text,
+  msg_ids bigint[],
+  worker_id uuid,
+  supported jsonb
+)
+returns table (
+  message_id bigint,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  return query select c.message_id, c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index,
+    c.input, c.attempt
+  from pgflow._start_tasks(start_tasks.queue_name, start_tasks.msg_ids, start_tasks.worker_id,
+    start_tasks.supported, null, null) c;
+end;
+$$;
+
+-- ---- schemas/0410_read_and_claim.sql
+-- Read and claim in one round trip. A worker's poll is pgmq.read_with_poll followed by start_tasks
+-- on exactly the ids it returned; run as two calls, every batch waits for two round trips in series
+-- before a task starts. This does both in one call and one transaction, against the support set
+-- the worker registered (start_tasks(..., supported => NULL)) or, when given, the explicit pairs.
+--
+-- Every message read is returned once with its id, read count, times and disposition, and the
+-- identity of the task that owns it (flow, run, step, index; NULL for a message no task owns), so
+-- a worker can say which flow and step an unclaimed message needs. Only claimed rows carry input,
+-- attempt, and the message's body and headers (the handler context's rawMessage; a claimed
+-- message is the one pgflow sent for the task, so it is small). A message that is not claimed
+-- comes back without body or headers (NULL): it may be anything another sender put on the queue,
+-- of any size, and every worker on the queue would receive it again at every visibility timeout.
+-- It ends as PGMQ's own read leaves it (read_ct and a visibility of visibility_timeout), exactly
+-- as with the two calls. Should the claim fail, the read is rolled back with it and the messages
+-- stay visible.
+--
+-- A worker claiming against its registered set reads with its claim_visibility (the timeout + 2 s
+-- all its steps shared at registration), when it has one: the messages it claims are then hidden
+-- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
+-- again), and only the messages it does not claim are set back to visibility_timeout.
+--
+-- Seq scans are priced out here and in everything it calls (enable_seqscan = off): every row it
+-- touches is found by a key, and a worker's session keeps plans made on the statistics of the
+-- moment. A plan made while the tables were small (a young database, or one autovacuum has just
+-- vacuumed) would scan runs or step states in full for every batch after a burst, until the next
+-- ANALYZE (tests/sql/claim_plan_test.ts). Where no index fits, a scan still runs.
+create or replace function pgflow.read_and_claim(
+  queue_name text,
+  worker_id uuid,
+  visibility_timeout integer,
+  qty integer,
+  max_poll_seconds integer default 2,
+  poll_interval_ms integer default 50,
+  supported jsonb default null
+)
+returns table (
+  msg_id bigint,
+  read_ct integer,
+  enqueued_at timestamptz,
+  vt timestamptz,
+  message jsonb,
+  headers jsonb,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+declare
+  q text := read_and_claim.queue_name;
+  msgs pgmq.message_record[];
+  ids bigint[];
+  -- How long the read hides what it reads.
+  read_vt integer := read_and_claim.visibility_timeout;
+  hint integer;
+  -- The registered support set, looked up once here for the claim.
+  keys jsonb;
+begin
+  if q is null then
+    raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
+  end if;
+  if read_and_claim.supported is null then
+    -- Before the read: an unregistered worker (PFW01) reads nothing.
+    select r.claim_visibility, r.support_keys into hint, keys
+    from pgflow._registered_claim(read_and_claim.worker_id, q) r;
+    read_vt := coalesce(hint, read_vt);
+  end if;
+  if read_and_claim.max_poll_seconds = 0 then
+    -- A worker woken by notifications reads once without waiting: it waits for the next
+    -- notification itself (read_with_poll with no time left returns before reading at all).
+    select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+    into msgs, ids
+    from pgmq.read(q, read_vt, read_and_claim.qty) m;
+  else
+    select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
+    into msgs, ids
+    from pgmq.read_with_poll(q, read_vt, read_and_claim.qty,
+                             read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
+  end if;
+  if ids is null then
+    return;
+  end if;
+
+  return query
+  -- The visibility the message ends with: set by the claim (claimed, or set back) or by the read.
+  select m.msg_id, m.read_ct, m.enqueued_at, coalesce(c.vt, m.vt),
+         case when c.disposition = 'claimed' then m.message end,
+         -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
+         case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
+         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
+  from unnest(msgs) m
+  join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
+                           case when read_vt <> read_and_claim.visibility_timeout
+                                then read_and_claim.visibility_timeout end, keys,
+                           array(select r.read_ct from unnest(msgs) r order by r.msg_id),
+                           read_and_claim.qty) c
+    on c.message_id = m.msg_id
+  order by m.msg_id;
+
+  -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
+  -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
+  -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
+  -- start_tasks) with the time they really started, so stalled recovery measures from there.
+  if clock_timestamp() - now() > interval '500 milliseconds' then
+    -- Each id looked up on its own and the task updated by the row version found, as in
+    -- start_tasks: a join could scan the queue's every task.
+    update pgflow.step_tasks t
+    set started_at = clock_timestamp()
+    -- The status is checked on the row found, not in the update's conditions: there it would let
+    -- the planner walk every started task through step_tasks_started_idx.
+    from (select k.tid, k.run_id, k.step_slug, k.task_index
+          from unnest(ids) i(mid)
+          cross join lateral (
+            select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index, t2.status
+            from pgflow.step_tasks t2
+            where t2.queue_name = q and t2.message_id = i.mid
+            limit 1
+          ) k
+          where k.status = 'started') i
+    where t.ctid = i.tid
+      and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and (t.last_worker_id = read_and_claim.worker_id or t.last_worker_id is null)
+      and t.started_at = now();
+  end if;
+end;
+$$;
+
+-- Report a batch and take the next in one round trip. A busy worker finishes a batch and has as
+-- many free slots as it had tasks: it would send complete_tasks on one connection and
+-- read_and_claim on another, two transactions and two durable commits per batch, each call paying
+-- the fixed cost of a round trip. This does both in one transaction, in that order: exactly
+-- pgflow.complete_tasks (same checks, same idempotence; a late or duplicate completion changes
+-- nothing), then exactly pgflow.read_and_claim without waiting (max_poll_seconds 0; the worker
+-- waits for a notification or polls again itself when the read comes back short). It returns the
+-- read's rows.
+--
+-- Completions first: a step completed here that makes a dependent ready sends its message before
+-- the read, so a worker serving the next step on the same queue claims it in this same call.
+-- Should any part fail, nothing of it happens: the worker reports and reads again separately.
+create or replace function pgflow.complete_and_claim(
+  run_ids uuid[],
+  step_slugs text[],
+  task_indexes integer[],
+  outputs jsonb[],
+  attempts integer[],
+  queue_name text,
+  worker_id uuid,
+  visibility_timeout integer,
+  qty integer,
+  supported jsonb default null
+)
+returns table (
+  msg_id bigint,
+  read_ct integer,
+  enqueued_at timestamptz,
+  vt timestamptz,
+  message jsonb,
+  headers jsonb,
+  disposition text,
+  flow_slug text,
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  input jsonb,
+  attempt integer
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
+    complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
+  return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,
+    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported);
+end;
+$$;
+
+-- ---- schemas/0500_complete_task.sql
+-- Completing tasks: complete_tasks is the one entry point that completes anything; complete_task
+-- (one task, for operators and tests) and complete_and_claim (a worker's batch with its next read,
+-- 0410_read_and_claim.sql) call it.
+--
+-- Late or duplicate completions (the task is no longer started, or its run has moved on) change
+-- nothing and raise nothing. The caller passes the attempt it ran (start_tasks and read_and_claim
+-- return it with the task): a report for an older attempt (its reply was lost, and the task has
+-- since been claimed again) is late too, so it can never complete or fail the attempt that is
+-- running now. The attempt is required: a report without one cannot be told from a late one, so it
+-- would complete whichever attempt happens to be running. The parameter keeps its NULL default only
+-- so that a call without it gets this explanation instead of "function does not exist"; an operator
+-- completing a task by hand passes step_tasks.attempts_count.
+
+-- Any number of completions in one call and one transaction, done as a handful of set-based
+-- statements whatever the batch's size (lock the runs, complete the tasks, count them off their
+-- steps, release the dependents of the steps that completed, count those off their runs, archive
+-- the messages once per queue); returns the tasks it completed. Runs are locked in run_id order, so two
+-- batches that share runs wait for each other instead of deadlocking; the run lock orders every
+-- state change of one run (completions, failures, stalled recovery).
+-- Times are stamped after the locks are taken (clock_timestamp(), see 0300_start_flow.sql): a
+-- batch that waited for one run's lock must not date its changes to another run before changes
+-- committed on that run while it waited.
+--
+-- The tasks of a batch complete together, then their steps, then the runs; a run that has a step
+-- ready after that gets one ready-step pass (a pass leaves no ready step behind, so no other run
+-- can be waiting for one). Completions of one run in one batch are therefore applied as one: were
+-- that pass to fail the run (a condition with whenUnmet 'fail', a map over a non-array), the
+-- batch's other tasks of the run stay completed rather than cancelled, as if they had reported
+-- first.
+--
+-- Cost. Each statement a call runs costs a plan lookup and an executor start whatever the batch's
+-- size, and under load that fixed cost is most of a batch's; so a batch runs as few as it can: the
+-- dependents' release only when a finished step has dependents, and the archive in one call when
+-- the batch has one queue.
+--
+-- Plans. A worker's session keeps plpgsql's generic plans, made on the statistics of the moment:
+-- on a young database (tables never analysed count as ten pages) or one just vacuumed, a plan
+-- that scans runs or step states in full, or hashes them, is the cheapest, and stays in use after
+-- a burst has made them large, until autovacuum analyses them. So every row here is found by its
+-- key, in a nested loop driven by the batch: seq scans are priced out for this function (it only
+-- ever needs keyed rows; where no index fits, a scan still runs), generic plans are used from the
+-- first call (a custom plan per call costs more than the statement), and no statement that looks a
+-- task up by its key also names its status: the planner could then walk every started task
+-- through the partial index step_tasks_started_idx (its statistics say few tasks are started; a
+-- busy queue has thousands) instead of the primary key. The status is checked on the row found.
+create or replace function pgflow.complete_tasks(
+  run_ids uuid[], step_slugs text[], task_indexes integer[], outputs jsonb[], attempts integer[] default null
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
+as $$
+declare
+  locked uuid[];
+  done pgflow.step_tasks[];
+  queues text[];
+  f_runs uuid[];
+  f_flows text[];
+  f_steps text[];
+  releases boolean;
+  ready_runs uuid[];
+  ready_run uuid;
+  grp record;
+  missing integer;
+begin
+  if cardinality(run_ids) is distinct from cardinality(step_slugs)
+     or cardinality(run_ids) is distinct from cardinality(task_indexes)
+     or cardinality(run_ids) is distinct from cardinality(outputs)
+     or cardinality(run_ids) is distinct from cardinality(attempts) then
+    raise exception 'complete_tasks: % run ids, % step slugs, % task indexes, % outputs and % attempts',
+      cardinality(run_ids), cardinality(step_slugs), cardinality(task_indexes), cardinality(outputs),
+      coalesce(cardinality(attempts)::text, 'no')
+      using errcode = '22023', hint = 'pass one run id, step slug, task index, output and attempt per task (the attempt is required, as in complete_task)';
+  end if;
+  missing := array_position(attempts, null);
+  if missing is not null then
+    raise exception 'complete_task: attempt is required (task % [%] of run %)', step_slugs[missing],
+      task_indexes[missing], run_ids[missing]
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could complete a newer attempt';
+  end if;
+  select array_agg(l.run_id order by l.run_id) into locked
+  from (select distinct u.id from unnest(run_ids) u(id) where u.id is not null order by u.id) i
+  cross join lateral (
+    select r.run_id from pgflow.runs r where r.run_id = i.id and r.status = 'started' limit 1 for update
+  ) l;
+  if locked is null then
+    return;
+  end if;
+
+  -- Under the run locks, a started task of the attempt reported is completed; a task named twice
+  -- completes once, with the first report of the attempt that is running. The task is updated by
+  -- the row version found, so a change since (none can come without the run lock) leaves it alone.
+  with completed as (
+    update pgflow.step_tasks t
+    set status = 'completed', completed_at = clock_timestamp(), output = i.output
+    from (select distinct on (u.run_id, u.step_slug, u.task_index)
+                 k.tid, u.run_id, u.step_slug, u.task_index, u.output
+          from unnest(run_ids, step_slugs, task_indexes, outputs, attempts)
+               with ordinality as u(run_id, step_slug, task_index, output, attempt, ord)
+          cross join lateral (
+            select t2.ctid as tid, t2.status, t2.attempts_count from pgflow.step_tasks t2
+            where t2.run_id = u.run_id and t2.step_slug = u.step_slug and t2.task_index = u.task_index
+            limit 1
+          ) k
+          where u.run_id = any (locked) and k.status = 'started' and k.attempts_count = u.attempt
+          order by u.run_id, u.step_slug, u.task_index, u.ord) i
+    where t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
+      and t.ctid = i.tid
+    returning t.*
+  )
+  select array_agg(c::pgflow.step_tasks), array_agg(distinct c.queue_name) into done, queues
+  from completed c;
+  if done is null then
+    return;
+  end if;
+
+  -- Count the tasks off their steps; a step whose last task this was completes in the same
+  -- statement. A map step's output is its tasks' outputs in index order (this batch's outputs are
+  -- stored already); CASE evaluates the aggregate only for a map's last task.
+  with finished as (
+    update pgflow.step_states ss
+    set remaining_tasks = ss.remaining_tasks - p.n,
+        status = case when ss.remaining_tasks = p.n then 'completed' else ss.status end,
+        completed_at = case when ss.remaining_tasks = p.n then clock_timestamp() else ss.completed_at end,
+        output = case
+          when ss.remaining_tasks <> p.n then ss.output
+          when p.step_type = 'map' then
+            (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+             where t.run_id = p.run_id and t.step_slug = p.step_slug)
+          else p.output
+        end
+    from (select d.run_id, d.step_slug, d.n, d.output, s.step_type, s.releases
+          from (select d.run_id, d.flow_slug, d.step_slug, count(*) as n, (array_agg(d.output))[1] as output
+                from unnest(done) d group by d.run_id, d.flow_slug, d.step_slug) d
+          cross join lateral (
+            select s2.step_type,
+                   exists (select 1 from pgflow.deps dd
+                           where dd.flow_slug = s2.flow_slug and dd.dep_slug = s2.step_slug) as releases
+            from pgflow.steps s2
+            where s2.flow_slug = d.flow_slug and s2.step_slug = d.step_slug limit 1
+          ) s) p
+    where ss.run_id = p.run_id and ss.step_slug = p.step_slug
+    returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_tasks, p.releases
+  )
+  select array_agg(f.run_id), array_agg(f.flow_slug), array_agg(f.step_slug), bool_or(f.releases)
+  into f_runs, f_flows, f_steps, releases
+  from finished f where f.remaining_tasks = 0;
+
+  if f_runs is not null then
+    if releases then
+      -- Release the dependents of the steps that completed, and note the runs where one became
+      -- ready.
+      with released as (
+        update pgflow.step_states ss
+        set remaining_deps = ss.remaining_deps - r.n
+        from (select f.run_id, d.step_slug, count(*) as n
+              from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
+              join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
+              group by f.run_id, d.step_slug) r
+        where ss.run_id = r.run_id and ss.step_slug = r.step_slug
+        returning ss.run_id, ss.remaining_deps, ss.status
+      )
+      select array_agg(distinct r.run_id order by r.run_id) into ready_runs
+      from released r where r.remaining_deps = 0 and r.status = 'created';
+    end if;
+
+    -- Count the steps off their runs; a run's last step completes it with the outputs of its
+    -- completed leaf steps. Every run here is started: its lock is held and it was checked.
+    update pgflow.runs r
+    set remaining_steps = r.remaining_steps - c.n,
+        status = case when r.remaining_steps = c.n then 'completed' else r.status end,
+        completed_at = case when r.remaining_steps = c.n then clock_timestamp() else r.completed_at end,
+        output = case when r.remaining_steps = c.n then pgflow._run_output(c.run_id) else r.output end
+    from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
+    where r.run_id = c.run_id;
+
+    if ready_runs is not null then
+      foreach ready_run in array ready_runs loop
+        perform pgflow._start_ready_steps(ready_run);
+      end loop;
+    end if;
+  end if;
+
+  -- The messages of the completed tasks, one pgmq.archive call per queue (each PGMQ call builds
+  -- and plans its statement again).
+  if cardinality(queues) = 1 then
+    perform pgmq.archive(queues[1], (select array_agg(d.message_id order by d.message_id)
+                                     from unnest(done) d where d.message_id is not null));
+  else
+    for grp in
+      select d.queue_name as q, array_agg(d.message_id order by d.message_id) as ids
+      from unnest(done) d where d.message_id is not null group by d.queue_name
+    loop
+      perform pgmq.archive(grp.q, grp.ids);
+    end loop;
+  end if;
+  return query select * from unnest(done);
+end;
+$$;
+
+-- One task: exactly complete_tasks with one entry.
+create or replace function pgflow.complete_task(
+  run_id uuid, step_slug text, task_index integer, output jsonb, attempt integer default null
+)
+returns setof pgflow.step_tasks
+language sql
+volatile
+set search_path = ''
+as $$
+  select * from pgflow.complete_tasks(array[complete_task.run_id], array[complete_task.step_slug],
+    array[complete_task.task_index], array[complete_task.output], array[complete_task.attempt])
+$$;
+
+-- ---- schemas/0510_fail_task.sql
+-- Failing a task: retry with exponential backoff on the task's own queue snapshot while attempts
+-- remain and its message is still there; then the step's whenExhausted decides: fail the step and
+-- the run, or skip the step (skip-cascade: and its dependents). The caller holds the run's lock.
+create or replace function pgflow._task_failed(
+  p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer
+)
+returns pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  task pgflow.step_tasks;
+  max_attempts integer;
+  base_delay integer;
+  when_exhausted text;
+begin
+  select t.* into task from pgflow.step_tasks t
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index;
+  select coalesce(s.opt_max_attempts, f.opt_max_attempts), coalesce(s.opt_base_delay, f.opt_base_delay),
+         s.when_exhausted
+  into max_attempts, base_delay, when_exhausted
+  from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
+  where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
+
+  if task.attempts_count < max_attempts then
+    -- base_delay * 2^(attempt - 1): the first retry waits base_delay, each later one twice as long.
+    -- The message is made visible again first, and the retry happens only if PGMQ still had it: a
+    -- message purged or deleted outside pgflow would leave the task queued with nothing to claim,
+    -- and its run waiting forever.
+    perform 1 from pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
+      least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
+    if found then
+      update pgflow.step_tasks t
+      set status = 'queued', error_message = p_error, queued_at = now()
+      where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+      returning * into task;
+      return task;
+    end if;
+    -- Nothing can deliver a retry: the attempts end here, visibly, with the reason.
+    p_error := format('%s; not retried: its message %s is gone from queue %s (purged or deleted outside pgflow)',
+                      p_error, task.message_id, task.queue_name);
+    raise warning 'pgflow: task %.% [%] of run %: %', task.flow_slug, task.step_slug, task.task_index, task.run_id, p_error;
+  end if;
+
+  update pgflow.step_tasks t
+  set status = 'failed', error_message = p_error, failed_at = clock_timestamp()
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+  returning * into task;
+  if when_exhausted = 'fail' then
+    perform pgflow._fail_run(p_run_id, p_step_slug, p_error);
+  else
+    -- The step gives up without failing the run: skipped, with the last error kept on it.
+    update pgflow.step_states ss set error_message = p_error
+    where ss.run_id = p_run_id and ss.step_slug = p_step_slug;
+    perform pgflow._skip_step(p_run_id, p_step_slug, 'handler_failed', when_exhausted = 'skip-cascade');
+    perform pgflow._start_ready_steps(p_run_id);
+  end if;
+  return task;
+end;
+$$;
+
+-- Like complete_task, a report for an attempt other than the current one is late and changes
+-- nothing, and the attempt is required (see complete_task).
+create or replace function pgflow.fail_task(
+  run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null
+)
+returns setof pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  run pgflow.runs;
+  task pgflow.step_tasks;
+begin
+  if fail_task.attempt is null then
+    raise exception 'fail_task: attempt is required (task % [%] of run %)', fail_task.step_slug,
+      fail_task.task_index, fail_task.run_id
+      using errcode = '22004',
+        hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could fail a newer attempt';
+  end if;
+  select * into run from pgflow.runs r where r.run_id = fail_task.run_id for update;
+  if not found or run.status <> 'started' then
+    return;
+  end if;
+  select * into task from pgflow.step_tasks t
+  where t.run_id = fail_task.run_id and t.step_slug = fail_task.step_slug and t.task_index = fail_task.task_index
+  for update;
+  if not found or task.status <> 'started' or task.attempts_count <> fail_task.attempt then
+    return;
+  end if;
+  return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
+                                  coalesce(fail_task.error_message, 'unknown error'), null);
+end;
+$$;
+
+-- ---- schemas/0520_requeue_stalled_tasks.sql
+-- Stalled recovery: a task started more than its effective timeout + 30 s ago, in a started run and
+-- step, counts as a failed attempt. While attempts remain it becomes queued and its message visible
+-- at once; otherwise its step and run fail, so nothing stays started forever. Safe to call from
+-- several connections at once: runs locked by another caller are skipped, not waited for.
+create or replace function pgflow.requeue_stalled_tasks()
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  cand record;
+  handled integer := 0;
+begin
+  for cand in
+    select t.run_id, t.step_slug, t.task_index, coalesce(s.opt_timeout, f.opt_timeout) as timeout
+    from pgflow.step_tasks t
+    join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+    join pgflow.flows f on f.flow_slug = t.flow_slug
+    where t.status = 'started'
+      and t.started_at < now() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout) + 30)
+    order by t.started_at
+  loop
+    perform 1 from pgflow.runs r where r.run_id = cand.run_id and r.status = 'started'
+    for update skip locked;
+    continue when not found;
+    -- Re-check under the run lock: a completion may have won the race.
+    perform 1 from pgflow.step_tasks t
+    join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = t.step_slug
+    where t.run_id = cand.run_id and t.step_slug = cand.step_slug and t.task_index = cand.task_index
+      and t.status = 'started' and ss.status = 'started'
+      and t.started_at < now() - make_interval(secs => cand.timeout + 30);
+    continue when not found;
+    perform pgflow._task_failed(cand.run_id, cand.step_slug, cand.task_index,
+      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0);
+    handled := handled + 1;
+  end loop;
+  return handled;
+end;
+$$;
+
+-- ---- schemas/0600_workers.sql
+-- The worker registry: registration, heartbeat, stop and deprecation.
+
+create or replace function pgflow.register_worker(
+  worker_id uuid,
+  queue_name text,
+  function_name text,
+  supported jsonb default '[]'::jsonb
+)
+returns pgflow.workers
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  result pgflow.workers;
+  fn pgflow.worker_functions;
+  fence record;
+begin
+  if register_worker.worker_id is null or register_worker.queue_name is null or register_worker.function_name is null then
+    raise exception 'register_worker: worker_id, queue_name and function_name are required' using errcode = '22004';
+  end if;
+  if not pgflow.is_valid_function_name(register_worker.function_name) then
+    raise exception 'register_worker: invalid function name %', quote_literal(register_worker.function_name)
+      using errcode = '22023', hint = 'use 1-128 letters, digits, "_" or "-" (the Edge Function''s name)';
+  end if;
+  if jsonb_typeof(supported) is distinct from 'array' then
+    raise exception 'register_worker: supported must be a JSON array of [flow_slug, step_slug] pairs' using errcode = '22023';
+  end if;
+  insert into pgflow.worker_functions (function_name) values (register_worker.function_name)
+  on conflict (function_name) do update set updated_at = now()
+  returning * into fn;
+  -- A disabled function (a deploy fence is in place) gets no new workers until its flag is restored.
+  -- The error names the open fence, so the operator who started a worker during a deploy knows
+  -- which call ends it.
+  if not fn.enabled then
+    select f.fence_id, f.note into fence
+    from pgflow.deploy_fence_functions ff join pgflow.deploy_fences f on f.fence_id = ff.fence_id
+    where ff.function_name = fn.function_name and f.ended_at is null
+    order by f.fence_id desc limit 1;
+    if fence.fence_id is not null then
+      raise exception 'worker function % is disabled by open deploy fence % (%); no new worker may register until it ends',
+        fn.function_name, fence.fence_id, coalesce(fence.note, 'no note')
+        using errcode = '55000',
+          hint = format('once the old workers drained (select * from pgflow.deploy_fence_status(%s)), end it: select pgflow.end_deploy_fence(%s)', fence.fence_id, fence.fence_id);
+    end if;
+    raise exception 'worker function % is disabled (no deploy fence is open); no new worker may register until it is enabled again', fn.function_name
+      using errcode = '55000',
+        hint = format('enable it: update pgflow.worker_functions set enabled = true where function_name = %L', fn.function_name);
+  end if;
+  insert into pgflow.workers (worker_id, queue_name, function_name, supported, claim_visibility)
+  values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
+          -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
+          (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
+                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end
+           from jsonb_array_elements(register_worker.supported) e
+           join pgflow.steps s on s.flow_slug = e ->> 0 and s.step_slug = e ->> 1
+           join pgflow.flows f on f.flow_slug = s.flow_slug
+           where jsonb_typeof(e) = 'array'))
+  returning * into result;
+  -- Every start adds a row; each registration also removes a bounded batch of expired ones, so the
+  -- table stays about the size of the retention window without a scheduler.
+  perform pgflow.prune_workers(100);
+  return result;
+end;
+$$;
+
+-- Records a heartbeat and tells the worker whether it has been deprecated (it should stop polling).
+-- A worker id with no row fails with SQLSTATE PFW01, as in start_tasks.
+create or replace function pgflow.heartbeat(worker_id uuid)
+returns boolean
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  deprecated boolean;
+begin
+  -- A worker of a disabled function is deprecated too: it stops polling and drains.
+  update pgflow.workers w
+  set last_heartbeat_at = clock_timestamp(),
+      deprecated_at = coalesce(w.deprecated_at, case when not fn.enabled then clock_timestamp() end)
+  from pgflow.worker_functions fn
+  where w.worker_id = heartbeat.worker_id and fn.function_name = w.function_name
+  returning w.deprecated_at is not null into deprecated;
+  if not found then
+    raise exception 'worker % is not registered', heartbeat.worker_id
+      using errcode = 'PFW01', hint = 'register it with pgflow.register_worker first';
+  end if;
+  return deprecated;
+end;
+$$;
+
+create or replace function pgflow.mark_worker_stopped(worker_id uuid)
+returns void
+language sql
+volatile
+set search_path = ''
+as $$
+  update pgflow.workers w set stopped_at = coalesce(w.stopped_at, clock_timestamp())
+  where w.worker_id = mark_worker_stopped.worker_id
+$$;
+
+-- Deprecates every live worker of a function: they stop polling and drain their in-flight tasks.
+create or replace function pgflow.deprecate_workers(function_name text)
+returns integer
+language sql
+volatile
+set search_path = ''
+as $$
+  with deprecated as (
+    update pgflow.workers w set deprecated_at = clock_timestamp()
+    where w.function_name = deprecate_workers.function_name
+      and w.deprecated_at is null and w.stopped_at is null
+    returning 1
+  )
+  select count(*)::integer from deprecated
+$$;
+
+-- The workers seen since p_since that have not stopped: what the keep-alive, the coverage check and
+-- the deploy fence's status count as live (each adds its own conditions). plpgsql plans this with
+-- the actual p_since, so the planner sees how few rows are that recent and reads them by heartbeat
+-- range (workers_heartbeat_idx); a cutoff it cannot see (a parameter, clock_timestamp()) looks to
+-- it like a third of the table, and it scanned every worker the database ever had instead.
+create or replace function pgflow._recent_workers(p_since timestamptz)
+returns table (worker_id uuid, queue_name text, function_name text, deprecated boolean, supported jsonb)
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return query
+  select w.worker_id, w.queue_name, w.function_name, w.deprecated_at is not null, w.supported
+  from pgflow.workers w
+  where w.last_heartbeat_at > p_since and w.stopped_at is null;
+end;
+$$;
+
+-- ---- schemas/0610_worker_retention.sql
+-- Worker retention. Every worker start adds a row to pgflow.workers (an Edge isolate lives a few
+-- minutes), so rows of workers that stopped or went silent are deleted once they are older than the
+-- retention: a bounded batch at every registration, or all at once with prune_workers(). A worker
+-- that still holds a started task is kept whatever its age: deploy_fence_status counts those tasks
+-- by worker, and stalled recovery has not taken them back yet.
+
+-- How long a stopped or silent worker's row is kept: the 'worker_retention' setting, else 7 days.
+create or replace function pgflow.worker_retention()
+returns interval
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce((select (s.value #>> '{}')::interval from pgflow.settings s where s.key = 'worker_retention'),
+                  interval '7 days')
+$$;
+
+-- Sets the retention (NULL: back to the default). At least one hour: a live worker heartbeats every
+-- few seconds, so only a worker that is long gone can look that old.
+create or replace function pgflow.set_worker_retention(retention interval)
+returns interval
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if retention is null then
+    delete from pgflow.settings s where s.key = 'worker_retention';
+  elsif retention < interval '1 hour' then
+    raise exception 'set_worker_retention: retention must be at least 1 hour, got %', retention
+      using errcode = '22023', hint = 'a live worker heartbeats every few seconds; keep stopped workers for hours or days';
+  else
+    insert into pgflow.settings (key, value) values ('worker_retention', to_jsonb(retention::text))
+    on conflict (key) do update set value = excluded.value, updated_at = now();
+  end if;
+  return pgflow.worker_retention();
+end;
+$$;
+
+-- Deletes up to max_rows workers (NULL: all) whose last heartbeat and stop are older than the
+-- retention and that hold no started task; returns how many. Rows another session is deleting
+-- are skipped, so concurrent registrations never wait on each other here.
+create or replace function pgflow.prune_workers(max_rows integer default null)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  cutoff timestamptz := now() - pgflow.worker_retention();
+  deleted integer;
+begin
+  if max_rows is not null and max_rows < 1 then
+    raise exception 'prune_workers: max_rows must be at least 1 or NULL (all), got %', max_rows
+      using errcode = '22023';
+  end if;
+  with doomed as (
+    select w.worker_id from pgflow.workers w
+    where w.last_heartbeat_at < cutoff
+      and (w.stopped_at is null or w.stopped_at < cutoff)
+      and not exists (select 1 from pgflow.step_tasks t
+                      where t.last_worker_id = w.worker_id and t.status = 'started')
+    order by w.last_heartbeat_at
+    limit max_rows
+    for update skip locked
+  ), gone as (
+    delete from pgflow.workers w using doomed d where w.worker_id = d.worker_id returning 1
+  )
+  select count(*)::integer into deleted from gone;
+  return deleted;
+end;
+$$;
+
+-- ---- schemas/0700_shared_queue_provisioning.sql
+-- Declaring shared queues. Every decision about one queue name is taken under a transaction lock on
+-- that name, so concurrent compiles that declare the same queue serialise and both succeed.
+
+-- What a queue name already is, in words an error message can use; null when it is free.
+create or replace function pgflow._queue_owner(p_queue text)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(
+    (select format('the default queue of flow %s', f.flow_slug) from pgflow.flows f
+     where lower(f.flow_slug) = p_queue and f.queue_mode = 'flow' limit 1),
+    (select format('the private queue of step %s.%s', s.flow_slug, s.step_slug)
+     from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
+     where s.queue_name = p_queue and f.queue_mode = 'step' limit 1),
+    (select 'an external queue (not created by pgflow)'
+     from pgmq.list_queues() q where lower(q.queue_name) = p_queue limit 1)
+  )
+$$;
+
+-- Checks that a name can be used as a shared queue, without changing anything. Takes the name's
+-- lock, which the caller keeps until it commits.
+create or replace function pgflow._check_shared_queue(p_queue text, p_flow_slug text)
+returns boolean
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  spellings text[];
+begin
+  if not pgflow.is_valid_queue_name(p_queue) then
+    raise exception 'flow %: invalid shared queue name %', p_flow_slug, coalesce(quote_literal(p_queue), 'NULL')
+      using errcode = '22023',
+        hint = 'use lowercase letters, digits and single underscores, starting with a letter, at most 47 characters';
+  end if;
+  perform pgmq.validate_queue_name(p_queue);
+  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+
+  select array_agg(q.queue_name::text order by q.queue_name) into spellings
+  from pgmq.list_queues() q where lower(q.queue_name) = p_queue;
+  if cardinality(spellings) > 1 then
+    raise exception 'flow %: queue % is listed by PGMQ under several spellings %; refusing to use it', p_flow_slug, p_queue, spellings
+      using errcode = '55000', hint = 'these names share one table pair; drop the extra spellings from pgmq.meta by hand first';
+  end if;
+  if exists (select 1 from pgflow.shared_queues s where s.queue_name = p_queue) then
+    return true;
+  end if;
+  if spellings is not null then
+    raise exception 'flow %: queue % is %, not a shared queue', p_flow_slug, spellings[1], pgflow._queue_owner(p_queue)
+      using errcode = '55000', hint = 'route the step to another queue name';
+  end if;
+  return false;
+end;
+$$;
+
+-- Declares a shared queue or reuses a declared one: absent → pgmq.create and record the declaration;
+-- declared → reuse (recreating the PGMQ queue if someone dropped it); anything else → an error.
+create or replace function pgflow._provision_shared_queue(p_queue text, p_flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if not pgflow._check_shared_queue(p_queue, p_flow_slug) then
+    insert into pgflow.shared_queues (queue_name, declared_by_flow) values (p_queue, p_flow_slug);
+  end if;
+  if not exists (select 1 from pgmq.list_queues() q where q.queue_name = p_queue) then
+    perform pgmq.create(p_queue);
+  end if;
+end;
+$$;
+
+-- ---- schemas/0705_own_queue_provisioning.sql
+-- A flow's own queues (its default queue in flow mode, its private step queues in step mode) are
+-- created by pgflow and recorded in pgflow.created_queues. A name PGMQ already lists, under any
+-- spelling, is refused with an error that names it: PGMQ keeps 'Billing' and 'billing' as two
+-- meta rows over one table pair, so adopting either would mix an application's messages with the
+-- flow's, and dropping it with the flow would destroy the application's queue.
+create or replace function pgflow._provision_own_queue(p_queue text, p_flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  owner_flow text;
+  spellings text[];
+begin
+  -- The same lock shared-queue declaration takes on a name, so the two never race for one.
+  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+  select c.flow_slug into owner_flow from pgflow.created_queues c where c.queue_name = p_queue;
+  if owner_flow is not null and owner_flow <> p_flow_slug then
+    raise exception 'flow %: queue % belongs to flow %', p_flow_slug, p_queue, owner_flow
+      using errcode = '55000', hint = 'use another flow slug';
+  end if;
+  -- Only a default queue can be: private names contain '__', which shared names may not.
+  if exists (select 1 from pgflow.shared_queues s where s.queue_name = p_queue) then
+    raise exception 'flow %: a plain flow polls the queue named after its slug, and % is a shared queue declared with routeFlow()', p_flow_slug, p_queue
+      using errcode = '55000',
+        hint = format('give the flow another slug (e.g. %s_v2), or route its steps with routeFlow(flow, { queues: { ... } }) (they may use the shared queue %s)', p_flow_slug, p_queue);
+  end if;
+
+  select array_agg(q.queue_name::text order by q.queue_name) into spellings
+  from pgmq.list_queues() q where lower(q.queue_name) = p_queue;
+  if owner_flow is not null and spellings = array[p_queue] then
+    return;  -- pgflow's own queue, already there
+  end if;
+  if spellings is not null then
+    raise exception 'flow %: queue % already exists and pgflow did not create it for this flow; it will not adopt it',
+      p_flow_slug, array_to_string(spellings, ', ')
+      using errcode = '55000',
+        hint = 'an application''s queue keeps its name: use another flow slug, or route the steps to shared queues with routeFlow()';
+  end if;
+  perform pgmq.create(p_queue);
+  -- Re-created after someone dropped it: the record is already there.
+  insert into pgflow.created_queues (queue_name, flow_slug) values (p_queue, p_flow_slug)
+  on conflict (queue_name) do nothing;
+end;
+$$;
+
+-- ---- schemas/0710_flow_shape.sql
+-- A stored flow's shape and route plan, in the same JSON form the TypeScript compiler sends
+-- (src/compile/shape.ts), and the readable differences between two of them.
+
+create or replace function pgflow._pattern_slot(p_pattern jsonb)
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select case when p_pattern is null then '{"defined": false}'::jsonb
+              else jsonb_build_object('defined', true, 'value', p_pattern) end
+$$;
+
+create or replace function pgflow._flow_shape(p_flow_slug text)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object('steps', coalesce(jsonb_agg(jsonb_build_object(
+    'slug', s.step_slug,
+    'index', s.step_index,
+    'stepType', s.step_type,
+    'dependencies', coalesce((select jsonb_agg(d.dep_slug order by d.dep_slug collate "C")
+                              from pgflow.deps d
+                              where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug), '[]'::jsonb),
+    'whenUnmet', s.when_unmet,
+    'whenExhausted', s.when_exhausted,
+    'requiredInputPattern', pgflow._pattern_slot(s.required_input_pattern),
+    'forbiddenInputPattern', pgflow._pattern_slot(s.forbidden_input_pattern)
+  ) order by s.step_index), '[]'::jsonb))
+  from pgflow.steps s
+  where s.flow_slug = p_flow_slug
+$$;
+
+create or replace function pgflow._flow_route_plan(p_flow_slug text)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'mode', f.queue_mode,
+    'queues', coalesce((select jsonb_object_agg(s.step_slug, s.queue_name)
+                        from pgflow.steps s where s.flow_slug = f.flow_slug), '{}'::jsonb))
+  from pgflow.flows f
+  where f.flow_slug = p_flow_slug
+$$;
+
+-- One line per difference, naming the step and what differs: stored value first, then the new one.
+create or replace function pgflow._definition_differences(
+  p_stored_shape jsonb, p_shape jsonb, p_stored_routes jsonb, p_routes jsonb
+)
+returns text[]
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(array_agg(diff order by ord, diff), '{}')
+  from (
+    select 0 as ord, format('step count: %s stored, %s new',
+      jsonb_array_length(p_stored_shape -> 'steps'), jsonb_array_length(p_shape -> 'steps')) as diff
+    where jsonb_array_length(p_stored_shape -> 'steps') <> jsonb_array_length(p_shape -> 'steps')
+    union all
+    select 1 + i, format('step %s: %s %s stored, %s new', i, k.key,
+      coalesce(a.step -> k.key, 'null'), coalesce(b.step -> k.key, 'null'))
+    from generate_series(0, greatest(jsonb_array_length(p_stored_shape -> 'steps'),
+                                     jsonb_array_length(p_shape -> 'steps')) - 1) as i
+    cross join (values ('slug'), ('stepType'), ('dependencies'), ('whenUnmet'), ('whenExhausted'),
+                       ('requiredInputPattern'), ('forbiddenInputPattern')) as k(key)
+    cross join lateral (select p_stored_shape -> 'steps' -> i as step) a
+    cross join lateral (select p_shape -> 'steps' -> i as step) b
+    where a.step is not null and b.step is not null and (a.step -> k.key) is distinct from (b.step -> k.key)
+    union all
+    select 100000, format('queue mode: %s stored, %s new', p_stored_routes ->> 'mode', p_routes ->> 'mode')
+    where (p_stored_routes ->> 'mode') is distinct from (p_routes ->> 'mode')
+    union all
+    select 100001, format('route of step %s: queue %s stored, %s new', r.key,
+      coalesce(p_stored_routes -> 'queues' ->> r.key, 'none'), coalesce(p_routes -> 'queues' ->> r.key, 'none'))
+    from (select jsonb_object_keys(p_stored_routes -> 'queues') as key
+          union select jsonb_object_keys(p_routes -> 'queues')) r
+    where (p_stored_routes -> 'queues' -> r.key) is distinct from (p_routes -> 'queues' -> r.key)
+  ) d
+$$;
+
+-- ---- schemas/0720_ensure_flow_compiled.sql
+-- The startup compiler. A worker sends each flow it serves: the shape, the route plan and the
+-- runtime options. SQL validates all of it itself, then, under a per-slug transaction lock:
+--   missing            → create definitions, routes and queues   → 'compiled'
+--   same shape, routes → nothing                                 → 'verified'
+--     (options are not part of the identity: supplied options that differ from the stored ones
+--     are listed in optionDifferences and not applied; the worker warns about each. The stored
+--     options govern every run of the slug, retries of runs already in flight included, and two
+--     deployments starting side by side would otherwise overwrite each other's on every start.
+--     Local development treats them as differences and recompiles, as it does any change.)
+--   different, production → nothing at all, with the differences → 'mismatch'
+--   different, local development (pgflow.is_local_development()) → delete the flow's data and
+--                        create it again                          → 'recompiled'
+--     (with the number of runs and tasks deleted, and of live workers whose claims on the flow
+--     were withdrawn: a worker still running the old definition would otherwise claim the new
+--     definition's tasks with its old handlers. Its registered support set loses the flow's
+--     pairs, so its claims refuse them from the next read on; it tells why in its log.)
+
+-- Every problem with a definition, one line each; empty when it is valid.
+create or replace function pgflow._definition_problems(p_flow_slug text, p_shape jsonb, p_routes jsonb)
+returns text[]
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  step jsonb;
+  i integer := 0;
+  slugs text[] := '{}';
+  dep jsonb;
+  mode text := p_routes ->> 'mode';
+  expected text;
+  queue text;
+  missing text[];
+  unknown text[];
+begin
+  if not pgflow.is_valid_slug(p_flow_slug) then
+    return array[format('invalid flow slug %s', coalesce(quote_literal(p_flow_slug), 'NULL'))];
+  end if;
+  if jsonb_typeof(p_shape -> 'steps') is distinct from 'array' then
+    return array['shape must be an object with a "steps" array'];
+  end if;
+  for step in select value from jsonb_array_elements(p_shape -> 'steps') loop
+    if jsonb_typeof(step -> 'slug') is distinct from 'string' or not pgflow.is_valid_slug(step ->> 'slug') then
+      problems := problems || format('step %s: invalid slug %s', i, coalesce(step -> 'slug', 'null'));
+    elsif lower(step ->> 'slug') = any (select lower(x) from unnest(slugs) x) then
+      problems := problems || format('step %s: slug %s is used twice (case-insensitively)', i, step ->> 'slug');
+    end if;
+    if (step -> 'index') is distinct from to_jsonb(i) then
+      problems := problems || format('step %s: index %s does not match its position', i, coalesce(step -> 'index', 'null'));
+    end if;
+    if (step ->> 'stepType') is null or (step ->> 'stepType') not in ('single', 'map') then
+      problems := problems || format('step %s: stepType must be single or map', i);
+    end if;
+    if (step ->> 'whenUnmet') is null or (step ->> 'whenUnmet') not in ('fail', 'skip', 'skip-cascade')
+       or (step ->> 'whenExhausted') is null or (step ->> 'whenExhausted') not in ('fail', 'skip', 'skip-cascade') then
+      problems := problems || format('step %s: whenUnmet and whenExhausted must be fail, skip or skip-cascade', i);
+    end if;
+    if jsonb_typeof(step -> 'dependencies') is distinct from 'array' then
+      problems := problems || format('step %s: dependencies must be an array', i);
+    else
+      for dep in select value from jsonb_array_elements(step -> 'dependencies') loop
+        if jsonb_typeof(dep) <> 'string' or not ((dep #>> '{}') = any (slugs)) then
+          problems := problems || format('step %s: dependency %s is not an earlier step', i, dep);
+        end if;
+      end loop;
+      if step ->> 'stepType' = 'map' and jsonb_array_length(step -> 'dependencies') > 1 then
+        problems := problems || format('step %s: a map step has at most one dependency', i);
+      end if;
+    end if;
+    if jsonb_typeof(step -> 'requiredInputPattern' -> 'defined') is distinct from 'boolean'
+       or jsonb_typeof(step -> 'forbiddenInputPattern' -> 'defined') is distinct from 'boolean' then
+      problems := problems || format('step %s: patterns must be {"defined": false} or {"defined": true, "value": ...}', i);
+    end if;
+    slugs := slugs || (step ->> 'slug');
+    i := i + 1;
+  end loop;
+
+  if mode is null or mode not in ('flow', 'step', 'routed') then
+    return problems || format('route plan mode must be flow, step or routed, got %s', coalesce(p_routes -> 'mode', 'null'));
+  end if;
+  if jsonb_typeof(p_routes -> 'queues') is distinct from 'object' then
+    return problems || 'route plan must have a "queues" object';
+  end if;
+  select array_agg(s order by s) into missing from unnest(slugs) s where not (p_routes -> 'queues' ? s);
+  select array_agg(k order by k) into unknown from jsonb_object_keys(p_routes -> 'queues') k where not (k = any (slugs));
+  if missing is not null then
+    problems := problems || format('route plan has no queue for step(s) %s', array_to_string(missing, ', '));
+  end if;
+  if unknown is not null then
+    problems := problems || format('route plan names unknown step(s) %s', array_to_string(unknown, ', '));
+  end if;
+  for i in 0 .. coalesce(array_length(slugs, 1), 0) - 1 loop
+    -- A JSON null (or number, object) is not a queue name: say so rather than skip the step.
+    if jsonb_typeof(p_routes -> 'queues' -> slugs[i + 1]) <> 'string' then
+      problems := problems || format('step %s: queue must be a string, got %s', slugs[i + 1], p_routes -> 'queues' -> slugs[i + 1]);
+      continue;
+    end if;
+    queue := p_routes -> 'queues' ->> slugs[i + 1];
+    continue when queue is null;
+    begin
+      expected := case mode
+        when 'flow' then lower(p_flow_slug)
+        when 'step' then pgflow.private_queue_name(p_flow_slug, slugs[i + 1], i)
+        else queue end;
+    exception when others then
+      problems := problems || format('step %s: %s', slugs[i + 1], sqlerrm);
+      continue;
+    end;
+    if queue <> expected then
+      problems := problems || format('step %s: %s-mode queue must be %s, got %s', slugs[i + 1], mode, expected, queue);
+    elsif mode = 'routed' and not pgflow.is_valid_queue_name(queue) then
+      problems := problems || format('step %s: invalid shared queue name %s (lowercase letters, digits and single underscores, starting with a letter, at most 47 characters)', slugs[i + 1], quote_literal(queue));
+    elsif length(queue) > 47 then
+      problems := problems || format('step %s: queue %s is longer than 47 characters', slugs[i + 1], queue);
+    else
+      begin
+        perform pgmq.validate_queue_name(queue);
+        perform pgmq.format_table_name(queue, 'q');
+      exception when others then
+        problems := problems || format('step %s: PGMQ rejects queue %s: %s', slugs[i + 1], queue, sqlerrm);
+      end;
+    end if;
+  end loop;
+  return problems;
+end;
+$$;
+
+-- Every runtime option outside pgflow.option_bounds(), one line each; empty when all are inside.
+-- Checked before anything is created, so a value the DSL would refuse (or JSON that is not an
+-- integer) is reported with the others instead of failing a cast halfway through the compile.
+-- JSON null counts as unset.
+create or replace function pgflow._option_problems(p_options jsonb)
+returns text[]
+language sql
+immutable
+set search_path = ''
+as $$
+  with given as (
+    select 'flow' as owner, e.key, e.value
+    from jsonb_each(case when jsonb_typeof(p_options -> 'flow') = 'object' then p_options -> 'flow' else '{}'::jsonb end) e
+    where e.key in ('maxAttempts', 'baseDelay', 'timeout')
+    union all
+    select 'step ' || s.key, e.key, e.value
+    from jsonb_each(case when jsonb_typeof(p_options -> 'steps') = 'object' then p_options -> 'steps' else '{}'::jsonb end) s
+    cross join lateral jsonb_each(case when jsonb_typeof(s.value) = 'object' then s.value else '{}'::jsonb end) e
+    where e.key in ('maxAttempts', 'baseDelay', 'timeout', 'startDelay')
+  )
+  select coalesce(array_agg(format('%s: %s must be an integer between %s and %s, got %s',
+                                   g.owner, g.key, b.bounds ->> 'min', b.bounds ->> 'max', g.value)
+                            order by g.owner, g.key), '{}')
+  from given g
+  cross join lateral (select pgflow.option_bounds() -> g.key as bounds) b
+  where jsonb_typeof(g.value) <> 'null'
+    and not (jsonb_typeof(g.value) = 'number' and g.value::text ~ '^-?[0-9]{1,10}$'
+             and (g.value::text)::bigint between (b.bounds ->> 'min')::bigint and (b.bounds ->> 'max')::bigint)
+$$;
+
+-- Creates a validated definition: shared queues are checked (and locked) first, so a conflict is
+-- found before anything changes; then the flow, its steps and their queues.
+create or replace function pgflow._create_flow_from_definition(
+  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb
+)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  step jsonb;
+  q text;
+  opts jsonb;
+  flow_opts jsonb := coalesce(p_options -> 'flow', '{}'::jsonb);
+begin
+  if p_routes ->> 'mode' = 'routed' then
+    for q in select distinct value #>> '{}' from jsonb_each(p_routes -> 'queues') order by 1 loop
+      perform pgflow._check_shared_queue(q, p_flow_slug);
+    end loop;
+  end if;
+  perform pgflow.create_flow(p_flow_slug,
+    (flow_opts ->> 'maxAttempts')::integer,
+    (flow_opts ->> 'baseDelay')::integer,
+    (flow_opts ->> 'timeout')::integer,
+    p_routes ->> 'mode');
+  for step in select value from jsonb_array_elements(p_shape -> 'steps') order by (value ->> 'index')::integer loop
+    opts := coalesce(p_options -> 'steps' -> (step ->> 'slug'), '{}'::jsonb);
+    perform pgflow.add_step(
+      flow_slug => p_flow_slug,
+      step_slug => step ->> 'slug',
+      deps_slugs => array(select jsonb_array_elements_text(step -> 'dependencies')),
+      max_attempts => (opts ->> 'maxAttempts')::integer,
+      base_delay => (opts ->> 'baseDelay')::integer,
+      timeout => (opts ->> 'timeout')::integer,
+      start_delay => coalesce((opts ->> 'startDelay')::integer, 0),
+      step_type => step ->> 'stepType',
+      required_input_pattern => case when (step -> 'requiredInputPattern' ->> 'defined')::boolean
+                                     then step -> 'requiredInputPattern' -> 'value' end,
+      forbidden_input_pattern => case when (step -> 'forbiddenInputPattern' ->> 'defined')::boolean
+                                      then step -> 'forbiddenInputPattern' -> 'value' end,
+      when_unmet => step ->> 'whenUnmet',
+      when_exhausted => step ->> 'whenExhausted',
+      queue_name => p_routes -> 'queues' ->> (step ->> 'slug'));
+  end loop;
+end;
+$$;
+
+-- Every runtime option whose supplied value differs from the stored one, as
+-- [{step, option, stored, supplied}] (step NULL for a flow option), in definition order. Unset
+-- values compare as what the definition functions store for them: the flow defaults
+-- (pgflow.flow_option_default), NULL (inherit) for a step's maxAttempts, baseDelay and timeout, 0 for
+-- its startDelay. Run only after _option_problems found nothing, so every value is an integer.
+create or replace function pgflow._option_differences(p_flow_slug text, p_options jsonb)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  with supplied as (
+    select null::text as step_slug, -1 as step_index, o.ord, o.option, o.stored,
+           coalesce((nullif(p_options -> 'flow' -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback) as supplied
+    from pgflow.flows f
+    cross join lateral (values ('maxAttempts', f.opt_max_attempts, 0), ('baseDelay', f.opt_base_delay, 1),
+                               ('timeout', f.opt_timeout, 2)) as v(option, stored, ord)
+    cross join lateral (select v.option, v.stored, v.ord,
+                               pgflow.flow_option_default(v.option) as fallback) o
+    where f.flow_slug = p_flow_slug
+    union all
+    select s.step_slug, s.step_index, o.ord, o.option, o.stored,
+           coalesce((nullif(p_options -> 'steps' -> s.step_slug -> o.option, 'null'::jsonb) #>> '{}')::integer, o.fallback)
+    from pgflow.steps s
+    cross join lateral (values ('maxAttempts', s.opt_max_attempts, null::integer, 0),
+                               ('baseDelay', s.opt_base_delay, null::integer, 1),
+                               ('timeout', s.opt_timeout, null::integer, 2),
+                               ('startDelay', s.opt_start_delay, 0, 3)) as o(option, stored, fallback, ord)
+    where s.flow_slug = p_flow_slug
+  )
+  select coalesce(jsonb_agg(jsonb_build_object('step', d.step_slug, 'option', d.option,
+                                               'stored', d.stored, 'supplied', d.supplied)
+                            order by d.step_index, d.ord), '[]'::jsonb)
+  from supplied d
+  where d.stored is distinct from d.supplied
+$$;
+
+create or replace function pgflow.ensure_flow_compiled(
+  flow_slug text,
+  shape jsonb,
+  route_plan jsonb,
+  options jsonb default '{}'::jsonb
+)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  problems text[];
+  existing text;
+  differences text[];
+  option_differences jsonb;
+  q text;
+  deleted_runs bigint;
+  deleted_tasks bigint;
+  withdrawn integer;
+begin
+  problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
+              || pgflow._option_problems(options);
+  if cardinality(problems) > 0 then
+    raise exception 'flow %: invalid definition: %', coalesce(ensure_flow_compiled.flow_slug, 'NULL'),
+      array_to_string(problems, '; ') using errcode = '22023';
+  end if;
+  -- One compile per slug at a time: concurrent workers of the same flow wait here.
+  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(ensure_flow_compiled.flow_slug)));
+
+  select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
+  if existing is null then
+    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
+    return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
+                              'optionDifferences', '[]'::jsonb);
+  end if;
+  if existing <> ensure_flow_compiled.flow_slug then
+    raise exception 'flow % conflicts with existing flow % (flow slugs are unique case-insensitively)',
+      ensure_flow_compiled.flow_slug, existing using errcode = '23505', hint = 'use the existing spelling or a new slug';
+  end if;
+
+  differences := pgflow._definition_differences(
+    pgflow._flow_shape(existing), shape, pgflow._flow_route_plan(existing), route_plan);
+  option_differences := pgflow._option_differences(existing, options);
+  if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
+                                       or not pgflow.is_local_development()) then
+    -- Options that differ are reported, not applied (see the top of this file).
+    return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb,
+                              'optionDifferences', option_differences);
+  end if;
+  if not pgflow.is_local_development() then
+    -- Production: change nothing. Existing tasks keep their queue snapshots.
+    return jsonb_build_object('status', 'mismatch', 'differences', to_jsonb(differences),
+                              'optionDifferences', option_differences);
+  end if;
+  -- Local development follows the code: changed options are differences like any other.
+  differences := differences || array(
+    select format('%s: %s %s stored, %s new', coalesce('step ' || (d ->> 'step'), 'flow'), d ->> 'option',
+                  coalesce(d ->> 'stored', 'unset'), coalesce(d ->> 'supplied', 'unset'))
+    from jsonb_array_elements(option_differences) d);
+  -- Local development: check the new shared queues before deleting anything.
+  if route_plan ->> 'mode' = 'routed' then
+    for q in select distinct value #>> '{}' from jsonb_each(route_plan -> 'queues') order by 1 loop
+      perform pgflow._check_shared_queue(q, existing);
+    end loop;
+  end if;
+  select count(*) into deleted_runs from pgflow.runs r where r.flow_slug = existing;
+  select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
+  perform pgflow.delete_flow_and_data(existing);
+  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
+  -- Live workers registered for the old definition (the compiling worker registers after this):
+  -- their claims on the flow are withdrawn. Local development only, so reading every live
+  -- worker's pairs here costs nothing that matters.
+  with old_workers as (
+    select w.worker_id,
+           coalesce((select jsonb_agg(e order by o) from jsonb_array_elements(w.supported) with ordinality x(e, o)
+                     where e ->> 0 <> existing), '[]'::jsonb) as kept
+    from pgflow.workers w
+    where w.stopped_at is null
+      and exists (select 1 from jsonb_array_elements(w.supported) e where e ->> 0 = existing)
+  ), updated as (
+    update pgflow.workers w
+    set supported = o.kept
+    from old_workers o where w.worker_id = o.worker_id
+    returning 1
+  )
+  select count(*) into withdrawn from updated;
+  return jsonb_build_object('status', 'recompiled', 'differences', to_jsonb(differences),
+                            'optionDifferences', option_differences,
+                            'deletedRuns', deleted_runs, 'deletedTasks', deleted_tasks,
+                            'withdrawnWorkers', withdrawn);
+end;
+$$;
+
+-- ---- schemas/0730_delete_flow_and_data.sql
+-- Deleting one concrete flow: its definitions, its runtime rows and the queues pgflow created for
+-- it (pgflow.created_queues). On every other queue (shared queues, and any queue pgflow did not
+-- create) only this flow's tracked messages go, found through its task snapshots: other flows'
+-- messages and unknown messages stay exactly as they were, and the queue and its archive stay.
+
+-- Removes the given messages from a queue and from its archive. Live messages go through
+-- pgmq.delete; PGMQ has no public function for archive rows, so those are pruned directly (the one
+-- direct table access product SQL allows itself).
+create or replace function pgflow._purge_tracked_messages(p_queue text, p_msg_ids bigint[])
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if p_msg_ids is null or cardinality(p_msg_ids) = 0
+     or not exists (select 1 from pgmq.list_queues() q where q.queue_name = p_queue) then
+    return;
+  end if;
+  perform pgmq.delete(p_queue, p_msg_ids);
+  execute format('delete from pgmq.%I where msg_id = any ($1)', pgmq.format_table_name(p_queue, 'a'))
+  using p_msg_ids;
+end;
+$$;
+
+-- Lock order, the same as every other writer's: the flow, then each of its runs (in run_id order,
+-- as complete_tasks takes them), then messages, then task rows. complete_task, fail_task and
+-- stalled recovery take the run first and its task and messages after; a claim takes a message and
+-- then its task. So a completion in flight finishes before the delete goes on, and the task and
+-- message it created are then seen and removed here; a completion that comes later finds its run
+-- gone and changes nothing. Neither fails, and no message of the flow is left behind.
+create or replace function pgflow.delete_flow_and_data(flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  flow pgflow.flows;
+  grp record;
+  dropped text[];
+  own_queue text;
+begin
+  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
+  select * into flow from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug for update;
+  if not found then
+    raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
+      using errcode = '22023';
+  end if;
+  perform 1 from pgflow.runs r where r.flow_slug = flow.flow_slug order by r.run_id for update;
+
+  -- The queues dropped with the flow: only those pgflow created for it, that no other flow routes
+  -- to, and that PGMQ lists under this one spelling (another spelling shares the table pair, and
+  -- dropping it would destroy that queue too).
+  select coalesce(array_agg(c.queue_name order by c.queue_name), '{}') into dropped
+  from pgflow.created_queues c
+  where c.flow_slug = flow.flow_slug
+    and not exists (select 1 from pgflow.steps s where s.queue_name = c.queue_name and s.flow_slug <> flow.flow_slug)
+    and (select array_agg(q.queue_name::text) from pgmq.list_queues() q where lower(q.queue_name) = c.queue_name)
+        = array[c.queue_name];
+
+  -- Every other queue the flow's tasks used keeps everything but this flow's tracked messages,
+  -- found through the task snapshots (read after the run locks, so a completion that just
+  -- committed is included).
+  for grp in
+    select t.queue_name, array_agg(t.message_id order by t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.flow_slug = flow.flow_slug and t.message_id is not null
+      and not (t.queue_name = any (dropped))
+    group by t.queue_name
+    order by t.queue_name
+  loop
+    perform pgflow._purge_tracked_messages(grp.queue_name, grp.ids);
+  end loop;
+
+  foreach own_queue in array dropped loop
+    perform pgmq.drop_queue(own_queue);
+  end loop;
+
+  delete from pgflow.step_tasks t where t.flow_slug = flow.flow_slug;
+  delete from pgflow.step_states ss where ss.flow_slug = flow.flow_slug;
+  delete from pgflow.runs r where r.flow_slug = flow.flow_slug;
+  delete from pgflow.created_queues c where c.flow_slug = flow.flow_slug;
+  delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
+  delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
+  delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
+end;
+$$;
+
+-- ---- schemas/0740_prune.sql
+-- Retention. Pruning selects through task snapshots, so one flow's retention never reaches another
+-- flow's messages or unknown messages in a shared archive.
+
+-- Deletes terminal runs (completed or failed) that ended before now() - retention, with their tasks
+-- and their own queue and archive rows. Returns the number of runs deleted.
+create or replace function pgflow.prune_data_older_than(retention interval)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  old_runs uuid[];
+  grp record;
+begin
+  if retention is null or retention < interval '0' then
+    raise exception 'prune_data_older_than: retention must be a non-negative interval, got %', coalesce(retention::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  select array_agg(r.run_id) into old_runs
+  from pgflow.runs r
+  where r.status in ('completed', 'failed')
+    and coalesce(r.completed_at, r.failed_at) < now() - retention;
+  if old_runs is null then
+    return 0;
+  end if;
+  for grp in
+    select t.queue_name, array_agg(t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.run_id = any (old_runs) and t.message_id is not null
+    group by t.queue_name
+  loop
+    perform pgflow._purge_tracked_messages(grp.queue_name, grp.ids);
+  end loop;
+  delete from pgflow.step_tasks t where t.run_id = any (old_runs);
+  delete from pgflow.step_states ss where ss.run_id = any (old_runs);
+  delete from pgflow.runs r where r.run_id = any (old_runs);
+  return cardinality(old_runs);
+end;
+$$;
+
+-- Queue-wide maintenance for one declared shared queue: deletes its archive rows archived before
+-- now() - older_than, whoever sent them. Returns the number of rows deleted.
+create or replace function pgflow.prune_shared_queue_archive(queue_name text, older_than interval)
+returns bigint
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  deleted bigint;
+begin
+  if not exists (select 1 from pgflow.shared_queues s where s.queue_name = prune_shared_queue_archive.queue_name) then
+    raise exception 'queue % is not a declared shared queue', coalesce(quote_literal(prune_shared_queue_archive.queue_name), 'NULL')
+      using errcode = '22023', hint = 'use prune_data_older_than for flow data; this prunes one shared queue''s archive';
+  end if;
+  if older_than is null or older_than < interval '0' then
+    raise exception 'prune_shared_queue_archive: older_than must be a non-negative interval' using errcode = '22023';
+  end if;
+  execute format('with gone as (delete from pgmq.%I where archived_at < now() - $1 returning 1) select count(*) from gone',
+                 pgmq.format_table_name(prune_shared_queue_archive.queue_name, 'a'))
+  into deleted using older_than;
+  return deleted;
+end;
+$$;
+
+-- ---- schemas/0750_queue_support_set.sql
+-- The support set of a worker: the exact (flow, step) pairs routed to one queue among the concrete
+-- flows the worker was given, read from persisted routes (never from the worker's own claims).
+create or replace function pgflow.queue_support_set(queue_name text, flow_slugs text[])
+returns table (flow_slug text, step_slug text)
+language sql
+stable
+set search_path = ''
+as $$
+  select s.flow_slug, s.step_slug
+  from pgflow.steps s
+  where s.queue_name = queue_support_set.queue_name and s.flow_slug = any (queue_support_set.flow_slugs)
+  order by s.flow_slug, s.step_index
+$$;
+
+-- ---- schemas/0800_coverage.sql
+-- The coverage check: per queue, the (flow, step) pairs that need a handler and whether a live
+-- worker serves each. A point-in-time operator check, read-only; not a startup gate.
+--
+-- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
+-- still queued or started in started runs (work waiting: snapshots never move, so the retries of
+-- a route changed since still arrive on the queue the task was created for).
+-- Live: a worker on that queue, not stopped or deprecated, whose heartbeat is fresher than
+-- stale_after, lists the pair in its support set.
+-- Stale: a started task whose last worker is not seen any more (heartbeat older than stale_after,
+-- stopped, or no worker row names it); stalled recovery takes it back after the step's timeout
+-- + 30 s. A deprecated worker still counts as seen: it finishes what it holds.
+-- Status, the first that applies (one place decides it, so the CLI, status and the dashboard agree):
+--   MISSING  work waiting and no live worker serves the pair: nothing will run it;
+--   STALE    a live worker serves the pair, but a started task is held by a worker that is gone;
+--   PARTIAL  a live worker serves the pair, but not every live worker on the queue does: the
+--            others read its messages too and hand them back (a moment of this is every deploy
+--            that changes a handler set; left so, each of their reads is wasted). Give every
+--            worker on a queue the same handler set;
+--   ok       a live worker serves the pair (and every live worker on the queue does);
+--   idle     a route with no work waiting and no live worker: nothing to do until a run starts.
+create or replace function pgflow.queue_coverage(
+  queue_name text default null,
+  stale_after interval default '30 seconds'
+)
+returns table (
+  queue_name text,
+  flow_slug text,
+  step_slug text,
+  routed boolean,
+  queued_tasks bigint,
+  started_tasks bigint,
+  stale_tasks bigint,
+  live_workers bigint,
+  served boolean,
+  status text
+)
+language sql
+stable
+set search_path = ''
+as $$
+  -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
+  with recent as materialized (
+    select w.worker_id, w.queue_name, w.supported, w.deprecated
+    from pgflow._recent_workers(clock_timestamp() - stale_after) w
+  ),
+  -- Work waiting, counted in one pass over the open tasks of started runs.
+  work as (
+    select t.queue_name, t.flow_slug, t.step_slug,
+           count(*) filter (where t.status = 'queued') as queued,
+           count(*) filter (where t.status = 'started') as started,
+           count(*) filter (where t.status = 'started' and not exists (
+             select 1 from recent w where w.worker_id = t.last_worker_id)) as stale
+    from pgflow.step_tasks t
+    join pgflow.runs r on r.run_id = t.run_id
+    where t.status in ('queued', 'started') and r.status = 'started'
+      and (queue_coverage.queue_name is null or t.queue_name = queue_coverage.queue_name)
+    group by t.queue_name, t.flow_slug, t.step_slug
+  ),
+  pairs as (
+    select s.queue_name, s.flow_slug, s.step_slug from pgflow.steps s
+    where queue_coverage.queue_name is null or s.queue_name = queue_coverage.queue_name
+    union
+    select k.queue_name, k.flow_slug, k.step_slug from work k
+  ),
+  counted as (
+    select p.queue_name, p.flow_slug, p.step_slug,
+           exists (select 1 from pgflow.steps s
+                   where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
+                     and s.queue_name = p.queue_name) as routed,
+           coalesce(k.queued, 0) as queued,
+           coalesce(k.started, 0) as started,
+           coalesce(k.stale, 0) as stale,
+           (select count(*) from recent w
+            where w.queue_name = p.queue_name and not w.deprecated
+              and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live,
+           (select count(*) from recent w where w.queue_name = p.queue_name and not w.deprecated) as on_queue
+    from pairs p
+    left join work k
+      on k.queue_name = p.queue_name and k.flow_slug = p.flow_slug and k.step_slug = p.step_slug
+  )
+  select c.queue_name, c.flow_slug, c.step_slug, c.routed, c.queued, c.started, c.stale, c.live,
+         c.live > 0,
+         case when c.live = 0 and c.queued + c.started > 0 then 'MISSING'
+              when c.stale > 0 then 'STALE'
+              when c.live > 0 and c.live < c.on_queue then 'PARTIAL'
+              when c.live > 0 then 'ok'
+              else 'idle' end
+  from counted c
+  order by c.queue_name, c.flow_slug, c.step_slug
+$$;
+
+-- ---- schemas/0810_deploy_fence.sql
+-- Deploy fence helpers. The procedure (docs/operations.md): begin the fence for the complete set of
+-- functions being replaced → wait until deploy_fence_status says drained → deploy registries that
+-- carry both old and new flow versions while old runs drain → end the fence.
+
+-- Records the functions' enabled flags, disables them and deprecates their workers (they stop
+-- polling and finish what they hold). Returns the fence id.
+create or replace function pgflow.begin_deploy_fence(function_names text[], note text default null)
+returns bigint
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  fence bigint;
+  busy text[];
+begin
+  if function_names is null or cardinality(function_names) = 0 then
+    raise exception 'begin_deploy_fence: name at least one worker function' using errcode = '22023';
+  end if;
+  select array_agg(coalesce(quote_literal(f), 'NULL')) into busy
+  from unnest(function_names) f where not pgflow.is_valid_function_name(f);
+  if busy is not null then
+    raise exception 'begin_deploy_fence: invalid function name(s) %', array_to_string(busy, ', ')
+      using errcode = '22023', hint = 'use 1-128 letters, digits, "_" or "-" (the Edge Function''s name)';
+  end if;
+  -- Functions never registered yet get a row, so the fence also keeps them from registering.
+  insert into pgflow.worker_functions (function_name)
+  select distinct f from unnest(function_names) f
+  on conflict (function_name) do nothing;
+  perform 1 from pgflow.worker_functions wf where wf.function_name = any (function_names)
+  order by wf.function_name for update;
+
+  select array_agg(distinct ff.function_name order by ff.function_name) into busy
+  from pgflow.deploy_fence_functions ff join pgflow.deploy_fences f on f.fence_id = ff.fence_id
+  where f.ended_at is null and ff.function_name = any (function_names);
+  if busy is not null then
+    raise exception 'begin_deploy_fence: % already inside an open deploy fence', busy
+      using errcode = '55000', hint = 'end that fence first (pgflow.end_deploy_fence)';
+  end if;
+
+  insert into pgflow.deploy_fences (note) values (note) returning fence_id into fence;
+  insert into pgflow.deploy_fence_functions (fence_id, function_name, was_enabled)
+  select fence, wf.function_name, wf.enabled
+  from pgflow.worker_functions wf where wf.function_name = any (function_names);
+  update pgflow.worker_functions wf set enabled = false, updated_at = now()
+  where wf.function_name = any (function_names);
+  update pgflow.workers w set deprecated_at = clock_timestamp()
+  where w.function_name = any (function_names) and w.deprecated_at is null and w.stopped_at is null;
+  return fence;
+end;
+$$;
+
+-- Per fenced function: live workers (fresh heartbeat, not stopped) and started tasks held by its
+-- workers. drained = both are zero.
+create or replace function pgflow.deploy_fence_status(fence_id bigint, stale_after interval default '30 seconds')
+returns table (function_name text, was_enabled boolean, enabled boolean, live_workers bigint, started_tasks bigint, drained boolean)
+language sql
+stable
+set search_path = ''
+as $$
+  -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
+  with recent as materialized (
+    select w.function_name from pgflow._recent_workers(clock_timestamp() - stale_after) w
+  )
+  select ff.function_name, ff.was_enabled, wf.enabled, lw.n, st.n, lw.n = 0 and st.n = 0
+  from pgflow.deploy_fence_functions ff
+  join pgflow.worker_functions wf on wf.function_name = ff.function_name
+  cross join lateral (
+    select count(*) as n from recent w where w.function_name = ff.function_name
+  ) lw
+  cross join lateral (
+    select count(*) as n from pgflow.step_tasks t join pgflow.workers w on w.worker_id = t.last_worker_id
+    where w.function_name = ff.function_name and t.status = 'started'
+  ) st
+  where ff.fence_id = deploy_fence_status.fence_id
+  order by ff.function_name
+$$;
+
+-- Restores exactly the recorded enabled flags and closes the fence.
+create or replace function pgflow.end_deploy_fence(fence_id bigint)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+begin
+  update pgflow.deploy_fences f set ended_at = now()
+  where f.fence_id = end_deploy_fence.fence_id and f.ended_at is null;
+  if not found then
+    raise exception 'deploy fence % does not exist or has already ended', end_deploy_fence.fence_id
+      using errcode = '22023';
+  end if;
+  update pgflow.worker_functions wf set enabled = ff.was_enabled, updated_at = now()
+  from pgflow.deploy_fence_functions ff
+  where ff.fence_id = end_deploy_fence.fence_id and wf.function_name = ff.function_name;
+end;
+$$;
+
+-- ---- schemas/0820_ensure_workers.sql
+-- The keep-alive. Picks the enabled worker functions that have no live worker and whose debounce
+-- has passed, records the invocation, and (where Supabase provides pg_net and the project URL is
+-- in Vault) pings each function over HTTP so it starts a worker. A disabled function is never
+-- pinged: that is what keeps a deploy fence closed. net.http_post and vault.decrypted_secrets are
+-- used only when they are members of the pg_net and supabase_vault extensions
+-- (pgflow._trusted_integration): this runs as its owner, often from pg_cron, and must never run a
+-- function someone planted under those names.
+create or replace function pgflow.ensure_workers()
+returns table (function_name text, pinged boolean)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  fn record;
+  base_url text;
+  auth text;
+  can_ping boolean := pgflow._trusted_integration('pg_net') and pgflow._trusted_integration('vault');
+begin
+  if can_ping then
+    execute $q$select max(decrypted_secret) filter (where name = 'supabase_project_url'),
+                      coalesce(max(decrypted_secret) filter (where name = 'pgflow_auth_secret'),
+                               max(decrypted_secret) filter (where name = 'supabase_service_role_key'))
+               from vault.decrypted_secrets$q$ into base_url, auth;
+    can_ping := base_url is not null and auth is not null;
+  end if;
+  for fn in
+    update pgflow.worker_functions wf set last_invoked_at = now()
+    where wf.enabled
+      and (wf.last_invoked_at is null or wf.last_invoked_at < now() - wf.debounce)
+      -- Read by heartbeat range (pgflow._recent_workers): this runs every few seconds, and must
+      -- not scan every worker the function ever had.
+      and not exists (
+        select 1 from pgflow._recent_workers(clock_timestamp() - wf.debounce) w
+        where w.function_name = wf.function_name and not w.deprecated)
+    returning wf.function_name
+  loop
+    if can_ping then
+      execute 'select net.http_post(url => $1, headers => $2, body => ''{}''::jsonb)'
+      using rtrim(base_url, '/') || '/functions/v1/' || fn.function_name,
+            jsonb_build_object('Content-Type', 'application/json', 'Authorization', 'Bearer ' || auth);
+    end if;
+    function_name := fn.function_name;
+    pinged := can_ping;
+    return next;
+  end loop;
+end;
+$$;
+
+-- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
+-- worker's own periodic recovery and an external keep-alive do the same job).
+create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if to_regprocedure('cron.schedule(text, text, text)') is null then
+    raise exception 'pg_cron is not installed' using errcode = '0A000',
+      hint = 'enable pg_cron, or call pgflow.ensure_workers() from an external scheduler';
+  end if;
+  -- Called with the caller's rights (usually the owner's): only pg_cron's own function.
+  if not pgflow._trusted_integration('pg_cron') then
+    raise exception 'cron.schedule(text, text, text) is not a member of the pg_cron extension; it was not called'
+      using errcode = '42501',
+        hint = 'a function of that name was created outside pg_cron: drop it and create extension pg_cron, or call pgflow.ensure_workers() from an external scheduler';
+  end if;
+  execute 'select cron.schedule($1, $2, $3)'
+  using 'pgflow_ensure_workers', extract(epoch from keep_alive)::integer || ' seconds', 'select pgflow.ensure_workers()';
+  execute 'select cron.schedule($1, $2, $3)'
+  using 'pgflow_requeue_stalled_tasks', '15 seconds', 'select pgflow.requeue_stalled_tasks()';
+end;
+$$;
+
+-- ---- schemas/0850_run_events.sql
+-- Run events: a change of a run's or a step's status wakes whoever watches that run.
+--
+-- A notification is a wake-up hint, not the event itself: clients read the run with
+-- pgflow.get_run and build their events by comparing what they saw before with what they see now
+-- (src/client/), so a lost notification, a reconnect or a late subscriber only delays an event,
+-- never loses it. That is why the payload is just the run id and never holds inputs, outputs or
+-- errors (pg_notify payloads are limited to 8000 bytes, and a listener needs nothing else).
+--
+-- One channel per run, pgflow_run:<uuid> (47 bytes, under the 63-byte limit on channel names): a
+-- client that waits for one run hears only that run, not every run of the database. Postgres
+-- delivers identical notifications (same channel, same payload) once per transaction, so a
+-- transaction that moves a run through several states (complete_task: the step completes, its
+-- dependents start, the run completes) sends one notification for it.
+--
+-- Where Supabase Realtime is installed (realtime.send exists and is the platform's own, checked on
+-- every call by pgflow._trusted_integration so a project that adds Realtime later needs no
+-- migration, and a function merely planted under that name is never called), the same hint is
+-- broadcast on the private topic pgflow_run:<uuid>, once per run per transaction.
+--
+-- Row-level triggers limited to the status column (`update of status`) with a `when` clause that
+-- Postgres evaluates without calling any function: the function runs only for a real status
+-- change (about three times per step), never for the counters the hot path decrements on every
+-- task (remaining_tasks, remaining_deps, remaining_steps). Measured against statement-level
+-- triggers with transition tables, which fire for every statement that touches the tables and
+-- copy their rows: those cost about twice as much (bench/trigger_cost.ts, bench/results.md).
+
+-- Broadcasts a run's hint through Supabase Realtime, once per transaction.
+create or replace function pgflow._broadcast_run(p_run_id uuid)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  sent text;
+begin
+  -- realtime.send inserts a message each time it is called: remember (for this transaction only)
+  -- which runs were announced already. A session could forge this setting, but that only silences
+  -- its own broadcasts; it is never taken as proof that realtime.send may be called.
+  sent := coalesce(current_setting('pgflow.realtime_sent', true), '');
+  if position(p_run_id::text in sent) > 0 then
+    return;
+  end if;
+  if not pgflow._trusted_integration('realtime') then
+    return;
+  end if;
+  -- Arguments of exactly the verified signature's types: an exact match is always the function
+  -- chosen, whatever other overloads the schema holds.
+  perform realtime.send(jsonb_build_object('run_id', p_run_id), 'run_changed'::text,
+    ('pgflow_run:' || p_run_id::text)::text, true);
+  perform set_config('pgflow.realtime_sent', sent || p_run_id::text || ',', true);
+end;
+$$;
+
+create or replace function pgflow._run_changed()
+returns trigger
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  perform pg_notify('pgflow_run:' || new.run_id::text, new.run_id::text);
+  -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.
+  if to_regnamespace('realtime') is not null then
+    perform pgflow._broadcast_run(new.run_id);
+  end if;
+  return null;
+end;
+$$;
+
+create or replace trigger runs_inserted_notify
+  after insert on pgflow.runs
+  for each row execute function pgflow._run_changed();
+
+create or replace trigger runs_status_notify
+  after update of status on pgflow.runs
+  for each row when (old.status is distinct from new.status)
+  execute function pgflow._run_changed();
+
+create or replace trigger step_states_status_notify
+  after update of status on pgflow.step_states
+  for each row when (old.status is distinct from new.status)
+  execute function pgflow._run_changed();
+
+-- ---- schemas/0860_get_run.sql
+-- Reading a run: the run with every step's state, output and error as one JSON document, for the
+-- client (src/client/) and for supabase-js (rpc('get_run', { run_id })). Null for an unknown run.
+--
+-- Timestamps are UTC text with microseconds ("2026-12-03T08:00:00.123456Z"): they sort as text
+-- and keep the order of events that happened within one millisecond, which a JavaScript Date
+-- would lose. Steps come in definition order, which puts every step after its dependencies.
+--
+-- security invoker: the caller needs select on pgflow.runs, step_states and steps (service_role
+-- has it, see 0900_privileges); a wrapper for other roles decides which runs they may read
+-- (docs/permissions.md).
+
+create or replace function pgflow.get_run(run_id uuid)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'run_id', r.run_id,
+    'flow_slug', r.flow_slug,
+    'status', r.status,
+    'input', r.input,
+    'output', r.output,
+    'error_message', r.error_message,
+    'remaining_steps', r.remaining_steps,
+    'started_at', to_char(r.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'completed_at', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'failed_at', to_char(r.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'steps', coalesce((
+      select jsonb_agg(jsonb_build_object(
+        'step_slug', ss.step_slug,
+        'step_index', s.step_index,
+        'step_type', s.step_type,
+        'status', ss.status,
+        'output', ss.output,
+        'error_message', ss.error_message,
+        'skip_reason', ss.skip_reason,
+        'initial_tasks', ss.initial_tasks,
+        'remaining_tasks', ss.remaining_tasks,
+        'started_at', to_char(ss.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'completed_at', to_char(ss.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'failed_at', to_char(ss.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+      ) order by s.step_index)
+      from pgflow.step_states ss
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = r.run_id
+    ), '[]'::jsonb)
+  )
+  from pgflow.runs r
+  where r.run_id = get_run.run_id
+$$;
+
+-- ---- schemas/0900_privileges.sql
+-- No pgflow function is executable by PUBLIC (and so by anon or authenticated on Supabase). The
+-- owner (postgres on Supabase) runs workers and maintenance. Grants are explicit and documented in
+-- docs/permissions.md.
+revoke execute on all functions in schema pgflow from public;
+
+-- service_role (supabase-js with the service key; server code only) may start runs and read them:
+-- start_flow (security definer, so no write access to tables or queues is needed), get_run (the
+-- run as one JSON document, read with the caller's select rights) and select on the definition and
+-- run tables. Nothing else: it cannot claim, complete or fail tasks, change
+-- definitions or touch workers. Where the role does not exist (plain Postgres) it is created
+-- without login, so the grant model is the same everywhere; grant it to your own backend role. A
+-- migrating role that may not create roles skips this with a notice, and nothing is granted.
+do $$
+begin
+  if not exists (select 1 from pg_roles where rolname = 'service_role') then
+    begin
+      create role service_role nologin;
+    exception when insufficient_privilege or duplicate_object then
+      raise notice 'pgflow: role service_role was not created: %', sqlerrm;
+    end;
+  end if;
+  if exists (select 1 from pg_roles where rolname = 'service_role') then
+    grant usage on schema pgflow to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
+    grant execute on function pgflow.get_run(uuid) to service_role;
+    grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
+      pgflow.step_tasks to service_role;
+  end if;
+end
+$$;
+
+insert into pgflow.migrations (name) values ('20261205001154_pgflow_base') on conflict (name) do nothing;
+
+commit;
