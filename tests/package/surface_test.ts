@@ -93,7 +93,7 @@ const config = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)) as {
 Deno.test("deno.json exports the main entry, the tools and the CLI", () => {
   assert.deepEqual(config.exports, {
     ".": "./mod.ts",
-    "./tools": "./src/tools.ts",
+    "./tools": "./tools.ts",
     "./cli": "./src/cli/main.ts",
   });
 });
@@ -107,7 +107,7 @@ Deno.test("mod.ts exports exactly the intended runtime names, and no tool or int
 });
 
 Deno.test("the tools entry exports the tools, none of them also in mod.ts", async () => {
-  const [main, tools] = await Promise.all([exportsOf("mod.ts"), exportsOf("src/tools.ts")]);
+  const [main, tools] = await Promise.all([exportsOf("mod.ts"), exportsOf("tools.ts")]);
   assert.deepEqual(tools.runtime, [...TOOLS_RUNTIME].sort());
   const both = [...tools.runtime, ...tools.types].filter((name) =>
     main.runtime.includes(name) || main.types.includes(name)

@@ -9,7 +9,7 @@ import {
   extractFlowOptions,
   extractFlowShape,
   extractRoutePlan,
-} from "../../src/tools.ts";
+} from "../../tools.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { queueMessages } from "../support/engine.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";

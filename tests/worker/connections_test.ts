@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createPool, DatabaseTimeoutError } from "../../mod.ts";
-import { bounded, describeConnection } from "../../src/tools.ts";
+import { bounded, describeConnection } from "../../tools.ts";
 import { testDatabase } from "../support/db.ts";
 import { startPgBouncer } from "../../local/pgbouncer.ts";
 import { startWireProxy } from "../support/wire_proxy.ts";

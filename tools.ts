@@ -23,17 +23,17 @@
  * @module
  */
 
-export { extractFlowOptions, extractFlowShape, extractRoutePlan } from "./compile/shape.ts";
+export { extractFlowOptions, extractFlowShape, extractRoutePlan } from "./src/compile/shape.ts";
 export type {
   CompilableFlow,
   FlowOptionsPlan,
   FlowShape,
   RoutePlan,
   StepShape,
-} from "./compile/shape.ts";
-export { coverageCounts, formatCoverage, queueCoverage } from "./operations/coverage.ts";
-export type { CoverageRow, CoverageStatus } from "./operations/coverage.ts";
-export { describeConnection, ownsServerSession } from "./platform/connection_kind.ts";
-export type { ConnectionInfo } from "./platform/connection_kind.ts";
-export { bounded } from "./platform/deadline.ts";
-export { installTypeFetchGuard } from "./platform/type_fetch_guard.ts";
+} from "./src/compile/shape.ts";
+export { coverageCounts, formatCoverage, queueCoverage } from "./src/operations/coverage.ts";
+export type { CoverageRow, CoverageStatus } from "./src/operations/coverage.ts";
+export { describeConnection, ownsServerSession } from "./src/platform/connection_kind.ts";
+export type { ConnectionInfo } from "./src/platform/connection_kind.ts";
+export { bounded } from "./src/platform/deadline.ts";
+export { installTypeFetchGuard } from "./src/platform/type_fetch_guard.ts";
