@@ -138,10 +138,10 @@ export type {
   PgflowClient,
   StartFlowOptions,
 } from "./src/client/client.ts";
-export { DEFAULT_WAIT_TIMEOUT_MS } from "./src/client/run_handle.ts";
 export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_handle.ts";
 export {
   ClientClosedError,
+  ClientConfigError,
   RunError,
   RunFailedError,
   RunFlowMismatchError,

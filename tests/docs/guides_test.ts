@@ -6,6 +6,7 @@
  * install path before the demo.
  */
 import assert from "node:assert/strict";
+import { CLIENT_OPTIONS } from "../../src/client/options.ts";
 import { WORKER_OPTIONS } from "../../src/worker/options.ts";
 import { assertSucceeded, deno, REPO_ROOT } from "../package/deno_cmd.ts";
 import { codeBlocks, relativeLinks, tableRows } from "./markdown.ts";
@@ -103,6 +104,20 @@ Deno.test("workers.md lists every worker option with its real default and range"
     "one row per EdgeWorkerConfig option, plus the queue selection",
   );
   for (const [key, option] of Object.entries(WORKER_OPTIONS)) {
+    const [, defaultCell, rangeCell] = rows.get(key)!;
+    assert.equal(num(defaultCell), option.default, `${key} default`);
+    assert.deepEqual(range(rangeCell), [option.min, option.max], `${key} range`);
+  }
+});
+
+Deno.test("client.md lists every client timing option with its real default and range", () => {
+  const rows = new Map(tableRows(read("docs/client.md"), "option").map((r) => [r[0], r]));
+  assert.deepEqual(
+    [...rows.keys()].sort(),
+    interfaceKeys("src/client/client.ts", "ClientTiming").sort(),
+    "one row per ClientTiming option",
+  );
+  for (const [key, option] of Object.entries(CLIENT_OPTIONS)) {
     const [, defaultCell, rangeCell] = rows.get(key)!;
     assert.equal(num(defaultCell), option.default, `${key} default`);
     assert.deepEqual(range(rangeCell), [option.min, option.max], `${key} range`);

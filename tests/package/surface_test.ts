@@ -34,7 +34,7 @@ const MAIN_RUNTIME = [
   "createWorker",
   // The client.
   "ClientClosedError",
-  "DEFAULT_WAIT_TIMEOUT_MS",
+  "ClientConfigError",
   "RunError",
   "RunFailedError",
   "RunFlowMismatchError",
@@ -60,7 +60,12 @@ const TOOLS_RUNTIME = [
 ];
 
 /** Names that are internals: exported by neither entry. */
-const PRIVATE = ["suggestQueueName", "partialNote", "DEFAULT_QUERY_TIMEOUT_MS"];
+const PRIVATE = [
+  "suggestQueueName",
+  "partialNote",
+  "DEFAULT_QUERY_TIMEOUT_MS",
+  "DEFAULT_WAIT_TIMEOUT_MS",
+];
 
 interface Exports {
   readonly runtime: string[];
