@@ -6,6 +6,11 @@
  * their steps. `routeFlow(flow, { queues })` puts any step of any flow or version on a named queue;
  * one worker polls one queue and runs exactly the (flow, step) pairs it has handlers for.
  *
+ * This entry holds what a flow, a worker or a client needs: the DSL, routing, the worker, the
+ * client, `createPool`, `createLogger`, their types and errors. What operators and tooling build
+ * on (a flow's compiled shape, the coverage check, connection helpers, `bounded`) is in
+ * `@pgflow/shared/tools`; the CLI is `@pgflow/shared/cli`.
+ *
  * @example
  * ```ts
  * import { Flow, routeFlow } from "@pgflow/shared";
@@ -87,11 +92,7 @@ export type {
   UnwrapFlow,
 } from "./src/dsl/extract.ts";
 export { RoutingError } from "./src/routing/errors.ts";
-export {
-  MAX_QUEUE_NAME_LENGTH,
-  suggestQueueName,
-  validateQueueName,
-} from "./src/routing/queue_name.ts";
+export { MAX_QUEUE_NAME_LENGTH, validateQueueName } from "./src/routing/queue_name.ts";
 export { privateQueueName } from "./src/routing/private_queue.ts";
 export { routeFlow } from "./src/routing/route_flow.ts";
 export type { NoUnknownSteps, RouteMap } from "./src/routing/route_flow.ts";
@@ -106,14 +107,6 @@ export type {
   WorkerStartArgs,
   WorkerTarget,
 } from "./src/routing/selection.ts";
-export { extractFlowOptions, extractFlowShape, extractRoutePlan } from "./src/compile/shape.ts";
-export type {
-  CompilableFlow,
-  FlowOptionsPlan,
-  FlowShape,
-  RoutePlan,
-  StepShape,
-} from "./src/compile/shape.ts";
 export { EdgeWorker } from "./src/worker/edge_worker.ts";
 export type { EdgeWorkerApi } from "./src/worker/edge_worker.ts";
 export { createWorker } from "./src/worker/worker.ts";
@@ -127,15 +120,8 @@ export { createPool } from "./src/platform/pool.ts";
 export { DatabaseUrlError } from "./src/platform/database_url.ts";
 export type { DatabaseUrlPart } from "./src/platform/database_url.ts";
 export type { PoolOptions } from "./src/platform/pool.ts";
-export { installTypeFetchGuard } from "./src/platform/type_fetch_guard.ts";
 export type { SslSetting } from "./src/platform/wire_gate.ts";
-export {
-  bounded,
-  DatabaseTimeoutError,
-  DEFAULT_QUERY_TIMEOUT_MS,
-} from "./src/platform/deadline.ts";
-export { describeConnection, ownsServerSession } from "./src/platform/connection_kind.ts";
-export type { ConnectionInfo } from "./src/platform/connection_kind.ts";
+export { DatabaseTimeoutError } from "./src/platform/deadline.ts";
 export { createLogger } from "./src/platform/logger.ts";
 export type {
   LogFields,
@@ -145,13 +131,6 @@ export type {
   LogRecord,
   LogSink,
 } from "./src/platform/logger.ts";
-export {
-  coverageCounts,
-  formatCoverage,
-  partialNote,
-  queueCoverage,
-} from "./src/operations/coverage.ts";
-export type { CoverageRow, CoverageStatus } from "./src/operations/coverage.ts";
 export { createClient } from "./src/client/client.ts";
 export type {
   ClientOptions,
@@ -159,10 +138,10 @@ export type {
   PgflowClient,
   StartFlowOptions,
 } from "./src/client/client.ts";
-export { DEFAULT_WAIT_TIMEOUT_MS } from "./src/client/run_handle.ts";
 export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_handle.ts";
 export {
   ClientClosedError,
+  ClientConfigError,
   RunError,
   RunFailedError,
   RunFlowMismatchError,

@@ -5,7 +5,6 @@
  */
 import type { FlowCarrier } from "../dsl/extract.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
-import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Backend } from "./backend.ts";
@@ -13,11 +12,12 @@ import { ClientClosedError, StartFlowError } from "./errors.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
+import { checkStartOptions, resolveClientOptions, type ResolvedConnection } from "./options.ts";
 import type { FlowInputOf, RunState } from "./types.ts";
-import type { WatchTiming } from "./watch.ts";
 
 /**
- * Timing shared by every way of connecting.
+ * Timing shared by every way of connecting: whole milliseconds, each within its range, or
+ * `createClient` throws a `ClientConfigError` naming the option, the value and the range.
  *
  * @example
  * ```ts
@@ -27,13 +27,19 @@ import type { WatchTiming } from "./watch.ts";
  * ```
  */
 export interface ClientTiming {
-  /** When polling: the first wait between readings of a run, doubled while nothing changes; default 250. */
+  /**
+   * When polling: the first wait (ms) between readings of a run, doubled while nothing changes;
+   * 10 to 60,000, at most `maxPollIntervalMs`; default 250.
+   */
   readonly pollIntervalMs?: number;
-  /** When polling: the longest wait between readings; default 2,000. */
+  /** When polling: the longest wait (ms) between readings; 10 to 600,000; default 2,000. */
   readonly maxPollIntervalMs?: number;
-  /** With LISTEN or Realtime: how often a run is read anyway, in case a notification was lost; default 5,000. */
+  /**
+   * With LISTEN or Realtime: how often (ms) a run is read anyway, in case a notification was lost;
+   * 100 to 3,600,000; default 5,000.
+   */
   readonly safetyIntervalMs?: number;
-  /** Bound of every query the client sends (postgres.js only); default 20,000. */
+  /** Bound (ms) of every query the client sends (postgres.js only); 500 to 600,000; default 20,000. */
   readonly queryTimeoutMs?: number;
 }
 
@@ -164,17 +170,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * ```
  */
 export function createClient(options: ClientOptions): PgflowClient {
-  const timing: WatchTiming = {
-    pollIntervalMs: positive(options.pollIntervalMs, 250, "pollIntervalMs"),
-    maxPollIntervalMs: positive(options.maxPollIntervalMs, 2_000, "maxPollIntervalMs"),
-    safetyIntervalMs: positive(options.safetyIntervalMs, 5_000, "safetyIntervalMs"),
-  };
-  const queryTimeoutMs = positive(
-    options.queryTimeoutMs,
-    DEFAULT_QUERY_TIMEOUT_MS,
-    "queryTimeoutMs",
-  );
-  const backend = makeBackend(options, queryTimeoutMs);
+  const { timing, queryTimeoutMs, connection } = resolveClientOptions(options);
+  const backend = makeBackend(connection, queryTimeoutMs);
   // Aborted by close(), before the connections end: every wait and watch stops at once.
   const closing = new AbortController();
   const closed = closing.signal;
@@ -182,10 +179,10 @@ export function createClient(options: ClientOptions): PgflowClient {
   async function startFlow<F extends FlowCarrier>(
     flow: F | string,
     input: FlowInputOf<F>,
-    startOptions: StartFlowOptions = {},
+    startOptions?: StartFlowOptions,
   ): Promise<FlowRun<F>> {
     const flowSlug = slugOf(flow);
-    const runId = startOptions.runId ?? null;
+    const runId = checkStartOptions(startOptions).runId ?? null;
     if (runId !== null && (typeof runId !== "string" || !UUID.test(runId))) {
       throw new StartFlowError(
         flowSlug,
@@ -257,34 +254,28 @@ export function createClient(options: ClientOptions): PgflowClient {
   };
 }
 
-function makeBackend(options: ClientOptions, queryTimeoutMs: number): Backend {
-  if ("supabase" in options && options.supabase !== undefined) {
-    return supabaseBackend(options.supabase, options.transport ?? "auto");
+function makeBackend(connection: ResolvedConnection, queryTimeoutMs: number): Backend {
+  if (connection.kind === "supabase") {
+    return supabaseBackend(connection.supabase, connection.transport);
   }
-  if ("sql" in options && options.sql !== undefined) {
-    if (options.url !== undefined) parseDatabaseUrl(options.url, "createClient: url");
-    return sqlBackend(options.sql, {
-      transport: options.transport ?? "auto",
+  if (connection.kind === "sql") {
+    if (connection.url !== undefined) parseDatabaseUrl(connection.url, "createClient: url");
+    return sqlBackend(connection.sql, {
+      transport: connection.transport,
       queryTimeoutMs,
-      url: options.url,
+      url: connection.url,
       owned: false,
     });
   }
-  if ("connectionString" in options && typeof options.connectionString === "string") {
-    // Checked here to name the option; a bad URL throws a DatabaseUrlError, password masked.
-    parseDatabaseUrl(options.connectionString, "createClient: connectionString");
-    const sql = createPool(options.connectionString, { max: 4, ...options.pool });
-    return sqlBackend(sql, {
-      transport: options.transport ?? "auto",
-      queryTimeoutMs,
-      url: options.connectionString,
-      owned: true,
-    });
-  }
-  throw new TypeError(
-    "createClient needs { sql }, { connectionString } or { supabase }, for example " +
-      `createClient({ connectionString: Deno.env.get("DATABASE_URL")! })`,
-  );
+  // Checked here to name the option; a bad URL throws a DatabaseUrlError, password masked.
+  parseDatabaseUrl(connection.connectionString, "createClient: connectionString");
+  const sql = createPool(connection.connectionString, { max: 4, ...connection.pool });
+  return sqlBackend(sql, {
+    transport: connection.transport,
+    queryTimeoutMs,
+    url: connection.connectionString,
+    owned: true,
+  });
 }
 
 function slugOf(flow: FlowCarrier | string): string {
@@ -298,14 +289,4 @@ function slugOf(flow: FlowCarrier | string): string {
       String(flow)
     } is not a flow; pass a Flow, a routed or step-queued flow, or a slug`,
   );
-}
-
-function positive(value: number | undefined, fallback: number, name: string): number {
-  if (value === undefined) return fallback;
-  if (!(typeof value === "number" && value > 0 && Number.isFinite(value))) {
-    throw new RangeError(
-      `createClient: ${name} must be a positive number of milliseconds, got ${value}`,
-    );
-  }
-  return value;
 }

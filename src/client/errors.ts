@@ -1,6 +1,6 @@
 /**
  * The errors of the client: a run that failed, a wait that timed out, a run that does not exist
- * or is of another flow, a start that was refused, and a client that was closed.
+ * or is of another flow, a start that was refused, a client that was closed, and a bad option.
  *
  * @module
  */
@@ -236,5 +236,30 @@ export class ClientClosedError extends Error {
     this.name = "ClientClosedError";
     this.reason = reason;
     this.runId = runId;
+  }
+}
+
+/**
+ * An option of the client is invalid: thrown by `createClient`, and the rejection of `waitFor` or
+ * `events` given bad options. The message names the call, the option, the value (never a
+ * connection string or a pool) and what is accepted.
+ *
+ * @example
+ * ```ts
+ * import { ClientConfigError, createClient } from "@pgflow/shared";
+ *
+ * try {
+ *   createClient({ connectionString: "postgres://postgres@127.0.0.1:5432/postgres", pollIntervalMs: 0 });
+ * } catch (e) {
+ *   // "createClient: pollIntervalMs must be an integer from 10 to 60000, got 0"
+ *   if (e instanceof ClientConfigError) console.log(e.message);
+ * }
+ * ```
+ */
+export class ClientConfigError extends Error {
+  /** Creates the error with a message that names the option, the value and the fix. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ClientConfigError";
   }
 }

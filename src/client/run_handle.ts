@@ -14,12 +14,10 @@ import {
   RunStatusError,
   RunTimeoutError,
 } from "./errors.ts";
+import { checkEventsOptions, resolveWaitOptions } from "./options.ts";
 import { type AnyRunState, failedStep, isTerminal } from "./snapshot.ts";
 import type { FlowOutputOf, RunEvent, RunState } from "./types.ts";
 import { watchRun, type WatchTiming } from "./watch.ts";
-
-/** How long `waitFor` waits when no `timeoutMs` is given: 5 minutes. */
-export const DEFAULT_WAIT_TIMEOUT_MS = 300_000;
 
 /**
  * Options of `run.waitFor`.
@@ -32,7 +30,10 @@ export const DEFAULT_WAIT_TIMEOUT_MS = 300_000;
  * ```
  */
 export interface WaitForOptions {
-  /** Reject with `RunTimeoutError` after this long; default 300,000 (5 minutes). */
+  /**
+   * Reject with `RunTimeoutError` after this many milliseconds, 1 to 2,147,483,647 (the longest
+   * timer); default 300,000 (5 minutes).
+   */
   readonly timeoutMs?: number;
   /** Stop waiting (rejects with the signal's reason). */
   readonly signal?: AbortSignal;
@@ -122,13 +123,9 @@ export function runHandle<F extends FlowCarrier>(
 
   async function waitFor(
     status: "completed" | "failed" | "terminal",
-    { timeoutMs = DEFAULT_WAIT_TIMEOUT_MS, signal }: WaitForOptions = {},
+    options?: WaitForOptions,
   ): Promise<unknown> {
-    if (!(timeoutMs > 0)) {
-      throw new RangeError(
-        `waitFor: timeoutMs must be a positive number of milliseconds, got ${timeoutMs}`,
-      );
-    }
+    const { timeoutMs, signal } = resolveWaitOptions(options);
     signal?.throwIfAborted();
     if (closed.aborted) throw closedError("waitFor");
     // Whichever stops the wait first decides how it ends.
@@ -189,7 +186,8 @@ export function runHandle<F extends FlowCarrier>(
       if (state === null) throw new RunNotFoundError(runId);
       return state as unknown as RunState<F>;
     },
-    async *events({ signal }: EventsOptions = {}) {
+    async *events(options?: EventsOptions) {
+      const { signal } = checkEventsOptions(options);
       if (closed.aborted) throw closedError("events");
       // Ends on the caller's signal or the client's close, whichever comes first.
       const stop = new AbortController();

@@ -10,7 +10,7 @@ import type { RoutedFlow, StepQueuedFlow } from "../routing/routed.ts";
  *
  * @example
  * ```ts
- * import type { StepShape } from "@pgflow/shared";
+ * import type { StepShape } from "@pgflow/shared/tools";
  *
  * const step: StepShape = {
  *   slug: "classify",
@@ -48,7 +48,8 @@ export interface StepShape {
  *
  * @example
  * ```ts
- * import { extractFlowShape, Flow } from "@pgflow/shared";
+ * import { Flow } from "@pgflow/shared";
+ * import { extractFlowShape } from "@pgflow/shared/tools";
  *
  * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
  * const shape = extractFlowShape(flow);
@@ -66,7 +67,7 @@ export interface FlowShape {
  *
  * @example
  * ```ts
- * import type { FlowOptionsPlan } from "@pgflow/shared";
+ * import type { FlowOptionsPlan } from "@pgflow/shared/tools";
  *
  * const plan: FlowOptionsPlan = { flow: { maxAttempts: 3 }, steps: { a: { timeout: 10 } } };
  * ```
@@ -84,7 +85,7 @@ export interface FlowOptionsPlan {
  *
  * @example
  * ```ts
- * import type { RoutePlan } from "@pgflow/shared";
+ * import type { RoutePlan } from "@pgflow/shared/tools";
  *
  * const plan: RoutePlan = { mode: "flow", queues: { a: "demo" } };
  * ```
@@ -101,7 +102,8 @@ export interface RoutePlan {
  *
  * @example
  * ```ts
- * import { Flow, type CompilableFlow } from "@pgflow/shared";
+ * import { Flow } from "@pgflow/shared";
+ * import type { CompilableFlow } from "@pgflow/shared/tools";
  *
  * const target: CompilableFlow = new Flow<{ id: string }>({ slug: "demo" });
  * ```
@@ -121,7 +123,8 @@ function unwrap(target: CompilableFlow): AnyFlow {
  * @param target a plain, step-queued or routed flow
  * @example
  * ```ts
- * import { extractFlowShape, Flow } from "@pgflow/shared";
+ * import { Flow } from "@pgflow/shared";
+ * import { extractFlowShape } from "@pgflow/shared/tools";
  *
  * const flow = new Flow<string[]>({ slug: "lengths" })
  *   .map({ slug: "length" }, (item) => item.length)
@@ -150,7 +153,8 @@ export function extractFlowShape(target: CompilableFlow): FlowShape {
  * @param target a plain, step-queued or routed flow
  * @example
  * ```ts
- * import { extractFlowOptions, Flow } from "@pgflow/shared";
+ * import { Flow } from "@pgflow/shared";
+ * import { extractFlowOptions } from "@pgflow/shared/tools";
  *
  * const flow = new Flow<{ id: string }>({ slug: "demo", timeout: 30 })
  *   .step({ slug: "a", maxAttempts: 1 }, (i) => i.id);
@@ -172,7 +176,8 @@ export function extractFlowOptions(target: CompilableFlow): FlowOptionsPlan {
  * @param target a plain, step-queued or routed flow
  * @example
  * ```ts
- * import { extractRoutePlan, Flow, routeFlow } from "@pgflow/shared";
+ * import { Flow, routeFlow } from "@pgflow/shared";
+ * import { extractRoutePlan } from "@pgflow/shared/tools";
  *
  * const flow = new Flow<{ id: string }>({ slug: "Demo" }).step({ slug: "a" }, (i) => i.id);
  * extractRoutePlan(flow); // { mode: "flow", queues: { a: "demo" } }

@@ -18,7 +18,7 @@ import type { Sql } from "../platform/types.ts";
  *
  * @example
  * ```ts
- * import type { CoverageStatus } from "@pgflow/shared";
+ * import type { CoverageStatus } from "@pgflow/shared/tools";
  *
  * const needsAction = (s: CoverageStatus) => s === "MISSING" || s === "STALE";
  * ```
@@ -30,7 +30,7 @@ export type CoverageStatus = "MISSING" | "STALE" | "PARTIAL" | "ok" | "idle";
  *
  * @example
  * ```ts
- * import type { CoverageRow } from "@pgflow/shared";
+ * import type { CoverageRow } from "@pgflow/shared/tools";
  *
  * const missing = (rows: CoverageRow[]) => rows.filter((r) => r.status === "MISSING");
  * ```
@@ -64,7 +64,7 @@ export interface CoverageRow {
  * @example
  * ```ts
  * import postgres from "npm:postgres@3.4.7";
- * import { queueCoverage } from "@pgflow/shared";
+ * import { queueCoverage } from "@pgflow/shared/tools";
  *
  * const sql = postgres(Deno.env.get("DATABASE_URL")!);
  * const missing = (await queueCoverage(sql, "thread_processing"))
@@ -111,7 +111,7 @@ export async function queueCoverage(
  *
  * @example
  * ```ts
- * import { coverageCounts } from "@pgflow/shared";
+ * import { coverageCounts } from "@pgflow/shared/tools";
  *
  * coverageCounts([]); // { MISSING: 0, STALE: 0, PARTIAL: 0, ok: 0, idle: 0 }
  * ```
@@ -133,7 +133,7 @@ export function coverageCounts(rows: readonly CoverageRow[]): Record<CoverageSta
  *
  * @example
  * ```ts
- * import { formatCoverage } from "@pgflow/shared";
+ * import { formatCoverage } from "@pgflow/shared/tools";
  *
  * console.log(formatCoverage([]));
  * ```
@@ -173,7 +173,7 @@ export function formatCoverage(rows: readonly CoverageRow[]): string {
  *
  * @example
  * ```ts
- * import { partialNote } from "@pgflow/shared";
+ * import { partialNote } from "./coverage.ts";
  *
  * partialNote([]); // "0 pair(s) PARTIAL: …"
  * ```

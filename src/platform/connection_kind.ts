@@ -7,7 +7,7 @@ import type { Sql } from "./types.ts";
  *
  * @example
  * ```ts
- * import type { ConnectionInfo } from "@pgflow/shared";
+ * import type { ConnectionInfo } from "@pgflow/shared/tools";
  *
  * const info: ConnectionInfo = { kind: "transaction pooler", evidence: "pooler on port 6543" };
  * ```
@@ -39,7 +39,8 @@ export interface ConnectionInfo {
  *
  * @example
  * ```ts
- * import { createPool, describeConnection } from "@pgflow/shared";
+ * import { createPool } from "@pgflow/shared";
+ * import { describeConnection } from "@pgflow/shared/tools";
  *
  * const url = "postgres://postgres@127.0.0.1:5432/postgres";
  * const sql = createPool(url);
@@ -77,7 +78,7 @@ export async function describeConnection(
  *
  * @example
  * ```ts
- * import { ownsServerSession } from "@pgflow/shared";
+ * import { ownsServerSession } from "@pgflow/shared/tools";
  *
  * ownsServerSession("direct"); // true
  * ownsServerSession("transaction pooler"); // false

@@ -53,7 +53,8 @@ interface QueryHandle<T> extends PromiseLike<T> {
  *
  * @example
  * ```ts
- * import { bounded, createPool } from "@pgflow/shared";
+ * import { createPool } from "@pgflow/shared";
+ * import { bounded } from "@pgflow/shared/tools";
  *
  * const sql = createPool("postgres://postgres@127.0.0.1:5432/postgres");
  * // const [row] = await bounded(sql`select pgflow.heartbeat(${id}::uuid) as d`, "heartbeat", 20_000);

@@ -57,7 +57,7 @@ export function isTypeFetchRejection(reason: unknown): boolean {
  * @example
  * ```ts
  * import postgres from "npm:postgres@3.4.7";
- * import { installTypeFetchGuard } from "@pgflow/shared";
+ * import { installTypeFetchGuard } from "@pgflow/shared/tools";
  *
  * installTypeFetchGuard();
  * const sql = postgres("postgres://postgres@127.0.0.1:5432/postgres", { prepare: false });

@@ -16,7 +16,7 @@ const QUEUE_NAME_PATTERN = /^[a-z][a-z0-9_]*$/;
  *
  * @example
  * ```ts
- * import { suggestQueueName } from "@pgflow/shared";
+ * import { suggestQueueName } from "./queue_name.ts";
  *
  * suggestQueueName("Thread-Processing"); // "thread_processing"
  * ```

@@ -6,6 +6,7 @@
  * install path before the demo.
  */
 import assert from "node:assert/strict";
+import { CLIENT_OPTIONS } from "../../src/client/options.ts";
 import { WORKER_OPTIONS } from "../../src/worker/options.ts";
 import { assertSucceeded, deno, REPO_ROOT } from "../package/deno_cmd.ts";
 import { codeBlocks, relativeLinks, tableRows } from "./markdown.ts";
@@ -81,6 +82,30 @@ Deno.test("README: what it is, the demo and test commands, then install before t
   assert.equal(worker.code, fn.code);
 });
 
+Deno.test("README's layout names every folder of src/, every top-level folder and every entry point", () => {
+  const readme = read("README.md");
+  const start = readme.indexOf("## Layout");
+  assert.ok(start >= 0, "README has a Layout section");
+  const end = readme.indexOf("\n## ", start + 1);
+  const layout = readme.slice(start, end < 0 ? undefined : end);
+  const dirs = (path: string) =>
+    [...Deno.readDirSync(`${REPO_ROOT}${path}`)]
+      .filter((e) => e.isDirectory && !e.name.startsWith("."))
+      .map((e) => e.name);
+  const named = [
+    ...dirs("src").map((d) => `src/${d}`),
+    ...dirs("").filter((d) => d !== "node_modules"),
+    ...dirs("supabase").map((d) => `supabase/${d}`),
+  ];
+  const exports = JSON.parse(read("deno.json")).exports as Record<string, string>;
+  for (const [name, path] of Object.entries(exports)) {
+    named.push(path.replace(/^\.\//, ""), `@pgflow/shared${name.slice(1)}`);
+  }
+  // `src/x` or `bench` alone, or a folder named through one of its paths (`supabase/schemas`).
+  const missing = named.filter((n) => !layout.includes(`\`${n}\``) && !layout.includes(`\`${n}/`));
+  assert.deepEqual(missing, [], "README's Layout section does not name these");
+});
+
 /** The `readonly name?:` members of one interface in a source file. */
 function interfaceKeys(path: string, name: string): string[] {
   const source = read(path);
@@ -103,6 +128,20 @@ Deno.test("workers.md lists every worker option with its real default and range"
     "one row per EdgeWorkerConfig option, plus the queue selection",
   );
   for (const [key, option] of Object.entries(WORKER_OPTIONS)) {
+    const [, defaultCell, rangeCell] = rows.get(key)!;
+    assert.equal(num(defaultCell), option.default, `${key} default`);
+    assert.deepEqual(range(rangeCell), [option.min, option.max], `${key} range`);
+  }
+});
+
+Deno.test("client.md lists every client timing option with its real default and range", () => {
+  const rows = new Map(tableRows(read("docs/client.md"), "option").map((r) => [r[0], r]));
+  assert.deepEqual(
+    [...rows.keys()].sort(),
+    interfaceKeys("src/client/client.ts", "ClientTiming").sort(),
+    "one row per ClientTiming option",
+  );
+  for (const [key, option] of Object.entries(CLIENT_OPTIONS)) {
     const [, defaultCell, rangeCell] = rows.get(key)!;
     assert.equal(num(defaultCell), option.default, `${key} default`);
     assert.deepEqual(range(rangeCell), [option.min, option.max], `${key} range`);
@@ -159,8 +198,8 @@ Deno.test("every CLI command and flag the guides use exists", async () => {
         /(?:jsr:@pgflow\/shared\/cli|deno task pgflow|`pgflow) ([a-z]+)(?: (start|stop|status|url)\b)?([^`\n]*)/g,
       )
     ) {
-      // `pgflow worker <queue>` is the application_name of a worker's LISTEN connection.
-      if (m[0] === "`pgflow worker <queue>") continue;
+      // `pgflow worker` and `pgflow client` are application_names of LISTEN connections.
+      if (m[0] === "`pgflow worker" || m[0] === "`pgflow client") continue;
       const command = m[2] === undefined || m[1] !== "db" ? m[1] : "db";
       const flags = used.get(command) ?? new Set<string>();
       for (const flag of m[3].matchAll(/(?<![\w-])--[a-z][a-z-]*/g)) {

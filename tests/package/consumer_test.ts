@@ -18,6 +18,7 @@ import {
 
 const db = testDatabase(import.meta.url);
 const MOD_URL = pathToFileURL(`${REPO_ROOT}mod.ts`).href;
+const TOOLS_URL = pathToFileURL(`${REPO_ROOT}tools.ts`).href;
 
 /** The consumer: a routed two-step flow, a worker, one run, its result on stdout as JSON. */
 function consumerSource(modUrl: string): string {
@@ -115,7 +116,8 @@ db.test("a consumer outside the repo imports mod.ts by URL, type-checks and runs
 });
 
 Deno.test("everything the consumer loads from this repository is in the published package", async () => {
-  const dir = await consumerDir(`export * from "${MOD_URL}";\n`);
+  // Both library entries: `@pgflow/shared` and `@pgflow/shared/tools`.
+  const dir = await consumerDir(`export * from "${MOD_URL}";\nexport * from "${TOOLS_URL}";\n`);
   try {
     const graph = await moduleGraph("main.ts", [], dir);
     const published = await publishedFiles();
@@ -127,6 +129,7 @@ Deno.test("everything the consumer loads from this repository is in the publishe
       const path = new URL(specifier).pathname.slice(REPO_ROOT.length);
       assert.ok(published.has(path), `${path} is loaded by a consumer but not published`);
     }
+    assert.ok(published.has("tools.ts"), "the tools entry is published");
     // Dependencies are pinned npm: specifiers, never bare names an import map would have to supply.
     for (const edge of edges(graph)) {
       assert.match(

@@ -1,10 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  MAX_QUEUE_NAME_LENGTH,
-  RoutingError,
-  suggestQueueName,
-  validateQueueName,
-} from "../../mod.ts";
+import { MAX_QUEUE_NAME_LENGTH, RoutingError, validateQueueName } from "../../mod.ts";
+import { suggestQueueName } from "../../src/routing/queue_name.ts";
 
 Deno.test("validateQueueName accepts canonical lowercase names up to 47 characters", () => {
   for (

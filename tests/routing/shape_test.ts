@@ -1,13 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  extractFlowOptions,
-  extractFlowShape,
-  extractRoutePlan,
-  Flow,
-  routeFlow,
-  RoutingError,
-  withStepQueues,
-} from "../../mod.ts";
+import { Flow, routeFlow, RoutingError, withStepQueues } from "../../mod.ts";
+import { extractFlowOptions, extractFlowShape, extractRoutePlan } from "../../tools.ts";
 import { flowQueueName } from "../../src/routing/flow_queue.ts";
 
 function build(order: "ab" | "ba") {

@@ -3,15 +3,13 @@
  * ids, and two workers racing on one queue.
  */
 import assert from "node:assert/strict";
+import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
 import {
+  type CompilableFlow,
   extractFlowOptions,
   extractFlowShape,
   extractRoutePlan,
-  Flow,
-  type FlowWorker,
-  routeFlow,
-} from "../../mod.ts";
-import type { CompilableFlow } from "../../mod.ts";
+} from "../../tools.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { queueMessages } from "../support/engine.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";

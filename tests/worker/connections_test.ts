@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { bounded, createPool, DatabaseTimeoutError, describeConnection } from "../../mod.ts";
+import { createPool, DatabaseTimeoutError } from "../../mod.ts";
+import { bounded, describeConnection } from "../../tools.ts";
 import { testDatabase } from "../support/db.ts";
 import { startPgBouncer } from "../../local/pgbouncer.ts";
 import { startWireProxy } from "../support/wire_proxy.ts";

@@ -1,13 +1,7 @@
 /** Worker lifecycle with real workers: startup verdicts, shutdown order, deprecation drain. */
 import assert from "node:assert/strict";
-import {
-  extractFlowOptions,
-  extractFlowShape,
-  extractRoutePlan,
-  Flow,
-  type FlowWorker,
-  WorkerStartupError,
-} from "../../mod.ts";
+import { Flow, type FlowWorker, WorkerStartupError } from "../../mod.ts";
+import { extractFlowOptions, extractFlowShape, extractRoutePlan } from "../../tools.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { queueMessages } from "../support/engine.ts";
 import { runRow, startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";

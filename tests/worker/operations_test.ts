@@ -1,6 +1,7 @@
 /** Operator tools with real workers: coverage sees what workers serve; the deploy fence drains them. */
 import assert from "node:assert/strict";
-import { Flow, type FlowWorker, queueCoverage, routeFlow } from "../../mod.ts";
+import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
+import { queueCoverage } from "../../tools.ts";
 
 import { testDatabase, waitFor } from "../support/db.ts";
 import { runRow, startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
