@@ -43,8 +43,9 @@ export interface EdgeWorkerConfig {
    */
   readonly pollIntervalMs?: number;
   /**
-   * How the worker learns that work was sent to its queue. `listen`: LISTEN on a connection of its
-   * own (one more than the pool), woken by the notification sent with the messages, and reading
+   * How the worker learns that work was sent to its queue. `listen`: LISTEN on the process's LISTEN
+   * connection (one per process and database, beside the pools), woken by the notification sent
+   * with the messages, and reading
    * every `maxPollSeconds` as a fallback; polling in the database while that connection is down.
    * `poll`: reads that wait in the database, re-checking every `pollIntervalMs`. Default `auto`:
    * `listen` on direct and session-pooler connections, `poll` behind a transaction pooler or a
@@ -181,7 +182,14 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     );
   }
   if (config.sql !== undefined && typeof config.sql !== "function") {
-    throw new WorkerConfigError(`sql must be a postgres.js pool, got ${describe(config.sql)}`);
+    // Named by its type only: a string here is most likely a URL, with its password.
+    throw new WorkerConfigError(
+      `sql must be a postgres.js pool (made with createPool), got ${
+        typeof config.sql === "string"
+          ? "a string (a URL goes in connectionString)"
+          : describe(config.sql)
+      }`,
+    );
   }
   if (config.sql !== undefined && config.maxPgConnections !== undefined) {
     throw new WorkerConfigError(

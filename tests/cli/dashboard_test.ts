@@ -1,7 +1,7 @@
 /**
  * `pgflow dashboard` without a browser: every read runs in a read-only transaction (a write
  * inside one fails, and serving the page changes nothing), the JSON the page polls (stuck tasks
- * by reason, failures, coverage, one run's steps), the HTTP rules (GET only, a Host allow-list for
+ * by reason, failures, coverage, one run's steps), the HTTP rules (GET and HEAD only, a Host allow-list for
  * every bind, run ids and percent-escapes checked), the coverage status before and after the
  * status column, and the flags.
  */
@@ -119,7 +119,7 @@ db.test("the overview lists stuck tasks by reason, failures and coverage; servin
   assert.deepEqual(await databaseState(url), before, "serving the dashboard changes nothing");
 });
 
-db.test("HTTP: GET only, loopback Host names only, run ids checked, assets with a strict CSP", async ({ url }) => {
+db.test("HTTP: GET and HEAD only, loopback Host names only, run ids checked, assets with a strict CSP", async ({ url }) => {
   const pool = createPool(url, { max: 1 });
   const dashboard = startDashboard(pool, { port: 0 });
   const base = new URL(dashboard.url);
@@ -136,7 +136,13 @@ db.test("HTTP: GET only, loopback Host names only, run ids checked, assets with 
     }
     const post = await fetch(new URL("api/overview", base), { method: "POST", body: "{}" });
     assert.equal(post.status, 405);
+    assert.equal(post.headers.get("allow"), "GET, HEAD");
     await post.body?.cancel();
+    // HEAD answers as GET does, without a body.
+    const head = await fetch(base, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.match(head.headers.get("content-type")!, /text\/html/);
+    assert.equal(await head.text(), "");
     const bad = await fetch(new URL("api/runs/not-a-uuid", base));
     assert.equal(bad.status, 400);
     assert.deepEqual(await bad.json(), { error: "a run id is a UUID" });

@@ -171,7 +171,14 @@ Deno.test("flows.md documents every option with the SQL defaults and the shared 
   for (const [key, { min, max }] of Object.entries(bounds)) {
     const [, defaultCell, rangeCell] = rows.get(key)!;
     const column = `opt_${key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
-    const stored = new RegExp(`${column} integer not null default (\\d+)`).exec(sql);
+    // A literal default, or the flow default pgflow.flow_option_default gives.
+    const stored = new RegExp(`${column} integer not null default (\\d+)`).exec(sql) ??
+      new RegExp(`when '${key}' then (\\d+)`).exec(
+        new RegExp(`${column} integer not null default pgflow\\.flow_option_default\\('${key}'\\)`)
+            .test(sql)
+          ? read("supabase/schemas/0025_option_bounds.sql")
+          : "",
+      );
     assert.ok(stored, `${column} has a default in SQL`);
     assert.equal(num(defaultCell), Number(stored[1]), `${key} default`);
     assert.deepEqual(range(rangeCell.replace(" to ", "–")), [min, max], `${key} range`);

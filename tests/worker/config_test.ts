@@ -50,6 +50,12 @@ const bad: [string, WorkerTarget, Record<string, unknown>, RegExp][] = [
     /preparedStatements must be "auto", "on" or "off", got true/,
   ],
   ["sql and connectionString", flow, { sql: () => {} }, /either sql .* or connectionString/],
+  [
+    "a URL given as sql: named by its type, never printed",
+    flow,
+    { sql: "postgres://u:hunter2@db/x", connectionString: undefined },
+    /^sql must be a postgres\.js pool \(made with createPool\), got a string \(a URL goes in connectionString\)$/,
+  ],
   ["bad scheme", flow, { connectionString: "mysql://x" }, /postgres:\/\/ or postgresql:\/\//],
   ["functionName", flow, { functionName: "bad name!" }, /functionName must be/],
   ["workerId", flow, { workerId: "w1" }, /workerId must be a UUID, got "w1"/],

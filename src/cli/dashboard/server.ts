@@ -1,6 +1,6 @@
 /**
  * The dashboard's HTTP server (Deno.serve): the page, its script and style, and two JSON
- * endpoints the page polls. GET only; every database read in a read-only transaction.
+ * endpoints the page polls. GET and HEAD only; every database read in a read-only transaction.
  *
  * @module
  */
@@ -115,7 +115,7 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
 
   async function route(request: Request): Promise<Response> {
     if (request.method !== "GET" && request.method !== "HEAD") {
-      return text(405, "the dashboard only reads: GET only", { allow: "GET, HEAD" });
+      return text(405, "the dashboard only reads: GET and HEAD only", { allow: "GET, HEAD" });
     }
     if (!hostAllowed(request.headers.get("host"), allowed, port)) {
       return text(
