@@ -105,7 +105,7 @@ function limitsOf(fate: Fate): Partial<IsolateLimits> {
     case "cpu soft":
       return { ...calm, cpuSoftMs: 400 };
     case "cpu hard":
-      return { ...calm, cpuSoftMs: 400, cpuHardMs: 430 };
+      return { ...calm, cpuSoftMs: 400, cpuHardMs: 410 };
     case "memory":
       // Set just above the isolate's size once it polls (runEdgeSoak).
       return calm;
@@ -283,7 +283,6 @@ const CLEAN = new Set(["drained", "exited"]);
 async function checkSoak(
   sql: postgres.Sql,
   isolates: readonly IsolateRecord[],
-  fates: ReadonlyMap<string, Fate>,
   runIds: readonly string[],
   streamStart: number,
   streamEnd: number,
@@ -399,30 +398,26 @@ async function checkSoak(
     };
   }
 
-  // Throughput: tasks completed per second while the stream ran, in the seconds during which a
-  // queue had no polling worker (a hand-over) and in the others.
-  const completions = await sql<{ queue_name: string; s: number }[]>`
-    select queue_name, floor(extract(epoch from completed_at))::int as s
+  // Throughput: tasks completed per second on a queue while it had no polling worker (from a
+  // hand-over's start to the next worker polling), and while it had one, during the stream.
+  const completions = await sql<{ queue_name: string; ms: number }[]>`
+    select queue_name, (extract(epoch from completed_at) * 1000)::float8 as ms
     from pgflow.step_tasks where completed_at is not null and run_id = any(${runIds}::uuid[])`;
   const queueOf: Record<string, string> = { soak_a: "edge_a", soak_b: "edge_b" };
-  let inGap = 0, inGapSeconds = 0, steady = 0, steadySeconds = 0;
+  const from0 = streamStart + 5_000;
+  let inGap = 0, gapMs = 0, steady = 0, steadyMs = 0;
   for (const queue of ["edge_a", "edge_b"]) {
-    const perSecond = new Map<number, number>();
+    const own = gaps.filter(([fn, from]) => queueOf[fn] === queue && from >= from0)
+      .map(([, from, to]) => [from, Math.min(to, streamEnd)] as const)
+      .filter(([from, to]) => to > from);
+    const inAny = (t: number) => own.some(([from, to]) => t >= from && t < to);
+    const covered = own.reduce((n, [from, to]) => n + (to - from), 0);
+    gapMs += covered;
+    steadyMs += streamEnd - from0 - covered;
     for (const c of completions) {
-      if (c.queue_name === queue) perSecond.set(Number(c.s), (perSecond.get(Number(c.s)) ?? 0) + 1);
-    }
-    for (let s = Math.ceil(streamStart / 1000) + 5; s < Math.floor(streamEnd / 1000); s++) {
-      const gap = gaps.some(([fn, from, to]) =>
-        queueOf[fn] === queue && from < (s + 1) * 1000 && to > s * 1000
-      );
-      const n = perSecond.get(s) ?? 0;
-      if (gap) {
-        inGap += n;
-        inGapSeconds++;
-      } else {
-        steady += n;
-        steadySeconds++;
-      }
+      if (c.queue_name !== queue || c.ms < from0 || c.ms >= streamEnd) continue;
+      if (inAny(c.ms)) inGap++;
+      else steady++;
     }
   }
   return {
@@ -438,8 +433,8 @@ async function checkSoak(
     handoverMs,
     maxLinesPer10s,
     throughput: {
-      steadyPerSecond: round1(steady / Math.max(1, steadySeconds)),
-      inHandoverPerSecond: round1(inGap / Math.max(1, inGapSeconds)),
+      steadyPerSecond: round1(steady / Math.max(1, steadyMs / 1000)),
+      inHandoverPerSecond: round1(inGap / Math.max(1, gapMs / 1000)),
     },
     problems,
   };

@@ -16,6 +16,8 @@ Deno.test("Edge soak: hand-overs by every reason lose no run, run nothing twice,
   });
   console.log(JSON.stringify(figures));
   assert.deepEqual(figures.problems, []);
-  const ends = Object.values(figures.ends).reduce((a, b) => a + b, 0);
+  const ends = Object.entries(figures.ends)
+    .filter(([cause]) => cause !== "supervisor stopped")
+    .reduce((n, [, count]) => n + count, 0);
   assert.ok(ends >= 30, `${ends} isolate ends`);
 });
