@@ -251,7 +251,6 @@ export async function runEdgeSoak(options: SoakOptions): Promise<SoakFigures> {
     return await checkSoak(
       sql,
       supervisor.isolates,
-      fates,
       runIds,
       streamStart,
       streamEnd,
