@@ -1,6 +1,7 @@
 /**
  * The programs some tests need besides Deno and Postgres: PgBouncer (the pooler tests, standing in
- * for Supavisor) and Chromium (the dashboard's browser test). `provision()` is the test command's
+ * for Supavisor), Chromium (the dashboard's browser test) and pg_cron (the Edge keep-alive tests,
+ * `tests/edge/`). `provision()` is the test command's
  * first stage: a missing one is installed from Debian when the run can (root, `apt-get` present),
  * quietly, with its output in a log file; otherwise it says which tests will fail and the command
  * that installs the program. The tests themselves never skip: without the program they fail with
@@ -77,8 +78,61 @@ export const CHROMIUM: Program = {
   find: () => onPath(Deno.env.get("CHROMIUM") ?? "chromium"),
 };
 
+/**
+ * The share folder (`pg_config --sharedir`) of the server binaries the tests use, where extension
+ * control files live; `undefined` when it cannot be read.
+ */
+export function postgresShareDir(): string | undefined {
+  const explicit = Deno.env.get("PGFLOW_PG_BIN");
+  const candidates = explicit ? [explicit] : debianBinDirs();
+  for (const dir of candidates) {
+    const pgConfig = `${dir}/pg_config`;
+    if (!isFile(pgConfig)) continue;
+    try {
+      const out = new Deno.Command(pgConfig, { args: ["--sharedir"], stderr: "null" }).outputSync();
+      if (out.success) return new TextDecoder().decode(out.stdout).trim();
+    } catch {
+      // Not runnable: try the next one.
+    }
+  }
+  return undefined;
+}
+
+/** Debian's server binary folders, newest major version first. */
+function debianBinDirs(): string[] {
+  try {
+    return [...Deno.readDirSync("/usr/lib/postgresql")]
+      .map((e) => e.name)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a))
+      .map((v) => `/usr/lib/postgresql/${v}/bin`);
+  } catch {
+    return [];
+  }
+}
+
+/** The major version of the Debian server the tests use (the package names carry it). */
+function debianMajor(): string {
+  return /postgresql\/(\d+)\//.exec(debianBinDirs()[0] ?? "")?.[1] ?? "15";
+}
+
+/**
+ * pg_cron from Debian (`postgresql-<major>-cron`): the real extension, which the Edge keep-alive
+ * test loads into a server of its own (`shared_preload_libraries`).
+ */
+export const PG_CRON: Program = {
+  name: "pg_cron",
+  aptPackage: `postgresql-${debianMajor()}-cron`,
+  neededBy: "the Edge keep-alive tests",
+  find() {
+    const share = postgresShareDir();
+    const control = share === undefined ? undefined : `${share}/extension/pg_cron.control`;
+    return control !== undefined && isFile(control) ? control : undefined;
+  },
+};
+
 /** Every program the suite needs beyond Deno and Postgres. */
-export const PROGRAMS: readonly Program[] = [PGBOUNCER, CHROMIUM];
+export const PROGRAMS: readonly Program[] = [PGBOUNCER, CHROMIUM, PG_CRON];
 
 /** Options of {@link provision}; the defaults are the real machine's. */
 export interface ProvisionOptions {

@@ -6,7 +6,14 @@
  * is not an `Error` is never serialised into a line. The whole text, at most 2,000 characters, is
  * stored by `fail_task` in `step_tasks.error_message`. Errors of the worker's own database calls
  * are logged as their first line, at most 200 characters.
+ *
+ * The default sink keeps to the platform's log limit (about 100 events per 10 s per isolate):
+ * beyond 5 lines of one event or 45 lines in 10 s, lines are aggregated into one line per kind
+ * with its count, never dropped (`log_budget.ts`).
+ *
+ * @module
  */
+import { LogBudget } from "./log_budget.ts";
 
 /**
  * Log levels, most severe first.
@@ -168,7 +175,31 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   return make({});
 }
 
+/** The default sink's budget: one per process, as the platform counts lines per isolate. */
+const budget = new LogBudget({ write: writeLine });
+// Aggregates still held are written as the process ends normally.
+globalThis.addEventListener("unload", () => budget.flush());
+
 function consoleSink(record: LogRecord): void {
+  budget.offer(record);
+}
+
+/**
+ * Writes the aggregate lines the default sink holds now instead of at the end of their 10 s
+ * window (`EdgeWorker` calls it when its worker has stopped at `beforeunload`).
+ *
+ * @example
+ * ```ts
+ * import { flushLogs } from "./logger.ts";
+ *
+ * flushLogs();
+ * ```
+ */
+export function flushLogs(): void {
+  budget.flush();
+}
+
+function writeLine(record: LogRecord): void {
   const line = JSON.stringify({
     time: new Date().toISOString(),
     level: record.level,

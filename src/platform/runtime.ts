@@ -12,3 +12,22 @@ export function edgeRuntime(): EdgeRuntimeGlobal | undefined {
   const candidate = (globalThis as { EdgeRuntime?: Partial<EdgeRuntimeGlobal> }).EdgeRuntime;
   return typeof candidate?.waitUntil === "function" ? candidate as EdgeRuntimeGlobal : undefined;
 }
+
+/**
+ * Calls `listener` when the platform is about to end the isolate (the `beforeunload` event), with
+ * the reason the Supabase Edge runtime gives in `detail.reason` (`WallClockTime`, `CPUTime`,
+ * `Memory`, `EarlyDrop`), or `undefined` where the event carries none (plain Deno).
+ *
+ * @example
+ * ```ts
+ * import { onBeforeUnload } from "./runtime.ts";
+ *
+ * onBeforeUnload((reason) => console.log(`ending: ${reason ?? "unknown"}`));
+ * ```
+ */
+export function onBeforeUnload(listener: (reason: string | undefined) => void): void {
+  globalThis.addEventListener("beforeunload", (event) => {
+    const detail = (event as Event & { detail?: { reason?: unknown } }).detail;
+    listener(typeof detail?.reason === "string" ? detail.reason : undefined);
+  });
+}

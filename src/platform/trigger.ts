@@ -1,5 +1,5 @@
 import { checkBearer } from "./auth.ts";
-import { type Logger, wasLogged } from "./logger.ts";
+import { flushLogs, type Logger, wasLogged } from "./logger.ts";
 
 /** A worker the trigger started: enough to report on it and to stop it. */
 export interface TriggeredWorker {
@@ -9,8 +9,11 @@ export interface TriggeredWorker {
   readonly functionName: string;
   /** Resolves when the worker has stopped. */
   readonly done: Promise<void>;
-  /** Stops gracefully. */
-  stop(): Promise<void>;
+  /**
+   * Stops gracefully; with `unloading` (the `beforeunload` reason) nothing it claims from then on
+   * is started.
+   */
+  stop(options?: { readonly unloading?: string }): Promise<void>;
 }
 
 /** The platform pieces the trigger uses; injectable so unit tests need no globals. */
@@ -19,8 +22,11 @@ export interface TriggerDeps {
   readonly serve: (handler: (request: Request) => Promise<Response>) => void;
   /** Keeps the isolate alive while a promise runs (`EdgeRuntime.waitUntil`), when available. */
   readonly waitUntil?: (promise: Promise<unknown>) => void;
-  /** Registers a function to run when the platform unloads the isolate (`beforeunload`). */
-  readonly onUnload: (listener: () => void) => void;
+  /**
+   * Registers a function to run when the platform is about to end the isolate (`beforeunload`),
+   * with its reason (`WallClockTime`, `CPUTime`, `Memory`, `EarlyDrop`) when it gives one.
+   */
+  readonly onUnload: (listener: (reason?: string) => void) => void;
   /** The bearer secret; `undefined` answers every request with 500 "misconfigured". */
   readonly secret: string | undefined;
   /** Logger. */
@@ -45,15 +51,23 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
   let worker: TriggeredWorker | undefined;
   let finished: TriggeredWorker | undefined;
   let starting: Promise<TriggeredWorker> | undefined;
+  // The beforeunload reason, once it came: the isolate is ending, no worker may start polling.
+  let unloading: string | undefined;
   const json = (status: number, body: Record<string, unknown>) =>
     new Response(JSON.stringify(body), {
       status,
       headers: { "content-type": "application/json" },
     });
 
-  deps.onUnload(() => {
-    // The platform is about to end the isolate: stop polling and report what is in flight.
-    if (worker !== undefined) deps.waitUntil?.(worker.stop());
+  deps.onUnload((reason) => {
+    // The platform is about to end the isolate: stop claiming at once, report what finishes, and
+    // leave the rest to the visibility timeout or stalled recovery. Kept pending with waitUntil so
+    // the drain is not cut short by an early drop. A worker still starting stops as it starts.
+    if (unloading !== undefined) return;
+    unloading = reason ?? "unload";
+    deps.log.info("beforeunload", { reason: unloading, worker: worker?.id });
+    // Log lines aggregated in this window are written once the worker has stopped, not lost.
+    if (worker !== undefined) deps.waitUntil?.(worker.stop({ unloading }).finally(flushLogs));
   });
 
   // Logged at the first refused request and then at most once a minute: the keep-alive pings
@@ -83,6 +97,10 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
         functionName: finished.functionName,
       });
     }
+    if (unloading !== undefined && worker === undefined && starting === undefined) {
+      // Never a new worker in an isolate that is ending: the next request goes to a new isolate.
+      return json(503, { status: "unloading", reason: unloading });
+    }
     if (worker !== undefined) {
       return json(200, {
         status: "running",
@@ -101,6 +119,10 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
           finished = started;
           worker = undefined;
         });
+        // beforeunload came while the worker started: it stops now, before a read of it returns.
+        if (unloading !== undefined) {
+          deps.waitUntil?.(started.stop({ unloading }).finally(flushLogs));
+        }
       }
       return json(200, {
         status: first ? "started" : "running",

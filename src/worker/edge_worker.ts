@@ -3,7 +3,7 @@ import { maskError } from "../platform/database_url.ts";
 import { readWorkerEnv } from "../platform/env.ts";
 import { onTerminationSignal } from "../platform/local.ts";
 import { createLogger, markLogged, wasLogged } from "../platform/logger.ts";
-import { edgeRuntime } from "../platform/runtime.ts";
+import { edgeRuntime, onBeforeUnload } from "../platform/runtime.ts";
 import { serveTrigger } from "../platform/trigger.ts";
 import type { WorkerStart } from "../routing/selection.ts";
 import type { EdgeWorkerConfig } from "./config.ts";
@@ -115,7 +115,7 @@ export const EdgeWorker: EdgeWorkerApi = {
         }
       },
       waitUntil: runtime === undefined ? undefined : (promise) => runtime.waitUntil(promise),
-      onUnload: (listener) => globalThis.addEventListener("beforeunload", listener),
+      onUnload: (listener) => onBeforeUnload(listener),
       secret: expectedSecret(env),
       log,
       start: async (functionName) => {

@@ -87,9 +87,11 @@ export interface FlowWorker {
   start(): Promise<void>;
   /**
    * Stops gracefully: stop polling → abort `shutdownSignal` → mark the worker row stopped → wait
-   * for in-flight tasks to report → close the pool (only one the worker opened).
+   * for in-flight tasks to report → close the pool (only one the worker opened). With `unloading`
+   * (the platform's `beforeunload` reason) the process may end any moment: a task that a read
+   * still under way claims is not started, and stalled recovery takes it back.
    */
-  stop(): Promise<void>;
+  stop(options?: { readonly unloading?: string }): Promise<void>;
 }
 
 /**
@@ -150,6 +152,9 @@ class Worker implements FlowWorker {
   #resolveDone!: () => void;
   /** Tasks claimed and not yet reported, for the log of what a bounded drain abandons. */
   readonly #inFlightTasks = new Set<ClaimedTask>();
+  /** The platform's `beforeunload` reason, once it came: no handler starts after it. */
+  #unloading?: string;
+  #leftAtUnload = 0;
 
   constructor(target: WorkerTarget, config: EdgeWorkerConfig & SelectionInput) {
     this.#env = readWorkerEnv(config?.env);
@@ -311,6 +316,7 @@ class Worker implements FlowWorker {
       wakeups: this.#wakeups?.wakeups,
       signal: this.#pollStop.signal,
       execute: async (task, message, handlerDone) => {
+        if (this.#unloading !== undefined) return this.#leaveAtUnload(handlerDone);
         this.#inFlightTasks.add(task);
         try {
           await executeTask(execute, task, message, handlerDone);
@@ -348,8 +354,22 @@ class Worker implements FlowWorker {
     }
   }
 
-  stop(): Promise<void> {
+  stop(options?: { readonly unloading?: string }): Promise<void> {
+    if (options?.unloading !== undefined && this.#unloading === undefined) {
+      this.#unloading = options.unloading;
+      this.#log.info("beforeunload: claiming stops", { reason: options.unloading });
+    }
     return this.#stop(true);
+  }
+
+  /**
+   * A task a read claimed after `beforeunload`: not started (the isolate may be ended before it
+   * could report), left to stalled recovery, which takes it back after its timeout + 30 s.
+   */
+  #leaveAtUnload(handlerDone: () => void): Promise<void> {
+    this.#leftAtUnload++;
+    handlerDone();
+    return Promise.resolve();
   }
 
   #stop(abortHandlers: boolean): Promise<void> {
@@ -378,6 +398,12 @@ class Worker implements FlowWorker {
       this.#shutdown.abort();
     }
     await this.#background[0];
+    if (this.#leftAtUnload > 0) {
+      this.#log.warn("tasks claimed as the platform unloaded were not started", {
+        count: this.#leftAtUnload,
+        action: "none: stalled recovery takes them back after their timeout + 30 s",
+      });
+    }
     await this.#closeWakeups();
     // Marked as soon as polling has really ended, before the drain: the platform may kill the
     // isolate any moment now, and a stopped row lets a replacement start without waiting for the

@@ -3353,13 +3353,21 @@ end;
 $$;
 
 -- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
--- worker's own periodic recovery and an external keep-alive do the same job).
+-- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive gets a
+-- schedule pg_cron can run: '<n> seconds' for 1-59 s on pg_cron 1.5 or later (older versions run a
+-- job at most once a minute: Debian 12's postgresql-15-cron is 1.4), cron syntax for whole minutes
+-- that divide an hour, and otherwise an error naming the value and the fix.
 create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
 returns void
 language plpgsql
 volatile
 set search_path = ''
 as $$
+declare
+  seconds numeric := extract(epoch from keep_alive);
+  version text;
+  sub_minute boolean;
+  keep_alive_schedule text;
 begin
   if to_regprocedure('cron.schedule(text, text, text)') is null then
     raise exception 'pg_cron is not installed' using errcode = '0A000',
@@ -3371,10 +3379,30 @@ begin
       using errcode = '42501',
         hint = 'a function of that name was created outside pg_cron: drop it and create extension pg_cron, or call pgflow.ensure_workers() from an external scheduler';
   end if;
+  select e.extversion into version from pg_catalog.pg_extension e where e.extname = 'pg_cron';
+  sub_minute := pg_catalog.string_to_array(pg_catalog.split_part(version, '-', 1), '.')::integer[]
+                >= array[1, 5];
+  if seconds >= 1 and seconds < 60 and seconds = pg_catalog.trunc(seconds) then
+    if not sub_minute then
+      raise exception 'keep_alive % needs pg_cron 1.5 or later (this database has pg_cron %, which runs jobs at most once a minute)',
+        keep_alive, version
+        using errcode = '22023',
+          hint = 'pass keep_alive => interval ''1 minute'', or upgrade pg_cron';
+    end if;
+    keep_alive_schedule := seconds::integer || ' seconds';
+  elsif seconds >= 60 and seconds <= 3600 and seconds::integer % 60 = 0 and 60 % (seconds::integer / 60) = 0 then
+    keep_alive_schedule := case seconds when 60 then '* * * * *' when 3600 then '0 * * * *'
+                                else '*/' || (seconds::integer / 60) || ' * * * *' end;
+  else
+    raise exception 'keep_alive % is not a schedule pg_cron can run', keep_alive
+      using errcode = '22023',
+        hint = 'use whole seconds from 1 to 59 (pg_cron 1.5 or later), or whole minutes that divide an hour (1, 2, 3, 5, 10, 15, 20, 30, 60)';
+  end if;
   execute 'select cron.schedule($1, $2, $3)'
-  using 'pgflow_ensure_workers', extract(epoch from keep_alive)::integer || ' seconds', 'select pgflow.ensure_workers()';
+  using 'pgflow_ensure_workers', keep_alive_schedule, 'select pgflow.ensure_workers()';
   execute 'select cron.schedule($1, $2, $3)'
-  using 'pgflow_requeue_stalled_tasks', '15 seconds', 'select pgflow.requeue_stalled_tasks()';
+  using 'pgflow_requeue_stalled_tasks', case when sub_minute then '15 seconds' else '* * * * *' end,
+        'select pgflow.requeue_stalled_tasks()';
 end;
 $$;
 

@@ -1,0 +1,111 @@
+/**
+ * The runtime stand-in (runtime/supervisor.ts) itself: each limit ends an isolate with the
+ * platform's reason, `beforeunload` first; an isolate with nothing pending is dropped early; and
+ * an EdgeWorker that polls is not (it keeps a `waitUntil` promise pending), until the wall clock
+ * ends it: then it stops polling, marks its row stopped and drains, before the kill.
+ */
+import assert from "node:assert/strict";
+import { waitFor } from "../support/db.ts";
+import { startEdgeCluster } from "./cluster.ts";
+import { EdgeSupervisor, type IsolateRecord } from "./runtime/supervisor.ts";
+import { ROOT_CONFIG, triggerFunction, workerFunction } from "./functions.ts";
+
+const PROBE = {
+  name: "probe",
+  entry: new URL("./functions/probe/index.ts", import.meta.url).pathname,
+  config: ROOT_CONFIG,
+  env: {},
+};
+
+function reasons(record: IsolateRecord): string[] {
+  return record.lines.flatMap((l) => {
+    try {
+      const parsed = JSON.parse(l.text);
+      return parsed.event === "beforeunload" ? [parsed.reason] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+async function ended(supervisor: EdgeSupervisor, id: string): Promise<IsolateRecord> {
+  return await waitFor(() => {
+    const record = supervisor.isolates.find((r) => r.id === id);
+    return record?.end !== undefined ? record : undefined;
+  }, { what: `isolate ${id} to end`, timeoutMs: 30_000 });
+}
+
+Deno.test("runtime stand-in: each limit ends an isolate with its reason, beforeunload first", async () => {
+  const supervisor = new EdgeSupervisor({
+    functions: [PROBE],
+    limits: {
+      wallClockMs: 6_000,
+      unloadNoticeMs: 1_000,
+      cpuSoftMs: 400,
+      cpuHardMs: 900,
+      memoryMb: 200,
+      graceMs: 500,
+    },
+  });
+  await supervisor.start();
+  try {
+    const cases: [mode: string, reason: string, cause: string][] = [
+      ["plain", "EarlyDrop", "drained"],
+      ["burn", "CPUTime", "cpu hard"],
+      ["grow", "Memory", "memory"],
+      ["hold", "WallClockTime", "drained"],
+    ];
+    for (const [mode, reason, cause] of cases) {
+      const response = await fetch(`${supervisor.url}/functions/v1/probe?mode=${mode}`, {
+        method: "POST",
+      });
+      assert.equal(await response.text(), "ok");
+      const record = await ended(supervisor, supervisor.isolates.at(-1)!.id);
+      assert.equal(record.unload?.reason, reason, mode);
+      assert.equal(record.end?.cause, cause, mode);
+      assert.ok(record.unload!.at <= record.end!.at);
+      // The function saw the reason before its end.
+      assert.deepEqual(reasons(record), [reason], mode);
+    }
+    // SIGKILL: no beforeunload at all.
+    await (await fetch(`${supervisor.url}/functions/v1/probe?mode=hold`, { method: "POST" }))
+      .body?.cancel();
+    const held = supervisor.isolates.at(-1)!;
+    supervisor.kill(held.id);
+    const killed = await ended(supervisor, held.id);
+    assert.equal(killed.end?.cause, "sigkill");
+    assert.deepEqual(reasons(killed), []);
+  } finally {
+    await supervisor.stop();
+  }
+});
+
+Deno.test("runtime stand-in: a polling EdgeWorker is not dropped early, and at the wall clock it stops, marks its row and drains", async () => {
+  const cluster = await startEdgeCluster();
+  const fn = workerFunction("thread_processing", cluster.url);
+  const supervisor = new EdgeSupervisor({
+    functions: [fn],
+    limits: { wallClockMs: 14_000, unloadNoticeMs: 3_000, cpuSoftMs: 60_000, cpuHardMs: 60_000 },
+  });
+  await supervisor.start();
+  try {
+    const body = await triggerFunction(supervisor.url, fn);
+    assert.equal(body.status, "started");
+    const isolate = supervisor.isolates.find((r) => r.id === body.workerId)!;
+    assert.ok(isolate !== undefined, "the worker id is the isolate's SB_EXECUTION_ID");
+    // Idle and polling: far longer than an early drop takes (it is at once).
+    await new Promise((r) => setTimeout(r, 3_000));
+    assert.equal(isolate.unload?.reason, undefined, "a polling worker was dropped early");
+    const record = await ended(supervisor, isolate.id);
+    assert.equal(record.unload?.reason, "WallClockTime");
+    assert.equal(record.end?.cause, "drained", "the worker drained before the kill");
+    const [row] = await cluster.sql<{ stopped: boolean }[]>`
+      select stopped_at is not null as stopped from pgflow.workers where worker_id = ${isolate.id}`;
+    assert.equal(row.stopped, true);
+    const events = record.lines.map((l) => JSON.parse(l.text).event);
+    assert.ok(events.includes("shutdown: stopped"), events.join(", "));
+  } finally {
+    await supervisor.stop();
+    await cluster.destroy();
+  }
+});
