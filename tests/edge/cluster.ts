@@ -6,8 +6,8 @@
  * @module
  */
 import postgres from "postgres";
-import { installPgmq } from "../../local/install_pgmq.ts";
-import { startLocalPostgres } from "../../local/launcher.ts";
+import { installPgmq } from "../../src/cli/db/pgmq.ts";
+import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { notInstalled, PG_CRON, postgresShareDir } from "../../local/provision.ts";
 

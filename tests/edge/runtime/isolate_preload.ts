@@ -112,7 +112,7 @@ async function listen(): Promise<void> {
     while ((newline = buffer.indexOf("\n")) >= 0) {
       const line = buffer.slice(0, newline);
       buffer = buffer.slice(newline + 1);
-      const command = JSON.parse(line) as { type: string; reason?: string };
+      const command = JSON.parse(line) as { type: string; reason?: string; spin?: boolean };
       if (command.type === "unload" && standIn.unloadReason === undefined) {
         // Set before the listeners run: a handler that starts from now on is a late start.
         standIn.unloadReason = command.reason;
@@ -121,6 +121,12 @@ async function listen(): Promise<void> {
         );
         send({ type: "unloaded", reason: command.reason });
         state();
+        if (command.spin === true) {
+          // Code that ignores the notice and keeps the CPU busy, until the hard limit ends it.
+          setTimeout(() => {
+            for (;;) Math.sqrt(Math.random());
+          }, 20);
+        }
       }
     }
   }

@@ -8,7 +8,7 @@
  * |---|---|
  * | wall clock (`wallClockMs`) | `beforeunload` (`WallClockTime`) `unloadNoticeMs` before it; at it, killed |
  * | CPU soft (`cpuSoftMs`) | `beforeunload` (`CPUTime`) |
- * | CPU hard (`cpuHardMs`) | killed |
+ * | CPU hard (`cpuHardMs`) | killed; set within 50 ms of the soft limit, the isolate keeps burning CPU after `beforeunload` (code that ignores it), so it is killed rather than drained |
  * | memory (`memoryMb`, resident) | `beforeunload` (`Memory`); killed `graceMs` later if still running |
  * | early drop | no request in flight and no pending `waitUntil` promise: `beforeunload` (`EarlyDrop`), then the end |
  *
@@ -362,7 +362,14 @@ export class EdgeSupervisor {
     if (live.record.unload !== undefined || live.record.end !== undefined) return;
     live.record.unload = { reason, at: Date.now() };
     this.#options.onEvent?.(live.record, "unload");
-    const command = new TextEncoder().encode(JSON.stringify({ type: "unload", reason }) + "\n");
+    // A hard CPU limit just above the soft one stands for code that keeps burning CPU after the
+    // notice: the isolate is told to spin, so the hard limit ends it (CPU is sampled in clock ticks
+    // of 10 ms, and a quick drain would otherwise often exit first).
+    const limits = live.record.limits;
+    const spin = reason === "CPUTime" && limits.cpuHardMs - limits.cpuSoftMs <= 50;
+    const command = new TextEncoder().encode(
+      JSON.stringify({ type: "unload", reason, spin }) + "\n",
+    );
     live.conn?.write(command).catch(() => {});
     if (live.conn === undefined) this.#end(live, "grace");
   }
