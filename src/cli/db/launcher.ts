@@ -116,7 +116,8 @@ export async function startLocalPostgres(options: StartOptions = {}): Promise<Lo
     const optionsOn = (p: number) =>
       [
         `-p ${p}`,
-        `-k ${dataDir}`,
+        // TCP only: a socket path in a deep temporary folder can pass the 107-byte limit.
+        "-c unix_socket_directories=''",
         "-c listen_addresses=127.0.0.1",
         ...durability,
         "-c max_connections=300",
@@ -164,7 +165,11 @@ export async function startLocalPostgres(options: StartOptions = {}): Promise<Lo
         await stop();
       } catch (error) {
         // The folder goes and the watchdog is released: nothing may keep running without either.
-        await runTool(`${binDir}/pg_ctl`, ["-D", `${dataDir}/data`, "-m", "immediate", "stop"], user);
+        await runTool(
+          `${binDir}/pg_ctl`,
+          ["-D", `${dataDir}/data`, "-m", "immediate", "stop"],
+          user,
+        );
         throw error;
       } finally {
         await remove();
