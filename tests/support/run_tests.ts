@@ -151,7 +151,8 @@ export async function runTests(args: string[]): Promise<RunTotals> {
             });
             results.push(result);
             if (!live) await Deno.stdout.write(new TextEncoder().encode(result.output));
-            for (const p of result.problems) console.log(p);
+            // In live mode the file's last line may still be open ("name ...").
+            for (const p of result.problems) console.log(`${live ? "\n" : ""}${p}`);
             problems.push(...result.problems);
           }
         };
