@@ -118,7 +118,7 @@ export async function runTests(args: string[]): Promise<RunTotals> {
     Deno.addSignalListener(sig, listener);
     return [sig, listener] as const;
   });
-  const runDir = await Deno.makeTempDir({ prefix: "pgflow-test-run-" });
+  const runDir = await Deno.makeTempDir({ prefix: "pgflow-run-" });
   await Deno.chmod(runDir, 0o755);
   const watchdog = startWatchdog({ what: `the test run in ${runDir}`, dir: runDir });
   const problems: string[] = [];

@@ -116,11 +116,6 @@ export interface TestFileResult extends TestTotals {
   readonly problems: string[];
 }
 
-/** A folder name made from a test file's path. */
-function slug(file: string): string {
-  return file.replace(/\.ts$/, "").replace(/[^a-z0-9]+/gi, "_").replace(/^_+/, "").slice(-40);
-}
-
 /**
  * Runs `file` in `deno test` (without a second type check: the runner checked every file once),
  * kills it and every process it started once it overruns its bound, and reports anything it left
@@ -139,7 +134,8 @@ export async function runTestFile(
   const timeoutS = options.timeoutSeconds ?? fileTimeoutSeconds(await Deno.readTextFile(file));
   // The file's own temporary folder: every folder it makes (servers' data, PgBouncers) is inside,
   // so a server it left is found by the folder its command line names.
-  const dir = await Deno.makeTempDir({ dir: options.runDir, prefix: `${slug(file)}-` });
+  // Short: a Unix socket's path (Chromium's profile lock) inside it must stay under 108 bytes.
+  const dir = await Deno.makeTempDir({ dir: options.runDir });
   await Deno.chmod(dir, 0o1777);
   const notes = `${dir}.watchdog.log`;
   const child = new Deno.Command(Deno.execPath(), {
