@@ -12,7 +12,9 @@ import { startWatchdog } from "../../src/cli/db/watchdog.ts";
 import { describeProcesses, lingering, type ProcMatch, stopProcesses } from "./processes.ts";
 
 /** The bound of a file that names none, in seconds. */
-export const DEFAULT_TIMEOUT_S = 300;
+// About twice the slowest file (2-3 min with the suite running two files at once on 2 cores), so a
+// machine busy with a second run does not make a slow file look hung.
+export const DEFAULT_TIMEOUT_S = 420;
 
 /** Totals read from `deno test`'s summary line. */
 export interface TestTotals {
