@@ -2,10 +2,12 @@
  * Starts a throw-away PgBouncer in front of a Postgres server, for the tests and the benchmarks
  * that must run behind a real pooler (transaction mode stands in for Supabase's Supavisor on port
  * 6543; session mode for its session pooler on 5432). As root it runs as the `postgres` (or
- * `nobody`) user: PgBouncer refuses to run as root.
+ * `nobody`) user: PgBouncer refuses to run as root. Like the throw-away Postgres, it never outlives
+ * the process that started it (a watchdog stops it when that process ends without `destroy`).
  *
  * @module
  */
+import { startWatchdog } from "../src/cli/db/watchdog.ts";
 import { notInstalled, PGBOUNCER } from "./provision.ts";
 
 /** How PgBouncer hands server connections to clients. */
@@ -29,6 +31,8 @@ export interface PgBouncerOptions {
   readonly queryWaitTimeout?: number;
   /** Print progress lines to stderr. */
   readonly verbose?: boolean;
+  /** The PgBouncer binary; default {@link findPgBouncer}'s. */
+  readonly binary?: string;
 }
 
 /** A running PgBouncer. */
@@ -94,59 +98,72 @@ async function accepts(port: number): Promise<boolean> {
  * ```
  */
 export async function startPgBouncer(options: PgBouncerOptions): Promise<LocalPgBouncer> {
-  const binary = findPgBouncer();
+  const binary = options.binary ?? findPgBouncer();
   if (binary === undefined) {
     throw new Error(notInstalled(PGBOUNCER, "PGFLOW_PGBOUNCER"));
   }
   const mode = options.mode ?? "transaction";
   const user = await runAsUser();
   const dir = await Deno.makeTempDir({ prefix: "pgflow-pgbouncer-" });
-  const port = freePort();
-  const config = [
-    "[databases]",
-    `* = host=${options.serverHost ?? "127.0.0.1"} port=${options.serverPort} user=${
-      options.serverUser ?? "postgres"
-    }`,
-    "[pgbouncer]",
-    "listen_addr = 127.0.0.1",
-    `listen_port = ${port}`,
-    // Any client user name is accepted and every server login uses the [databases] user: the
-    // throw-away server trusts loopback, so there is no password to check.
-    "auth_type = any",
-    `pool_mode = ${mode}`,
-    `default_pool_size = ${options.poolSize ?? 20}`,
-    `max_client_conn = ${options.maxClientConn ?? 400}`,
-    `query_wait_timeout = ${options.queryWaitTimeout ?? 120}`,
-    `logfile = ${dir}/pgbouncer.log`,
-    `pidfile = ${dir}/pgbouncer.pid`,
-    "unix_socket_dir =",
-    // Clients may send these startup parameters (postgres.js does not by default).
-    "ignore_startup_parameters = extra_float_digits,options",
-  ].join("\n");
-  await Deno.writeTextFile(`${dir}/pgbouncer.ini`, config + "\n");
-  if (user) {
-    await new Deno.Command("chown", { args: ["-R", user, dir] }).output();
-  }
+  // PgBouncer's command line names its folder: that is how the watchdog finds it.
+  const watchdog = startWatchdog({ what: `the throw-away PgBouncer in ${dir}`, dir });
+  let port = freePort();
+  const configFor = (port: number) =>
+    [
+      "[databases]",
+      `* = host=${options.serverHost ?? "127.0.0.1"} port=${options.serverPort} user=${
+        options.serverUser ?? "postgres"
+      }`,
+      "[pgbouncer]",
+      "listen_addr = 127.0.0.1",
+      `listen_port = ${port}`,
+      // Any client user name is accepted and every server login uses the [databases] user: the
+      // throw-away server trusts loopback, so there is no password to check.
+      "auth_type = any",
+      `pool_mode = ${mode}`,
+      `default_pool_size = ${options.poolSize ?? 20}`,
+      `max_client_conn = ${options.maxClientConn ?? 400}`,
+      `query_wait_timeout = ${options.queryWaitTimeout ?? 120}`,
+      `logfile = ${dir}/pgbouncer.log`,
+      `pidfile = ${dir}/pgbouncer.pid`,
+      "unix_socket_dir =",
+      // Clients may send these startup parameters (postgres.js does not by default).
+      "ignore_startup_parameters = extra_float_digits,options",
+    ].join("\n") + "\n";
+  const configure = async () => {
+    await Deno.writeTextFile(`${dir}/pgbouncer.ini`, configFor(port));
+    if (user) await new Deno.Command("chown", { args: ["-R", user, dir] }).output();
+  };
   const say = (msg: string) => options.verbose && console.error(`[pgbouncer] ${msg}`);
   let child: Deno.ChildProcess | undefined;
+  const readLog = () => Deno.readTextFile(`${dir}/pgbouncer.log`).catch(() => "");
   const start = async () => {
     if (child !== undefined) return;
     // `-u` makes PgBouncer drop root itself, so signals reach it directly.
     const args = user ? ["-u", user, `${dir}/pgbouncer.ini`] : [`${dir}/pgbouncer.ini`];
+    const logFrom = (await readLog()).length;
     // PgBouncer writes its log to the file as well; the file is what `log()` reads.
-    child = new Deno.Command(binary, { args, stdout: "null", stderr: "null" }).spawn();
+    const spawned = new Deno.Command(binary, { args, stdout: "null", stderr: "null" }).spawn();
+    const listening = `listening on 127.0.0.1:${port}`;
     const deadline = Date.now() + 10_000;
-    while (!(await accepts(port))) {
+    // A port that answers while this PgBouncer's log says nothing may be another program's.
+    while (!((await readLog()).slice(logFrom).includes(listening) && await accepts(port))) {
       const exited = await Promise.race([
-        child.status.then(() => true),
+        spawned.status.then(() => true),
         new Promise<false>((r) => setTimeout(() => r(false), 50)),
       ]);
       if (exited || Date.now() > deadline) {
-        child = undefined;
-        const log = await Deno.readTextFile(`${dir}/pgbouncer.log`).catch(() => "");
+        try {
+          spawned.kill("SIGKILL");
+        } catch {
+          // Already gone.
+        }
+        await spawned.status;
+        const log = (await readLog()).slice(logFrom);
         throw new Error(`PgBouncer did not start on port ${port}:\n${log.slice(-2000)}`);
       }
     }
+    child = spawned;
     say(`${mode} mode on 127.0.0.1:${port} → ${options.serverPort}`);
   };
   const stop = async () => {
@@ -166,7 +183,31 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<LocalPg
       await new Promise((r) => setTimeout(r, 20));
     }
   };
-  await start();
+  const remove = async () => {
+    try {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    } finally {
+      await watchdog.release();
+    }
+  };
+  try {
+    // A free port may be taken by another process before PgBouncer binds it: then try another.
+    for (let attempt = 1;; attempt++) {
+      await configure();
+      try {
+        await start();
+        break;
+      } catch (error) {
+        const log = await Deno.readTextFile(`${dir}/pgbouncer.log`).catch(() => "");
+        if (attempt >= 3 || !/Address already in use/.test(log)) throw error;
+        await Deno.remove(`${dir}/pgbouncer.log`).catch(() => {});
+        port = freePort();
+      }
+    }
+  } catch (error) {
+    await remove();
+    throw error;
+  }
   return {
     port,
     mode,
@@ -176,14 +217,14 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<LocalPg
       u.port = String(port);
       return u.toString();
     },
-    log: () => Deno.readTextFile(`${dir}/pgbouncer.log`).catch(() => ""),
+    log: readLog,
     stop,
     start,
     destroy: async () => {
       try {
         await stop();
       } finally {
-        await Deno.remove(dir, { recursive: true }).catch(() => {});
+        await remove();
       }
     },
   };

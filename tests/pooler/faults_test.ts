@@ -6,7 +6,6 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { installPgmq } from "../../src/cli/db/pgmq.ts";
-import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { applyMigrations } from "../../local/migrate.ts";
 import { type Child, killChild } from "../e2e/process.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
@@ -20,7 +19,13 @@ import {
   startLoadRuns,
   waitForLoadRuns,
 } from "../reliability/harness.ts";
-import { bouncerFor, childLogs, spawnLoadWorker, stopWorkers } from "./harness.ts";
+import {
+  bouncerFor,
+  childLogs,
+  spawnLoadWorker,
+  stopWorkers,
+  withOwnServerBehindBouncer,
+} from "./harness.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -118,39 +123,37 @@ db.test("PgBouncer restarted mid-run: workers reconnect and finish", async ({ sq
 }, { fresh: true });
 
 Deno.test("Postgres restarted behind PgBouncer: workers ride it out", async () => {
-  const pg = await startLocalPostgres();
-  const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
-  const bouncer = await bouncerFor(pg.url);
-  const children: Child[] = [];
-  try {
-    await installPgmq(sql);
-    await applyMigrations(sql);
-    await createExecLog(sql);
-    const seed = seedFromEnv();
-    for (const queue of QUEUES) {
-      children.push(
-        await spawnLoadWorker(sql, bouncer.via(pg.url), {
-          queue,
-          seed,
-          failRate: 0.05,
-          delayMs: 20,
-        }),
-      );
+  await withOwnServerBehindBouncer(async (pg, bouncer) => {
+    const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
+    const children: Child[] = [];
+    try {
+      await installPgmq(sql);
+      await applyMigrations(sql);
+      await createExecLog(sql);
+      const seed = seedFromEnv();
+      for (const queue of QUEUES) {
+        children.push(
+          await spawnLoadWorker(sql, bouncer.via(pg.url), {
+            queue,
+            seed,
+            failRate: 0.05,
+            delayMs: 20,
+          }),
+        );
+      }
+      await startLoadRuns(sql, 20);
+      await underWay(sql, 30);
+      await pg.stop();
+      await new Promise((r) => setTimeout(r, 1500));
+      await pg.start();
+      const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000));
+      const figures = await checkInvariants(sql);
+      console.log(JSON.stringify({ seed, backdated, ...figures }));
+      assert.equal(figures.runs, 20);
+      assert.deepEqual(await stopWorkers(children), [0, 0]);
+    } finally {
+      await stopWorkers(children);
+      await sql.end({ timeout: 1 });
     }
-    await startLoadRuns(sql, 20);
-    await underWay(sql, 30);
-    await pg.stop();
-    await new Promise((r) => setTimeout(r, 1500));
-    await pg.start();
-    const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000));
-    const figures = await checkInvariants(sql);
-    console.log(JSON.stringify({ seed, backdated, ...figures }));
-    assert.equal(figures.runs, 20);
-    assert.deepEqual(await stopWorkers(children), [0, 0]);
-  } finally {
-    await stopWorkers(children);
-    await sql.end({ timeout: 1 });
-    await bouncer.destroy();
-    await pg.destroy();
-  }
+  });
 });

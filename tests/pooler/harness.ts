@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import type postgres from "postgres";
+import { type LocalPostgres, startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { type LocalPgBouncer, type PoolMode, startPgBouncer } from "../../local/pgbouncer.ts";
 import { waitFor } from "../support/db.ts";
 import { type Child, killChild, spawnDeno } from "../e2e/process.ts";
@@ -20,6 +21,34 @@ export function bouncerFor(
   options: { poolSize?: number; maxClientConn?: number } = {},
 ): Promise<LocalPgBouncer> {
   return startPgBouncer({ serverPort: Number(new URL(url).port), mode, ...options });
+}
+
+/** Options of {@link withOwnServerBehindBouncer}. */
+export interface OwnServerOptions {
+  /** The PgBouncer binary (a test gives one that cannot start). */
+  readonly bouncerBinary?: string;
+  /** Called once the Postgres is up, before PgBouncer starts. */
+  readonly onPostgres?: (pg: LocalPostgres) => void;
+}
+
+/**
+ * Runs `fn` on a throw-away Postgres of its own (for a scenario that restarts it) with PgBouncer in
+ * front; both are stopped however `fn`, or PgBouncer's start, ends.
+ */
+export async function withOwnServerBehindBouncer<T>(
+  fn: (pg: LocalPostgres, bouncer: LocalPgBouncer) => Promise<T>,
+  options: OwnServerOptions = {},
+): Promise<T> {
+  const pg = await startLocalPostgres();
+  let bouncer: LocalPgBouncer | undefined;
+  try {
+    options.onPostgres?.(pg);
+    bouncer = await startPgBouncer({ serverPort: pg.port, binary: options.bouncerBinary });
+    return await fn(pg, bouncer);
+  } finally {
+    await bouncer?.destroy();
+    await pg.destroy();
+  }
 }
 
 /** Options of one load worker process. */

@@ -27,6 +27,10 @@ const checks: [string, string[]][] = [
 let failedStages = 0;
 for (const [name, args] of checks) if (!(await stage(name, args))) failedStages++;
 const totals = await runTests([]);
+if (totals.interrupted) {
+  console.log(`${totals.passed} passed, ${totals.failed + failedStages} failed (interrupted)`);
+  Deno.exit(1);
+}
 if (!(await stage("publish", ["publish", "--dry-run", "--allow-dirty"]))) failedStages++;
 const failed = totals.failed + failedStages;
 console.log(

@@ -1,10 +1,12 @@
 /**
  * The throw-away Postgres launcher: both sources of server binaries start a server that accepts
- * connections (as root it runs as an unprivileged user), survives a stop/start, and is removed.
+ * connections (as root it runs as an unprivileged user), survives a stop/start, and is removed;
+ * the server and a PgBouncer in front of it never outlive the process that started them.
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
+import { waitFor } from "./db.ts";
 
 function hasSystemPostgres(): boolean {
   try {
@@ -51,3 +53,67 @@ for (const source of ["system", "npm"] as const) {
     },
   });
 }
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function listening(port: number): Promise<boolean> {
+  try {
+    (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("servers do not outlive a starter killed with SIGKILL", async () => {
+  const notes = await Deno.makeTempFile({ prefix: "pgflow-watchdog-log-" });
+  const starter = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./fixtures/start_servers.ts", import.meta.url).pathname],
+    // The notes go to this test's file: the test runner counts notes in its own as leaks.
+    env: { NO_COLOR: "1", PGFLOW_WATCHDOG_LOG: notes },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stderr = new Response(starter.stderr).text();
+  const lines = starter.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  try {
+    while (!out.includes("\n")) {
+      const { value, done } = await lines.read();
+      if (done) throw new Error(`the starter ended before its servers were up:\n${await stderr}`);
+      out += value;
+    }
+  } finally {
+    starter.kill("SIGKILL");
+    await starter.status;
+    await lines.cancel();
+  }
+  const s = JSON.parse(out) as {
+    port: number;
+    dataDir: string;
+    postmasterPid: number;
+    bouncerPort: number;
+  };
+  assert.ok(await listening(s.port), "the server was up when its starter died");
+  try {
+    await waitFor(
+      async () =>
+        !exists(`/proc/${s.postmasterPid}`) && !exists(s.dataDir) &&
+        !(await listening(s.port)) && !(await listening(s.bouncerPort)),
+      { timeoutMs: 15_000, what: `the orphaned servers (${JSON.stringify(s)}) to be stopped` },
+    );
+    const note = await Deno.readTextFile(notes);
+    assert.match(note, /ended without stopping the throw-away Postgres in .*: stopped it/);
+    assert.match(note, /ended without stopping the throw-away PgBouncer in .*: stopped it/);
+  } finally {
+    await Deno.remove(notes);
+    await stderr;
+  }
+});

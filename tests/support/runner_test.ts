@@ -1,0 +1,135 @@
+/**
+ * The test runner turns a hang into a failure that names the test, and leaves nothing running:
+ * not after a file overran its bound, not after a file that forgot to stop what it started, not
+ * after the runner itself was stopped (SIGTERM) or killed (SIGKILL).
+ */
+import assert from "node:assert/strict";
+import { runTestFile, unfinishedTest } from "./test_file.ts";
+import { waitFor } from "./db.ts";
+
+const HANG = new URL("./fixtures/hang.ts", import.meta.url).pathname;
+const LEAK = new URL("./fixtures/leak.ts", import.meta.url).pathname;
+
+interface Started {
+  postmaster: number;
+  sleeper: number;
+  port: number;
+}
+
+function started(output: string): Started {
+  const m = /STARTED (\{.*\})/.exec(output);
+  assert.ok(m, `the fixture said what it started; output:\n${output}`);
+  return JSON.parse(m[1]);
+}
+
+async function gone(s: Started): Promise<boolean> {
+  const alive = (pid: number) => {
+    try {
+      // A zombie (ended, not yet reaped by its parent) has an empty command line.
+      return Deno.readTextFileSync(`/proc/${pid}/cmdline`).length > 0;
+    } catch {
+      return false;
+    }
+  };
+  if (alive(s.postmaster) || alive(s.sleeper)) return false;
+  try {
+    (await Deno.connect({ hostname: "127.0.0.1", port: s.port })).close();
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+Deno.test("the runner names the test a hang is in", () => {
+  assert.equal(
+    unfinishedTest("a ... ok (1ms)\nb ...\n  step ... ok (2ms)\n  stuck ..."),
+    "b > stuck",
+  );
+  assert.equal(
+    unfinishedTest("b ...\n------- output -------\nx\n----- output end -----\nb ... FAILED (1s)\n"),
+    undefined,
+  );
+  assert.equal(unfinishedTest("a ... ignored (0ms)\n"), undefined);
+});
+
+Deno.test("a file over its bound fails naming the test, and nothing it started is left", async () => {
+  const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
+  await Deno.chmod(runDir, 0o755);
+  try {
+    const result = await runTestFile(HANG, { flags: [], env: {}, runDir, timeoutSeconds: 8 });
+    assert.equal(result.timedOutAfterS, 8);
+    assert.equal(result.failed, 1);
+    assert.match(
+      result.problems[0],
+      /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 8 s/,
+    );
+    const s = started(result.output);
+    assert.ok(await gone(s), `nothing is left running: ${JSON.stringify(s)}`);
+  } finally {
+    await Deno.remove(runDir, { recursive: true });
+  }
+});
+
+Deno.test("a file that leaves processes running fails naming them", async () => {
+  const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
+  await Deno.chmod(runDir, 0o755);
+  try {
+    const result = await runTestFile(LEAK, { flags: [], env: {}, runDir });
+    assert.equal(result.passed, 1);
+    assert.equal(result.failed, 1, result.problems.join("\n"));
+    const s = started(result.output);
+    assert.match(result.problems.join("\n"), new RegExp(`LEFT RUNNING .*leak\\.ts`));
+    assert.match(result.problems.join("\n"), new RegExp(`pid ${s.sleeper}: \\S*sleep 600`));
+    assert.match(result.problems.join("\n"), /without stopping the throw-away Postgres/);
+    assert.ok(await gone(s), `nothing is left running: ${JSON.stringify(s)}`);
+  } finally {
+    await Deno.remove(runDir, { recursive: true });
+  }
+});
+
+for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+  Deno.test(`a runner stopped by ${signal} leaves nothing running`, async () => {
+    // The watchdogs' notes go to this test's file: the runner counts notes in its own as leaks.
+    const notes = await Deno.makeTempFile({ prefix: "pgflow-watchdog-log-" });
+    const runner = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", new URL("./run_tests.ts", import.meta.url).pathname, HANG],
+      env: { NO_COLOR: "1", DATABASE_URL: "", PGFLOW_WATCHDOG_LOG: notes },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    let out = "";
+    const stderr = new Response(runner.stderr).text();
+    const reading = (async () => {
+      for await (const chunk of runner.stdout.pipeThrough(new TextDecoderStream())) out += chunk;
+    })();
+    let s: Started;
+    try {
+      await waitFor(() => out.includes("STARTED"), {
+        timeoutMs: 120_000,
+        what: "the runner's file to start its server",
+      });
+      s = started(out);
+    } finally {
+      runner.kill(signal);
+    }
+    const status = await runner.status;
+    await reading;
+    const err = await stderr;
+    await waitFor(() => gone(s), {
+      timeoutMs: 15_000,
+      what: `what the file started to be stopped (${JSON.stringify(s)})`,
+    });
+    const noted = await Deno.readTextFile(notes);
+    await Deno.remove(notes);
+    if (signal === "SIGTERM") {
+      assert.equal(status.code, 143, `${out}\n${err}`);
+      assert.match(err, /SIGTERM: stopping the test files/);
+      assert.match(out, /KILLED .*hang\.ts: SIGKILL ended it before it finished/);
+      assert.match(out, /^0 passed, 2 failed$/m);
+    } else {
+      // Nothing of the runner ran: its watchdogs stopped the file, its server and its folder.
+      assert.match(noted, /without stopping the test processes of .*hang\.ts/);
+      assert.match(noted, /without stopping the throw-away Postgres/);
+    }
+  });
+}
