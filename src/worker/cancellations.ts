@@ -36,9 +36,15 @@ export class RunCancellations {
     if (tasks === undefined) this.#byRun.set(runId, tasks = new Set());
     tasks.add(controller);
     const held = tasks;
+    // A listener removed when the task ends, rather than AbortSignal.any: a worker lives long and
+    // runs many tasks, and nothing of a finished task may stay attached to its shutdown signal.
+    const onShutdown = () => controller.abort(shutdown.reason);
+    if (shutdown.aborted) onShutdown();
+    else shutdown.addEventListener("abort", onShutdown, { once: true });
     return {
-      signal: AbortSignal.any([shutdown, controller.signal]),
+      signal: controller.signal,
       done: () => {
+        shutdown.removeEventListener("abort", onShutdown);
         held.delete(controller);
         if (held.size === 0 && this.#byRun.get(runId) === held) this.#byRun.delete(runId);
       },
