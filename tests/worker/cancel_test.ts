@@ -87,3 +87,28 @@ db.test("a failed attempt's stack reaches the attempt history, never the log", a
     await stopAll(workers);
   }
 });
+
+db.test("ctx.signal also aborts when the worker stops", async ({ sql, url }) => {
+  let started = false;
+  let reason: unknown;
+  const flow = new Flow<Record<string, never>>({ slug: "cn_stop" }).step(
+    { slug: "work" },
+    async (_input, ctx) => {
+      started = true;
+      await new Promise<void>((resolve) =>
+        ctx.signal.addEventListener("abort", () => {
+          reason = ctx.signal.reason;
+          resolve();
+        })
+      );
+      return "stopped";
+    },
+  );
+  const workers: FlowWorker[] = [];
+  const { worker } = await startWorker(workers, flow, { connectionString: url });
+  const run = await startRun(sql, "cn_stop", {});
+  await waitFor(() => started, { what: "the handler to start" });
+  await worker.stop();
+  assert.ok(reason !== undefined, "the handler's signal aborted");
+  assert.equal((await waitForRun(sql, run)).status, "completed");
+});
