@@ -10,7 +10,8 @@ import { createPool } from "../../src/platform/pool.ts";
 import { readOnly } from "../../src/cli/dashboard/read_only.ts";
 import { startDashboard } from "../../src/cli/dashboard/server.ts";
 import { allowedHosts, hostAllowed, parseHost, showHost } from "../../src/cli/dashboard/hosts.ts";
-import type { Overview, RunDetail } from "../../src/cli/dashboard/queries.ts";
+import type { Overview } from "../../src/cli/dashboard/queries.ts";
+import type { RunDetail } from "../../src/cli/dashboard/run_view.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { testDatabase } from "../support/db.ts";
 import { startDashboardCli } from "./dashboard_cli.ts";
@@ -91,7 +92,9 @@ db.test("the overview lists stuck tasks by reason, failures and coverage; servin
     assert.deepEqual(o.failures.map((f) => [f.runId, f.stepSlug, f.error]), [
       [third.run_id, "work", '<b>bad</b> & "worse"'],
     ]);
-    assert.deepEqual(o.runCounts, [{ flowSlug: "dq_flow", started: 3, completed: 0, failed: 1 }]);
+    assert.deepEqual(o.runCounts, [
+      { flowSlug: "dq_flow", started: 3, completed: 0, failed: 1, cancelled: 0 },
+    ]);
     // registerWorker lists no pairs, so no live worker serves the step and work waits: MISSING.
     assert.deepEqual(
       o.coverage.map((c) => [c.queueName, c.flowSlug, c.stepSlug]),
