@@ -642,8 +642,11 @@ db.test("the run search: by flow, status (cancelled too) and id prefix; bad filt
       one.body.map((r: { runId: string }) => r.runId).sort(),
       ids.slice(0, 2).sort(),
     );
-    assert.deepEqual((await search("status=failed")).body, []);
-    assert.deepEqual((await search("status=cancelled")).body, []);
+    assert.deepEqual((await search("status=failed&flow=ds_one")).body, []);
+    await sql`select pgflow.cancel_run(${ids[0]}::uuid, 'test')`;
+    const cancelled = await search("status=cancelled&flow=ds_one");
+    assert.deepEqual(cancelled.body.map((r: { runId: string }) => r.runId), [ids[0]]);
+    assert.ok(cancelled.body[0].seconds < 60, "a cancelled run's time ends when it was cancelled");
     assert.equal((await search("status=started&flow=ds_two")).body[0].runId, ids[2]);
     for (const prefix of [ids[2].slice(0, 6), ids[2].slice(0, 13).toUpperCase(), ids[2]]) {
       const found = await search(`id=${prefix}`);
@@ -822,8 +825,10 @@ db.test("actions: no endpoint without --allow-actions; with it, token, same-orig
     assert.match(started.body.error, /only failed or cancelled runs/);
     const unknown = await post(good, "retry", crypto.randomUUID());
     assert.equal(unknown.status, 404);
-    assert.equal(lines.length, 5, lines.join("\n"));
+    assert.equal(lines.length, 4, lines.join("\n"));
     assert.match(lines[0], /^pgflow dashboard: cancel run \S+ \(da_flow\): now cancelled$/);
+    assert.match(lines[1], /^pgflow dashboard: cancel run \S+ \(da_flow\): already cancelled$/);
+    assert.match(lines[2], /^pgflow dashboard: retry run \S+ \(da_flow\): new run \S+$/);
     assert.ok(lines.every((l) => !l.includes("wrong input")), "the reason is not logged");
 
     // The run view shows the lineage both ways.

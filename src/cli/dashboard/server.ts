@@ -211,7 +211,9 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
       const done = await runAction(sql, name, runId, reason);
       log(
         `pgflow dashboard: ${name} run ${runId} (${done.flowSlug}): ` +
-          (done.newRunId ? `new run ${done.newRunId}` : `now ${done.status}`),
+          (done.newRunId
+            ? `new run ${done.newRunId}`
+            : `${done.cancelled === false ? "already" : "now"} ${done.status}`),
       );
       // The overview read before this action would show the old state for up to a second.
       cached = undefined;
