@@ -382,7 +382,7 @@ db.test("in a browser with --allow-actions: search, a run's waits and attempts, 
     assert.deepEqual(await page.evaluate(EDGE_OVER_BOX), [], "no edge under an unrelated box");
     assert.equal(
       await page.evaluate(`document.querySelectorAll("#run svg.dag path.edge").length`),
-      4,
+      3,
     );
 
     // Cancel: the button asks first; Back does nothing, Confirm cancels.
