@@ -414,6 +414,7 @@ Deno.test("dashboard flags: --help, bad numbers and a missing database are usage
   assert.match(help.stdout, /default 127\.0\.0\.1/);
   assert.match(help.stdout, /--allow-host NAME .*\n.*repeatable/);
   assert.match(help.stdout, /DNS rebinding/);
+  assert.match(help.stdout, /--allow-actions +also offer Cancel, Retry and Resume/);
   assert.match(help.stdout, /this machine's own IP addresses when\s+bound to 0\.0\.0\.0/);
   const top = await runCli(["--help"]);
   assert.match(top.stdout, /^ {2}dashboard +a live, read-only web page/m);
