@@ -896,3 +896,40 @@ db.test("the attempt history: each failed attempt with its worker, times, error 
     await pool.end({ timeout: 5 });
   }
 });
+
+db.test("a resumed run: its reused steps are marked, and both runs name each other", async ({ sql, url }) => {
+  await defineFlow(sql, "dr_flow", [{ slug: "a", queue: "dr_q" }, {
+    slug: "b",
+    deps: ["a"],
+    queue: "dr_q",
+  }], { mode: "routed", maxAttempts: 1 });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('dr_flow', '{}')`;
+  const w = await liveWorker(sql, "dr_q", [["dr_flow", "a"], ["dr_flow", "b"]]);
+  const [a] = await readAndStart(sql, "dr_q", w, [["dr_flow", "a"]], 1);
+  await sql`select pgflow.complete_task(${runId}::uuid, 'a', 0, '1'::jsonb, ${a.attempt}::int)`;
+  const [b] = await readAndStart(sql, "dr_q", w, [["dr_flow", "b"]], 1);
+  await sql`select pgflow.fail_task(${runId}::uuid, 'b', 0, 'no', ${b.attempt}::int)`;
+  const [{ run_id: resumed }] =
+    await sql`select run_id::text from pgflow.resume_run(${runId}::uuid)`;
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const run = await getRun(dashboard.url, resumed);
+    assert.deepEqual([run.restartOf, run.restartMode], [runId, "resume"]);
+    assert.deepEqual(run.steps.map((s) => [s.stepSlug, s.status, s.reused]), [
+      ["a", "completed", true],
+      ["b", "queued", false],
+    ]);
+    assert.deepEqual(run.steps[1].waits, [
+      { kind: "queued", queue: "dr_q", liveWorkers: 1, tasks: 1 },
+    ]);
+    const source = await getRun(dashboard.url, runId);
+    assert.deepEqual(source.restartedAs.map((r) => [r.runId, r.mode, r.status]), [
+      [resumed, "resume", "started"],
+    ]);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
