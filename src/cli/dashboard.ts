@@ -1,6 +1,8 @@
 /**
- * `pgflow dashboard [--port N] [--host H] [--allow-host NAME] [--database-url URL]`: serves a live, read-only web page
- * of a database's queues, coverage, runs, failures, stuck tasks and one run's DAG, until Ctrl-C.
+ * `pgflow dashboard [--port N] [--host H] [--allow-host NAME] [--allow-actions] [--database-url URL]`:
+ * serves a live web page of a database's queues, coverage, workers, runs (searchable), failures,
+ * stuck tasks and one run's DAG, attempts and waits, until Ctrl-C; read-only unless
+ * `--allow-actions`.
  *
  * @module
  */
@@ -13,13 +15,15 @@ import { CliError, progress, result, UsageError } from "./output.ts";
 /** The help text of `pgflow dashboard`. */
 export const DASHBOARD_HELP =
   `pgflow dashboard [--port N] [--host H] [--allow-host NAME]... [--database-url URL]
-                 [--stale-after SECONDS] [--stuck-after SECONDS]
+                 [--stale-after SECONDS] [--stuck-after SECONDS] [--allow-actions]
 
 Serves a web page that refreshes itself every 2 s: queues (depth, oldest message, live workers,
-coverage, a depth sparkline), runs by flow, recent failures with their error, stuck tasks, and one
-run's steps as a graph (click a run). Every query runs in a read-only transaction: the page never
-changes the database. It has no login: anyone who can reach the port sees runs, errors and step
-outputs, so keep the default 127.0.0.1 or put it behind something that authenticates.
+coverage, a depth sparkline), live workers, runs by flow, a run search (flow, status, id prefix),
+recent failures with their error, stuck tasks, and one run (click it): its steps as a graph, why
+each unfinished step waits, and every attempt with its worker, times, outcome, error and stack.
+Every read runs in a read-only transaction. It has no login: anyone who can reach the port sees
+runs, errors and step outputs, so keep the default 127.0.0.1 or put it behind something that
+authenticates.
 
   --port N               the port; default 8765 (0: any free port)
   --host H               the address to bind; default 127.0.0.1 (0.0.0.0: every interface)
@@ -28,6 +32,10 @@ outputs, so keep the default 127.0.0.1 or put it behind something that authentic
   --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --stale-after SECONDS  a worker is live if it sent a heartbeat this recently; default 30
   --stuck-after SECONDS  a queued task waiting longer than this is listed as stuck; default 60
+  --allow-actions        also offer Cancel, Retry and Resume on a run (each confirmed in the page;
+                         pgflow.cancel_run, retry_run, resume_run). Without it the dashboard
+                         cannot change anything. Actions accept only same-origin requests that
+                         carry the page's per-process token.
 
 It answers only requests whose Host header names it, so that a web page elsewhere cannot point its
 own name at this address (DNS rebinding) and read the dashboard through your browser. Accepted,
@@ -58,6 +66,7 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
       "allow-host": "list",
       "stale-after": "string",
       "stuck-after": "string",
+      "allow-actions": "boolean",
     },
     "pgflow dashboard",
   );
@@ -70,6 +79,7 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
   const stuckAfter = wholeNumber(args.strings["stuck-after"] ?? "60", "--stuck-after", 1, 86_400);
   const hostname = bindAddress(args.strings.host ?? "127.0.0.1");
   const allowHosts = (args.lists["allow-host"] ?? []).map(allowHost);
+  const allowActions = args.booleans.has("allow-actions");
   const { url } = databaseUrl(args.strings["database-url"], "pgflow dashboard");
   const sql = await openDatabase(url);
   try {
@@ -81,6 +91,7 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
         allowHosts,
         staleAfterSeconds: staleAfter,
         queuedAfterSeconds: stuckAfter,
+        allowActions,
       });
     } catch (error) {
       throw new CliError(listenProblem(error, hostname, port));
@@ -94,9 +105,18 @@ export async function dashboard(argv: readonly string[]): Promise<number> {
       } catch { /* not a signal of this platform (SIGTERM on Windows) */ }
     }
     try {
-      progress(`dashboard of ${redact(url)} (read-only, no login); Ctrl-C to stop`);
+      progress(
+        allowActions
+          ? `dashboard of ${
+            redact(url)
+          } (actions allowed: cancel, retry, resume; no login); Ctrl-C to stop`
+          : `dashboard of ${redact(url)} (read-only, no login); Ctrl-C to stop`,
+      );
       if (hostname !== "127.0.0.1" && hostname !== "localhost" && hostname !== "::1") {
-        progress(`listening on ${hostname}: anyone who can reach it sees runs and outputs`);
+        progress(
+          `listening on ${hostname}: anyone who can reach it sees runs and outputs` +
+            (allowActions ? ", and can cancel, retry and resume runs" : ""),
+        );
         progress(
           `answering Host ${
             served.allowedHosts.map(showHost).join(", ")

@@ -10,9 +10,12 @@ import { createPool } from "../../src/platform/pool.ts";
 import { readOnly } from "../../src/cli/dashboard/read_only.ts";
 import { startDashboard } from "../../src/cli/dashboard/server.ts";
 import { allowedHosts, hostAllowed, parseHost, showHost } from "../../src/cli/dashboard/hosts.ts";
-import type { Overview, RunDetail } from "../../src/cli/dashboard/queries.ts";
+import type { Overview } from "../../src/cli/dashboard/queries.ts";
+import type { RunDetail } from "../../src/cli/dashboard/run_view.ts";
+import { idBounds } from "../../src/cli/dashboard/search.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
+import type postgres from "postgres";
 import { startDashboardCli } from "./dashboard_cli.ts";
 import { databaseState, runCli, servePublished, shown } from "./helpers.ts";
 
@@ -91,7 +94,9 @@ db.test("the overview lists stuck tasks by reason, failures and coverage; servin
     assert.deepEqual(o.failures.map((f) => [f.runId, f.stepSlug, f.error]), [
       [third.run_id, "work", '<b>bad</b> & "worse"'],
     ]);
-    assert.deepEqual(o.runCounts, [{ flowSlug: "dq_flow", started: 3, completed: 0, failed: 1 }]);
+    assert.deepEqual(o.runCounts, [
+      { flowSlug: "dq_flow", started: 3, completed: 0, failed: 1, cancelled: 0 },
+    ]);
     // registerWorker lists no pairs, so no live worker serves the step and work waits: MISSING.
     assert.deepEqual(
       o.coverage.map((c) => [c.queueName, c.flowSlug, c.stepSlug]),
@@ -173,11 +178,25 @@ async function rawGet(
   host: string | null,
   { path = "/", connectTo = base.hostname }: { path?: string; connectTo?: string } = {},
 ): Promise<string> {
+  return await rawRequest(base, host, "GET", path, {}, connectTo);
+}
+
+/** Any request with a chosen Host header and extra headers (no body), as {@link rawGet}. */
+async function rawRequest(
+  base: URL,
+  host: string | null,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  connectTo = base.hostname,
+): Promise<string> {
   const conn = await Deno.connect({ hostname: connectTo, port: Number(base.port) });
   try {
+    const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    const length = method === "POST" ? "Content-Length: 0\r\n" : "";
     const head = host === null
-      ? `GET ${path} HTTP/1.0\r\n\r\n`
-      : `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`;
+      ? `${method} ${path} HTTP/1.0\r\n${extra}${length}\r\n`
+      : `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\n${extra}${length}Connection: close\r\n\r\n`;
     await conn.write(new TextEncoder().encode(head));
     const chunks: Uint8Array[] = [];
     const buf = new Uint8Array(4096);
@@ -395,6 +414,7 @@ Deno.test("dashboard flags: --help, bad numbers and a missing database are usage
   assert.match(help.stdout, /default 127\.0\.0\.1/);
   assert.match(help.stdout, /--allow-host NAME .*\n.*repeatable/);
   assert.match(help.stdout, /DNS rebinding/);
+  assert.match(help.stdout, /--allow-actions +also offer Cancel, Retry and Resume/);
   assert.match(help.stdout, /this machine's own IP addresses when\s+bound to 0\.0\.0\.0/);
   const top = await runCli(["--help"]);
   assert.match(top.stdout, /^ {2}dashboard +a live, read-only web page/m);
@@ -472,3 +492,444 @@ db.test(
   },
   { fresh: true },
 );
+
+/** Registers a live worker on `queue` with handlers for `pairs`. */
+async function liveWorker(
+  sql: postgres.Sql,
+  queue: string,
+  pairs: [string, string][],
+  fn = "dash_fn",
+): Promise<string> {
+  const id = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${id}::uuid, ${queue}, ${fn}, ${sql.json(pairs)})`;
+  return id;
+}
+
+async function getRun(base: string, runId: string): Promise<RunDetail> {
+  const res = await fetch(new URL(`api/runs/${runId}`, base));
+  assert.equal(res.status, 200);
+  return await res.json();
+}
+
+db.test("the run view says why each unfinished step waits: dependencies, no live worker, delay, a worker", async ({ sql, url }) => {
+  await defineFlow(sql, "dw_flow", [
+    { slug: "busy", queue: "dw_busy" },
+    { slug: "after", deps: ["busy"], queue: "dw_busy" },
+    { slug: "lost", queue: "dw_lost" },
+    { slug: "later", queue: "dw_served", startDelay: 3600 },
+    { slug: "next", queue: "dw_served" },
+    { slug: "again", queue: "dw_retry", maxAttempts: 3, baseDelay: 3600 },
+  ], { mode: "routed" });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('dw_flow', '{}')`;
+  const busy = await liveWorker(sql, "dw_busy", [["dw_flow", "busy"], ["dw_flow", "after"]]);
+  await liveWorker(sql, "dw_served", [["dw_flow", "later"], ["dw_flow", "next"]]);
+  const retrier = await liveWorker(sql, "dw_retry", [["dw_flow", "again"]]);
+  await readAndStart(sql, "dw_busy", busy, [["dw_flow", "busy"]], 1);
+  const [again] = await readAndStart(sql, "dw_retry", retrier, [["dw_flow", "again"]], 1);
+  await sql`select pgflow.fail_task(${runId}::uuid, 'again', 0, 'upstream down', ${again.attempt}::int)`;
+
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const run = await getRun(dashboard.url, runId);
+    const byStep = Object.fromEntries(run.steps.map((s) => [s.stepSlug, s]));
+    assert.deepEqual(byStep.after.waits, [{ kind: "dependencies", deps: ["busy"] }]);
+    assert.equal(byStep.after.status, "created");
+    const running = byStep.busy.waits[0];
+    assert.equal(running.kind, "running");
+    assert.deepEqual(
+      running.kind === "running" && [running.workerId, running.workerLive, running.tasks],
+      [busy, true, 1],
+    );
+    assert.equal(byStep.busy.status, "started");
+    assert.deepEqual(byStep.lost.waits, [{
+      kind: "unserved",
+      queue: "dw_lost",
+      flowSlug: "dw_flow",
+      stepSlug: "lost",
+      tasks: 1,
+    }]);
+    assert.equal(byStep.lost.status, "queued", "no worker took it: queued, not started");
+    assert.deepEqual(byStep.next.waits, [
+      { kind: "queued", queue: "dw_served", liveWorkers: 1, tasks: 1 },
+    ]);
+    const [later] = byStep.later.waits;
+    assert.equal(later.kind, "delayed");
+    const [{ vt }] = await sql`select vt from pgmq.q_dw_served m
+      join pgflow.step_tasks t on t.message_id = m.msg_id and t.queue_name = 'dw_served'
+      where t.step_slug = 'later'`;
+    assert.deepEqual(later.kind === "delayed" && [later.until, later.retry], [
+      (vt as Date).toISOString(),
+      false,
+    ]);
+    const [backoff] = byStep.again.waits;
+    assert.equal(backoff.kind, "delayed");
+    assert.equal(backoff.kind === "delayed" && backoff.retry, true, "a retry's backoff");
+    assert.ok(
+      backoff.kind === "delayed" && Date.parse(backoff.until) > Date.now() + 3000_000,
+      JSON.stringify(backoff),
+    );
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("a failed run's unfinished steps: never taken is not-started with no time, running is stopped at the run's end", async ({ sql, url }) => {
+  await defineFlow(sql, "dn_flow", [
+    { slug: "boom", queue: "dn_boom" },
+    { slug: "idle", queue: "dn_idle" },
+    { slug: "slow", queue: "dn_slow" },
+  ], { mode: "routed", maxAttempts: 1 });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('dn_flow', '{}')`;
+  const w = await liveWorker(sql, "dn_boom", [["dn_flow", "boom"]]);
+  const s = await liveWorker(sql, "dn_slow", [["dn_flow", "slow"]]);
+  await readAndStart(sql, "dn_slow", s, [["dn_flow", "slow"]], 1);
+  const [boom] = await readAndStart(sql, "dn_boom", w, [["dn_flow", "boom"]], 1);
+  await sql`select pgflow.fail_task(${runId}::uuid, 'boom', 0, 'no', ${boom.attempt}::int)`;
+  const [{ failed_at }] =
+    await sql`select failed_at from pgflow.runs where run_id = ${runId}::uuid`;
+
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const first = await getRun(dashboard.url, runId);
+    assert.equal(first.status, "failed");
+    const step = (r: RunDetail, slug: string) => r.steps.find((x) => x.stepSlug === slug)!;
+    assert.deepEqual(
+      [step(first, "idle").status, step(first, "idle").seconds, step(first, "idle").endedAt],
+      ["not-started", null, null],
+    );
+    assert.equal(step(first, "idle").storedStatus, "started");
+    assert.equal(step(first, "slow").status, "stopped");
+    assert.equal(step(first, "slow").endedAt, (failed_at as Date).toISOString());
+    assert.deepEqual(step(first, "idle").waits, [], "a finished run waits for nothing");
+    await new Promise((r) => setTimeout(r, 1100));
+    const second = await getRun(dashboard.url, runId);
+    assert.equal(step(second, "slow").seconds, step(first, "slow").seconds, "its clock stopped");
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("the run search: by flow, status (cancelled too) and id prefix; bad filters are named", async ({ sql, url }) => {
+  await defineFlow(sql, "ds_one", [{ slug: "a" }]);
+  await defineFlow(sql, "ds_two", [{ slug: "a" }]);
+  const ids: string[] = [];
+  for (const flow of ["ds_one", "ds_one", "ds_two"]) {
+    const [{ run_id }] = await sql`select run_id::text from pgflow.start_flow(${flow}, '{}')`;
+    ids.push(run_id);
+  }
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  const search = async (query: string) => {
+    const res = await fetch(new URL(`api/runs?${query}`, dashboard.url));
+    return { status: res.status, body: await res.json() };
+  };
+  try {
+    const all = await search("limit=200");
+    assert.equal(all.status, 200);
+    const listed = all.body.map((r: { runId: string }) => r.runId);
+    assert.deepEqual(
+      listed.filter((id: string) => ids.includes(id)),
+      [...ids].reverse(),
+      "newest first",
+    );
+    const one = await search("flow=ds_one");
+    assert.deepEqual(
+      one.body.map((r: { runId: string }) => r.runId).sort(),
+      ids.slice(0, 2).sort(),
+    );
+    assert.deepEqual((await search("status=failed&flow=ds_one")).body, []);
+    await sql`select pgflow.cancel_run(${ids[0]}::uuid, 'test')`;
+    const cancelled = await search("status=cancelled&flow=ds_one");
+    assert.deepEqual(cancelled.body.map((r: { runId: string }) => r.runId), [ids[0]]);
+    assert.ok(cancelled.body[0].seconds < 60, "a cancelled run's time ends when it was cancelled");
+    assert.equal((await search("status=started&flow=ds_two")).body[0].runId, ids[2]);
+    for (const prefix of [ids[2].slice(0, 6), ids[2].slice(0, 13).toUpperCase(), ids[2]]) {
+      const found = await search(`id=${prefix}`);
+      assert.deepEqual(found.body.map((r: { runId: string }) => r.runId), [ids[2]], prefix);
+    }
+    assert.equal((await search("limit=1")).body.length, 1);
+    for (
+      const [query, message] of [
+        [
+          "status=done",
+          /^status must be one of started, completed, failed, cancelled, got "done"$/,
+        ],
+        ["id=xyz", /^id must be the start of a run id .*got "xyz"$/],
+        ["id=0123456789", /^id must be the start of a run id/],
+        ["flow=a%20b", /^flow must be a flow slug .*got "a b"$/],
+        ["limit=0", /^limit must be a whole number from 1 to 200, got "0"$/],
+      ] as const
+    ) {
+      const bad = await search(query);
+      assert.equal(bad.status, 400, query);
+      assert.match(bad.body.error, message);
+    }
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+Deno.test("idBounds: the range of run ids a prefix stands for", () => {
+  assert.deepEqual(idBounds("0b7e"), [
+    "0b7e0000-0000-0000-0000-000000000000",
+    "0b7effff-ffff-ffff-ffff-ffffffffffff",
+  ]);
+  assert.deepEqual(idBounds("0b7e12ab-4"), [
+    "0b7e12ab-4000-0000-0000-000000000000",
+    "0b7e12ab-4fff-ffff-ffff-ffffffffffff",
+  ]);
+  for (const bad of ["g", "0b7e12ab4", "-", "0b7e12ab-4c-"]) {
+    assert.equal(idBounds(bad), undefined, bad);
+  }
+});
+
+db.test("the workers panel: live workers per queue, pairs served, heartbeat, tasks in flight", async ({ sql, url }) => {
+  await defineFlow(sql, "dk_flow", [{ slug: "a", queue: "dk_q" }, { slug: "b", queue: "dk_q" }], {
+    mode: "routed",
+  });
+  await sql`select pgflow.start_flow('dk_flow', '{}')`;
+  const w = await liveWorker(sql, "dk_q", [["dk_flow", "a"], ["dk_flow", "b"]], "dk_fn");
+  const silent = await liveWorker(sql, "dk_q", [["dk_flow", "a"]], "dk_fn");
+  await sql`update pgflow.workers set last_heartbeat_at = now() - interval '5 minutes'
+            where worker_id = ${silent}::uuid`;
+  await readAndStart(sql, "dk_q", w, [["dk_flow", "a"], ["dk_flow", "b"]], 2);
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const o: Overview = await (await fetch(new URL("api/overview", dashboard.url))).json();
+    const mine = o.workers.filter((x) => x.queueName === "dk_q");
+    assert.deepEqual(
+      mine.map((x) => [x.workerId, x.functionName, x.pairs, x.inFlight, x.deprecated]),
+      [[w, "dk_fn", 2, 2, false]],
+      "the silent worker is not listed",
+    );
+    assert.ok(mine[0].heartbeatSeconds < 30);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("actions: no endpoint without --allow-actions; with it, token, same-origin, JSON and Host are required", async ({ sql, url }) => {
+  await defineFlow(sql, "da_flow", [{ slug: "a", queue: "da_q" }], { mode: "routed" });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('da_flow', '{}')`;
+  const pool = createPool(url, { max: 1 });
+  const plain = startDashboard(pool, { port: 0 });
+  const lines: string[] = [];
+  const acting = startDashboard(pool, { port: 0, allowActions: true, log: (l) => lines.push(l) });
+  try {
+    // Without the flag: the session says so, and no action path answers.
+    assert.deepEqual(await (await fetch(new URL("api/session", plain.url))).json(), {
+      actions: false,
+    });
+    const none = await fetch(new URL(`api/runs/${runId}/cancel`, plain.url), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(none.status, 405);
+    await none.body?.cancel();
+    const noneGet = await fetch(new URL(`api/runs/${runId}/cancel`, plain.url));
+    assert.equal(noneGet.status, 404);
+    await noneGet.body?.cancel();
+
+    const session = await (await fetch(new URL("api/session", acting.url))).json();
+    assert.equal(session.actions, true);
+    assert.match(session.token, /^[0-9a-f]{64}$/);
+    assert.equal((await (await fetch(new URL("api/session", plain.url))).json()).token, undefined);
+    const base = new URL(acting.url);
+    const origin = `http://${base.host}`;
+    const good = {
+      "content-type": "application/json",
+      "x-pgflow-token": session.token,
+      origin,
+      "sec-fetch-site": "same-origin",
+    };
+    const post = async (headers: Record<string, string>, action = "cancel", id = runId) => {
+      const res = await fetch(new URL(`api/runs/${id}/${action}`, base), {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ reason: "wrong input" }),
+      });
+      return { status: res.status, body: await res.json() };
+    };
+    const refused: [Record<string, string>, number, RegExp][] = [
+      [{ ...good, "x-pgflow-token": "" }, 403, /missing or wrong x-pgflow-token/],
+      [{ ...good, "x-pgflow-token": "0".repeat(64) }, 403, /missing or wrong x-pgflow-token/],
+      [{ ...good, origin: "http://evil.example" }, 403, /cross-origin request refused/],
+      [{ ...good, origin: "null" }, 403, /cross-origin request refused/],
+      [{ ...good, "sec-fetch-site": "cross-site" }, 403, /cross-site request refused/],
+      [{ ...good, "sec-fetch-site": "same-site" }, 403, /cross-site request refused/],
+      [{ ...good, "content-type": "text/plain" }, 415, /Content-Type: application\/json/],
+    ];
+    for (const [headers, status, message] of refused) {
+      const res = await post(headers);
+      assert.equal(res.status, status, JSON.stringify(headers));
+      assert.match(res.body.error, message);
+    }
+    const get = await fetch(new URL(`api/runs/${runId}/cancel`, base));
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get("allow"), "POST");
+    await get.body?.cancel();
+    const rebound = await rawRequest(
+      base,
+      `evil.example:${base.port}`,
+      "POST",
+      `/api/runs/${runId}/cancel`,
+      {
+        "content-type": "application/json",
+        "x-pgflow-token": session.token,
+      },
+    );
+    assert.equal(statusOf(rebound), 421);
+    assert.equal((await post(good, "cancel", "not-a-uuid")).status, 400);
+    const [{ status }] = await sql`select status from pgflow.runs where run_id = ${runId}::uuid`;
+    assert.equal(status, "started", "no refused request changed the run");
+    assert.equal(lines.length, 0, lines.join("\n"));
+
+    // Accepted: the engine's functions act, and each action is logged on one line.
+    const cancelled = await post(good);
+    assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+    assert.deepEqual(cancelled.body, {
+      action: "cancel",
+      runId,
+      flowSlug: "da_flow",
+      status: "cancelled",
+      cancelled: true,
+    });
+    const [after] = await sql`select status, cancel_reason from pgflow.runs
+                              where run_id = ${runId}::uuid`;
+    assert.deepEqual({ ...after }, { status: "cancelled", cancel_reason: "wrong input" });
+    const again = await post(good);
+    assert.equal(again.body.cancelled, false, "idempotent: already ended");
+    // A client without Origin and Sec-Fetch-Site (curl) still needs the token.
+    const retried = await post({
+      "content-type": "application/json",
+      "x-pgflow-token": session.token,
+    }, "retry");
+    assert.equal(retried.status, 200, JSON.stringify(retried.body));
+    const [lineage] = await sql`select restart_of_run_id::text, restart_mode from pgflow.runs
+                                where run_id = ${retried.body.newRunId}::uuid`;
+    assert.deepEqual({ ...lineage }, { restart_of_run_id: runId, restart_mode: "retry" });
+    const resumed = await post(good, "resume");
+    assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+    const started = await post(good, "retry", retried.body.newRunId);
+    assert.equal(started.status, 409);
+    assert.match(started.body.error, /only failed or cancelled runs/);
+    const unknown = await post(good, "retry", crypto.randomUUID());
+    assert.equal(unknown.status, 404);
+    assert.equal(lines.length, 4, lines.join("\n"));
+    assert.match(lines[0], /^pgflow dashboard: cancel run \S+ \(da_flow\): now cancelled$/);
+    assert.match(lines[1], /^pgflow dashboard: cancel run \S+ \(da_flow\): already cancelled$/);
+    assert.match(lines[2], /^pgflow dashboard: retry run \S+ \(da_flow\): new run \S+$/);
+    assert.ok(lines.every((l) => !l.includes("wrong input")), "the reason is not logged");
+
+    // The run view shows the lineage both ways.
+    const source = await getRun(acting.url, runId);
+    assert.deepEqual(
+      source.restartedAs.map((r) => [r.runId, r.mode]).sort(),
+      [[retried.body.newRunId, "retry"], [resumed.body.newRunId, "resume"]].sort(),
+    );
+    const copy = await getRun(acting.url, resumed.body.newRunId);
+    assert.deepEqual([copy.restartOf, copy.restartMode], [runId, "resume"]);
+  } finally {
+    await plain.shutdown();
+    await acting.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("the attempt history: each failed attempt with its worker, times, error and stack, then the completion", async ({ sql, url }) => {
+  await defineFlow(
+    sql,
+    "dh_flow",
+    [{ slug: "flaky", queue: "dh_q", maxAttempts: 3, baseDelay: 1 }],
+    {
+      mode: "routed",
+    },
+  );
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('dh_flow', '{}')`;
+  const w = await liveWorker(sql, "dh_q", [["dh_flow", "flaky"]], "dh_fn");
+  const [first] = await readAndStart(sql, "dh_q", w, [["dh_flow", "flaky"]], 1);
+  await sql`select pgflow.fail_task(${runId}::uuid, 'flaky', 0, 'timeout talking to the bank',
+                                    ${first.attempt}::int, 'Error: timeout\n    at charge (bank.ts:3)')`;
+  const second = await waitFor(
+    async () => (await readAndStart(sql, "dh_q", w, [["dh_flow", "flaky"]], 1))[0],
+    { what: "the retry" },
+  );
+  await sql`select pgflow.complete_task(${runId}::uuid, 'flaky', 0, '"ok"'::jsonb, ${second.attempt}::int)`;
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const run = await getRun(dashboard.url, runId);
+    assert.equal(run.status, "completed");
+    const history = run.steps[0].history;
+    assert.deepEqual(
+      history.map((
+        a,
+      ) => [a.taskIndex, a.attempt, a.outcome, a.workerId, a.functionName, a.error, a.stack]),
+      [
+        [
+          0,
+          1,
+          "failed",
+          w,
+          "dh_fn",
+          "timeout talking to the bank",
+          "Error: timeout\n    at charge (bank.ts:3)",
+        ],
+        [0, 2, "completed", w, "dh_fn", null, null],
+      ],
+    );
+    assert.ok(history.every((a) => a.startedAt !== null && a.endedAt !== null));
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("a resumed run: its reused steps are marked, and both runs name each other", async ({ sql, url }) => {
+  await defineFlow(sql, "dr_flow", [{ slug: "a", queue: "dr_q" }, {
+    slug: "b",
+    deps: ["a"],
+    queue: "dr_q",
+  }], { mode: "routed", maxAttempts: 1 });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('dr_flow', '{}')`;
+  const w = await liveWorker(sql, "dr_q", [["dr_flow", "a"], ["dr_flow", "b"]]);
+  const [a] = await readAndStart(sql, "dr_q", w, [["dr_flow", "a"]], 1);
+  await sql`select pgflow.complete_task(${runId}::uuid, 'a', 0, '1'::jsonb, ${a.attempt}::int)`;
+  const [b] = await readAndStart(sql, "dr_q", w, [["dr_flow", "b"]], 1);
+  await sql`select pgflow.fail_task(${runId}::uuid, 'b', 0, 'no', ${b.attempt}::int)`;
+  const [{ run_id: resumed }] =
+    await sql`select run_id::text from pgflow.resume_run(${runId}::uuid)`;
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const run = await getRun(dashboard.url, resumed);
+    assert.deepEqual([run.restartOf, run.restartMode], [runId, "resume"]);
+    assert.deepEqual(run.steps.map((s) => [s.stepSlug, s.status, s.reused]), [
+      ["a", "completed", true],
+      ["b", "queued", false],
+    ]);
+    assert.deepEqual(run.steps[1].waits, [
+      { kind: "queued", queue: "dr_q", liveWorkers: 1, tasks: 1 },
+    ]);
+    const source = await getRun(dashboard.url, runId);
+    assert.deepEqual(source.restartedAs.map((r) => [r.runId, r.mode, r.status]), [
+      [resumed, "resume", "started"],
+    ]);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});

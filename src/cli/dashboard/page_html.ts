@@ -49,12 +49,30 @@ export const PAGE_HTML: string = `<!doctype html>
 </header>
 <main>
   <section id="queues" class="wide"><h2>Queues</h2><div class="body"></div></section>
-  <section id="coverage"><h2>Coverage</h2><div class="body"></div></section>
+  <section id="workers" class="wide"><h2>Live workers</h2><div class="body"></div></section>
+  <section id="coverage" class="wide"><h2>Coverage</h2><div class="body"></div></section>
+  <section id="stuck" class="wide"><h2>Stuck tasks</h2><div class="body"></div></section>
   <section id="runs"><h2>Runs by flow</h2><div class="body"></div></section>
-  <section id="stuck"><h2>Stuck tasks</h2><div class="body"></div></section>
   <section id="failures"><h2>Recent failures</h2><div class="body"></div></section>
-  <section id="recent"><h2>Recent runs</h2><div class="body"></div></section>
+  <section id="recent" class="wide"><h2>Runs</h2>
+    <form id="search" class="search" role="search">
+      <label>flow <select id="f-flow" name="flow"><option value="">any</option></select></label>
+      <label>status <select id="f-status" name="status"><option value="">any</option>
+        <option>started</option><option>completed</option><option>failed</option>
+        <option>cancelled</option></select></label>
+      <label>run id starts with <input id="f-id" name="id" size="14" maxlength="36"
+        autocomplete="off" spellcheck="false" placeholder="0b7e…"></label>
+    </form>
+    <div class="body"></div></section>
   <section id="run" class="wide"><h2>Run</h2>
+    <div id="confirm" class="confirm" hidden>
+      <p id="confirm-text"></p>
+      <label id="confirm-reason-label" hidden>reason (optional)
+        <input id="confirm-reason" maxlength="500" size="40" autocomplete="off"></label>
+      <button id="confirm-yes" type="button" class="danger">Confirm</button>
+      <button id="confirm-no" type="button">Back</button>
+    </div>
+    <p id="action-result" class="action-result" hidden></p>
     <div class="body"><p class="empty">Click a run to see its steps.</p></div></section>
 </main>
 </body>

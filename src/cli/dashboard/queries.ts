@@ -34,20 +34,8 @@ export interface RunCounts {
   readonly completed: number;
   /** Runs that failed. */
   readonly failed: number;
-}
-
-/** A run in the list of recent runs. */
-export interface RunSummary {
-  /** The run. */
-  readonly runId: string;
-  /** Its flow. */
-  readonly flowSlug: string;
-  /** started, completed or failed. */
-  readonly status: string;
-  /** When it started (ISO 8601). */
-  readonly startedAt: string;
-  /** Seconds from start to its end, or to now while it runs. */
-  readonly seconds: number;
+  /** Runs that were cancelled. */
+  readonly cancelled: number;
 }
 
 /** A failed step of a run. */
@@ -101,18 +89,39 @@ export interface Overview {
   readonly coverage: readonly CoverageInfo[];
   /** Run counts by flow. */
   readonly runCounts: readonly RunCounts[];
-  /** The most recent runs first. */
-  readonly recentRuns: readonly RunSummary[];
   /** The most recent failed steps first. */
   readonly failures: readonly FailureInfo[];
   /** Stuck tasks, oldest first. */
   readonly stuck: readonly StuckTask[];
+  /** Live workers by queue, function, worker. */
+  readonly workers: readonly WorkerInfo[];
+}
+
+/** A live worker. */
+export interface WorkerInfo {
+  /** The worker. */
+  readonly workerId: string;
+  /** The queue it reads. */
+  readonly queueName: string;
+  /** The function hosting it. */
+  readonly functionName: string;
+  /** How many (flow, step) pairs it has handlers for. */
+  readonly pairs: number;
+  /** When it started (ISO 8601). */
+  readonly startedAt: string;
+  /** Seconds since its last heartbeat. */
+  readonly heartbeatSeconds: number;
+  /** Tasks it holds now (started, in started runs). */
+  readonly inFlight: number;
+  /** It was deprecated by a deploy fence: it finishes its tasks and takes no new ones. */
+  readonly deprecated: boolean;
 }
 
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
 
 /**
- * Reads the overview: queues, coverage, run counts, recent runs and failures, stuck tasks.
+ * Reads the overview: queues, coverage, run counts, recent failures, stuck tasks, live workers.
+ * (The runs themselves are searched: `search.ts`.)
  *
  * @example
  * ```ts
@@ -129,10 +138,55 @@ export async function readOverview(tx: ReadTx, options: OverviewOptions): Promis
     queues: await readQueues(tx, options.staleAfterSeconds),
     coverage: await readCoverage(tx, options.staleAfterSeconds),
     runCounts: await readRunCounts(tx),
-    recentRuns: await readRecentRuns(tx, options.limit),
     failures: await readFailures(tx, options.limit),
     stuck: await readStuck(tx, options),
+    workers: await readWorkers(tx, options.staleAfterSeconds),
   };
+}
+
+async function readWorkers(tx: ReadTx, staleAfter: number): Promise<WorkerInfo[]> {
+  // Live as everywhere else (queue_depths, coverage): not stopped, a recent heartbeat. Deprecated
+  // workers are listed too, marked: they still hold tasks while they drain.
+  const rows = await tx<
+    {
+      worker_id: string;
+      queue_name: string;
+      function_name: string;
+      pairs: number;
+      started_at: Date;
+      heartbeat: number;
+      in_flight: number;
+      deprecated: boolean;
+    }[]
+  >`
+    select w.worker_id::text, w.queue_name, w.function_name,
+           case when jsonb_typeof(w.supported) = 'array'
+                then jsonb_array_length(w.supported) else 0 end as pairs,
+           w.started_at,
+           greatest(0, extract(epoch from now() - w.last_heartbeat_at))::float8 as heartbeat,
+           coalesce(h.n, 0)::int as in_flight,
+           w.deprecated_at is not null as deprecated
+    from pgflow.workers w
+    -- One pass over the started tasks (step_tasks_started_idx), not one per worker.
+    left join (
+      select t.last_worker_id, count(*) as n from pgflow.step_tasks t
+      join pgflow.runs r on r.run_id = t.run_id and r.status = 'started'
+      where t.status = 'started' and t.started_at is not null
+      group by t.last_worker_id
+    ) h on h.last_worker_id = w.worker_id
+    where w.stopped_at is null
+      and w.last_heartbeat_at > now() - make_interval(secs => ${staleAfter})
+    order by w.queue_name, w.function_name, w.started_at, w.worker_id`;
+  return rows.map((r) => ({
+    workerId: r.worker_id,
+    queueName: r.queue_name,
+    functionName: r.function_name,
+    pairs: r.pairs,
+    startedAt: iso(r.started_at),
+    heartbeatSeconds: r.heartbeat,
+    inFlight: r.in_flight,
+    deprecated: r.deprecated,
+  }));
 }
 
 async function readQueues(tx: ReadTx, staleAfter: number): Promise<QueueInfo[]> {
@@ -145,35 +199,20 @@ async function readCoverage(tx: ReadTx, staleAfter: number): Promise<CoverageInf
 
 async function readRunCounts(tx: ReadTx): Promise<RunCounts[]> {
   const rows = await tx<
-    { flow_slug: string; started: number; completed: number; failed: number }[]
+    { flow_slug: string; started: number; completed: number; failed: number; cancelled: number }[]
   >`
     select flow_slug,
            count(*) filter (where status = 'started')::int as started,
            count(*) filter (where status = 'completed')::int as completed,
-           count(*) filter (where status = 'failed')::int as failed
+           count(*) filter (where status = 'failed')::int as failed,
+           count(*) filter (where status = 'cancelled')::int as cancelled
     from pgflow.runs group by flow_slug order by flow_slug`;
   return rows.map((r) => ({
     flowSlug: r.flow_slug,
     started: r.started,
     completed: r.completed,
     failed: r.failed,
-  }));
-}
-
-async function readRecentRuns(tx: ReadTx, limit: number): Promise<RunSummary[]> {
-  const rows = await tx<
-    { run_id: string; flow_slug: string; status: string; started_at: Date; seconds: number }[]
-  >`
-    select run_id::text, flow_slug, status, started_at,
-           extract(epoch from coalesce(completed_at, failed_at, now()) - started_at)::float8
-             as seconds
-    from pgflow.runs order by started_at desc, run_id limit ${limit}`;
-  return rows.map((r) => ({
-    runId: r.run_id,
-    flowSlug: r.flow_slug,
-    status: r.status,
-    startedAt: iso(r.started_at),
-    seconds: r.seconds,
+    cancelled: r.cancelled,
   }));
 }
 
@@ -251,150 +290,4 @@ async function readStuck(tx: ReadTx, options: OverviewOptions): Promise<StuckTas
     workerId: r.worker_id,
     heartbeatSeconds: r.heartbeat,
   }));
-}
-
-/** One step of a run, for the DAG. */
-export interface RunStep {
-  /** The step. */
-  readonly stepSlug: string;
-  /** Its position in the flow. */
-  readonly stepIndex: number;
-  /** single or map. */
-  readonly stepType: string;
-  /** The steps it depends on. */
-  readonly deps: readonly string[];
-  /** created, started, completed, failed or skipped. */
-  readonly status: string;
-  /** When it started (ISO 8601), if it did. */
-  readonly startedAt: string | null;
-  /** When it completed, failed or was skipped (ISO 8601), if it did. */
-  readonly endedAt: string | null;
-  /** Seconds from start to end, or to now while it runs; `null` before it starts. */
-  readonly seconds: number | null;
-  /** Its tasks (one for a single step). */
-  readonly tasks: number;
-  /** Attempts over all its tasks. */
-  readonly attempts: number;
-  /** The error it failed with, or the last attempt's error. */
-  readonly error: string | null;
-  /** Why it was skipped. */
-  readonly skipReason: string | null;
-  /** The start of its output as JSON text (at most 500 characters), once completed. */
-  readonly outputPreview: string | null;
-}
-
-/** One run with its steps. */
-export interface RunDetail {
-  /** The run. */
-  readonly runId: string;
-  /** Its flow. */
-  readonly flowSlug: string;
-  /** started, completed or failed. */
-  readonly status: string;
-  /** When it started (ISO 8601). */
-  readonly startedAt: string;
-  /** Seconds from start to end, or to now while it runs. */
-  readonly seconds: number;
-  /** The run's error message, if it failed. */
-  readonly error: string | null;
-  /** Its steps in flow order. */
-  readonly steps: readonly RunStep[];
-}
-
-/** How much of a step's output the page shows. */
-export const OUTPUT_PREVIEW_CHARS = 500;
-
-/**
- * Reads one run and its steps; `undefined` when there is no such run.
- *
- * @example
- * ```ts
- * import { readOnly } from "./read_only.ts";
- * import { readRun } from "./queries.ts";
- *
- * // const run = await readOnly(sql, (tx) => readRun(tx, "0b7e…"));
- * ```
- */
-export async function readRun(tx: ReadTx, runId: string): Promise<RunDetail | undefined> {
-  const [run] = await tx<
-    {
-      run_id: string;
-      flow_slug: string;
-      status: string;
-      started_at: Date;
-      seconds: number;
-      error: string | null;
-    }[]
-  >`
-    select run_id::text, flow_slug, status, started_at, error_message as error,
-           extract(epoch from coalesce(completed_at, failed_at, now()) - started_at)::float8
-             as seconds
-    from pgflow.runs where run_id = ${runId}::uuid`;
-  if (run === undefined) return undefined;
-  const steps = await tx<
-    {
-      step_slug: string;
-      step_index: number;
-      step_type: string;
-      deps: string[];
-      status: string | null;
-      started_at: Date | null;
-      ended_at: Date | null;
-      seconds: number | null;
-      tasks: number;
-      attempts: number;
-      error: string | null;
-      skip_reason: string | null;
-      output: string | null;
-    }[]
-  >`
-    select s.step_slug, s.step_index, s.step_type,
-           coalesce((select array_agg(d.dep_slug order by d.dep_slug) from pgflow.deps d
-                     where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug),
-                    '{}') as deps,
-           ss.status, ss.started_at,
-           coalesce(ss.completed_at, ss.failed_at, ss.skipped_at) as ended_at,
-           extract(epoch from coalesce(ss.completed_at, ss.failed_at, ss.skipped_at, now())
-                   - ss.started_at)::float8 as seconds,
-           coalesce(t.tasks, 0)::int as tasks, coalesce(t.attempts, 0)::int as attempts,
-           coalesce(ss.error_message, t.last_error) as error, ss.skip_reason,
-           case when ss.status = 'completed'
-                then left(ss.output::text, ${OUTPUT_PREVIEW_CHARS + 1}) end as output
-    from pgflow.steps s
-    left join pgflow.step_states ss on ss.run_id = ${runId}::uuid and ss.step_slug = s.step_slug
-    left join lateral (
-      select count(*) as tasks, sum(st.attempts_count) as attempts,
-             (array_agg(st.error_message order by st.failed_at desc nulls last)
-                filter (where st.error_message is not null))[1] as last_error
-      from pgflow.step_tasks st where st.run_id = ${runId}::uuid and st.step_slug = s.step_slug
-    ) t on true
-    where s.flow_slug = ${run.flow_slug}
-    order by s.step_index`;
-  return {
-    runId: run.run_id,
-    flowSlug: run.flow_slug,
-    status: run.status,
-    startedAt: iso(run.started_at),
-    seconds: run.seconds,
-    error: run.error,
-    steps: steps.map((s) => ({
-      stepSlug: s.step_slug,
-      stepIndex: s.step_index,
-      stepType: s.step_type,
-      deps: s.deps,
-      status: s.status ?? "created",
-      startedAt: s.started_at === null ? null : iso(s.started_at),
-      endedAt: s.ended_at === null ? null : iso(s.ended_at),
-      seconds: s.started_at === null ? null : s.seconds,
-      tasks: s.tasks,
-      attempts: s.attempts,
-      error: s.error,
-      skipReason: s.skip_reason,
-      outputPreview: s.output === null
-        ? null
-        : s.output.length > OUTPUT_PREVIEW_CHARS
-        ? `${s.output.slice(0, OUTPUT_PREVIEW_CHARS)}…`
-        : s.output,
-    })),
-  };
 }

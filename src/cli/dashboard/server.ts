@@ -1,10 +1,20 @@
 /**
- * The dashboard's HTTP server (Deno.serve): the page, its script and style, and two JSON
- * endpoints the page polls. GET and HEAD only; every database read in a read-only transaction.
+ * The dashboard's HTTP server (Deno.serve): the page, its script and style, and the JSON endpoints
+ * the page polls. GET and HEAD; every database read in a read-only transaction. With
+ * `allowActions`, also POST `/api/runs/<id>/cancel|retry|resume`, guarded as `actions.ts` says.
  *
  * @module
  */
 import type { Sql } from "../../platform/types.ts";
+import {
+  ActionError,
+  type ActionName,
+  ACTIONS,
+  checkSameOrigin,
+  newToken,
+  readReason,
+  runAction,
+} from "./actions.ts";
 import { DepthHistory } from "./history.ts";
 import {
   type AllowedHost,
@@ -16,8 +26,10 @@ import {
 import { PAGE_CSS } from "./page_css.ts";
 import { FAVICON_SVG, PAGE_HTML } from "./page_html.ts";
 import { PAGE_JS } from "./page_js.ts";
-import { readOverview, readRun } from "./queries.ts";
+import { readOverview } from "./queries.ts";
 import { readOnly } from "./read_only.ts";
+import { readRun } from "./run_view.ts";
+import { parseRunFilter, searchRuns } from "./search.ts";
 
 /** Options of {@link startDashboard}. */
 export interface DashboardOptions {
@@ -34,6 +46,13 @@ export interface DashboardOptions {
   readonly staleAfterSeconds?: number;
   /** A queued task older than this many seconds is listed as stuck; default 60. */
   readonly queuedAfterSeconds?: number;
+  /**
+   * Serve the actions (cancel, retry, resume) and show their buttons; default false: no action
+   * endpoint exists and the page offers none.
+   */
+  readonly allowActions?: boolean;
+  /** Where each action is logged (one line, no reason text); default stderr. */
+  readonly log?: (line: string) => void;
 }
 
 /** A running dashboard. */
@@ -67,6 +86,7 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ACTION_PATH = new RegExp(`^/api/runs/([^/]+)/(${ACTIONS.join("|")})$`);
 
 /**
  * Serves the dashboard on `sql`'s database until {@link Dashboard.shutdown}.
@@ -94,6 +114,10 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
     limit: LIST_LIMIT,
   };
   const history = new DepthHistory(HISTORY_SIZE);
+  const allowActions = options.allowActions ?? false;
+  // Per process: a page loaded before a restart must reload to act again.
+  const token = allowActions ? newToken() : undefined;
+  const log = options.log ?? ((line: string) => console.error(line));
   let port = 0;
   // One overview read a second at most, however many tabs poll: their requests share it.
   let cached: { at: number; body: Promise<unknown> } | undefined;
@@ -114,9 +138,6 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
   }
 
   async function route(request: Request): Promise<Response> {
-    if (request.method !== "GET" && request.method !== "HEAD") {
-      return text(405, "the dashboard only reads: GET and HEAD only", { allow: "GET, HEAD" });
-    }
     if (!hostAllowed(request.headers.get("host"), allowed, port)) {
       return text(
         421,
@@ -124,7 +145,20 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
           "or start it with --allow-host for this name",
       );
     }
-    const { pathname: path, search } = new URL(request.url);
+    const { pathname: path, search, searchParams } = new URL(request.url);
+    const action = allowActions ? ACTION_PATH.exec(path) : null;
+    if (action) {
+      if (request.method !== "POST") {
+        return problem(405, "an action is a POST", { allow: "POST" });
+      }
+      return await act(request, action[1], action[2] as ActionName);
+    }
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      const what = allowActions
+        ? "only the actions (POST /api/runs/<id>/cancel|retry|resume) change anything"
+        : "the dashboard only reads: GET and HEAD only";
+      return text(405, what, { allow: "GET, HEAD" });
+    }
     // A malformed escape (%, %zz, a cut UTF-8 sequence) is the client's mistake, not a crash.
     if (decoded(path) === undefined || decoded(search) === undefined) {
       const message = "malformed percent-escape in the URL";
@@ -135,16 +169,61 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
     if (path === "/dashboard.css") return asset(PAGE_CSS, "text/css; charset=utf-8");
     if (path === "/favicon.svg") return asset(FAVICON_SVG, "image/svg+xml");
     if (path === "/api/overview") return await json(overview);
+    // No CORS headers anywhere: another site's script cannot read this answer, so the token
+    // reaches only the dashboard's own page.
+    if (path === "/api/session") {
+      return await json(() =>
+        Promise.resolve(token ? { actions: true, token } : { actions: false })
+      );
+    }
+    if (path === "/api/runs") {
+      let filter;
+      try {
+        filter = parseRunFilter(searchParams);
+      } catch (error) {
+        return problem(400, (error as Error).message);
+      }
+      return await json(() => readOnly(sql, (tx) => searchRuns(tx, filter)));
+    }
     const run = /^\/api\/runs\/([^/]+)$/.exec(path);
     if (run) {
       const runId = decoded(run[1]);
       if (runId === undefined || !UUID.test(runId)) return problem(400, "a run id is a UUID");
       return await json(async () => {
-        const detail = await readOnly(sql, (tx) => readRun(tx, runId));
+        const detail = await readOnly(
+          sql,
+          (tx) => readRun(tx, runId, { staleAfterSeconds: overviewOptions.staleAfterSeconds }),
+        );
         return detail ?? new NotFound(`no run ${runId}`);
       });
     }
     return text(404, "not found");
+  }
+
+  async function act(request: Request, rawId: string, name: ActionName): Promise<Response> {
+    try {
+      checkSameOrigin(request, token!);
+      const runId = decoded(rawId);
+      if (runId === undefined || !UUID.test(runId)) {
+        throw new ActionError(400, "a run id is a UUID");
+      }
+      const reason = name === "cancel" ? await readReason(request) : null;
+      const done = await runAction(sql, name, runId, reason);
+      log(
+        `pgflow dashboard: ${name} run ${runId} (${done.flowSlug}): ` +
+          (done.newRunId
+            ? `new run ${done.newRunId}`
+            : `${done.cancelled === false ? "already" : "now"} ${done.status}`),
+      );
+      // The overview read before this action would show the old state for up to a second.
+      cached = undefined;
+      return new Response(JSON.stringify(done), {
+        headers: { ...SECURITY_HEADERS, "content-type": "application/json" },
+      });
+    } catch (error) {
+      if (error instanceof ActionError) return problem(error.status, error.message);
+      throw error;
+    }
   }
 
   const server = Deno.serve(
@@ -185,10 +264,10 @@ function text(status: number, body: string, extra: Record<string, string> = {}):
   });
 }
 
-function problem(status: number, message: string): Response {
+function problem(status: number, message: string, extra: Record<string, string> = {}): Response {
   return new Response(JSON.stringify({ error: message }), {
     status,
-    headers: { ...SECURITY_HEADERS, "content-type": "application/json" },
+    headers: { ...SECURITY_HEADERS, "content-type": "application/json", ...extra },
   });
 }
 

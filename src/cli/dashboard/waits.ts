@@ -1,0 +1,228 @@
+/**
+ * Why each unfinished step of a started run has not finished: the dependencies it waits for; its
+ * queued tasks and whether any live worker serves them (`pgflow.queue_coverage`, the verdict the
+ * coverage check and `pgflow status` give); a message hidden until a retry's backoff or a start
+ * delay is over (the message's visibility time in its PGMQ queue); the worker running a task.
+ *
+ * @module
+ */
+import { type CoverageRow, queueCoverage } from "../../operations/coverage.ts";
+import type { ReadTx } from "./read_only.ts";
+
+/**
+ * One reason a step waits; `tasks` counts the step's tasks it applies to (a map has several).
+ *
+ * - `dependencies`: the step starts once these steps finish.
+ * - `unserved`: its tasks are visible on `queue`, but no live worker has a handler for the pair.
+ * - `queued`: visible on `queue` and served by `liveWorkers` live workers: it waits its turn.
+ * - `delayed`: hidden until `until`: a retry's backoff (`retry`), or the step's start delay.
+ * - `running`: a worker took it at `since`; `workerLive` is false once its heartbeat went silent.
+ *
+ * @example
+ * ```ts
+ * import type { StepWait } from "./waits.ts";
+ *
+ * const blocked = (w: StepWait) => w.kind === "unserved";
+ * ```
+ */
+export type StepWait =
+  | { readonly kind: "dependencies"; readonly deps: readonly string[] }
+  | {
+    readonly kind: "unserved";
+    readonly queue: string;
+    readonly flowSlug: string;
+    readonly stepSlug: string;
+    readonly tasks: number;
+  }
+  | {
+    readonly kind: "queued";
+    readonly queue: string;
+    readonly liveWorkers: number;
+    readonly tasks: number;
+  }
+  | {
+    readonly kind: "delayed";
+    readonly queue: string;
+    readonly until: string;
+    readonly retry: boolean;
+    readonly tasks: number;
+  }
+  | {
+    readonly kind: "running";
+    readonly workerId: string | null;
+    readonly since: string;
+    readonly workerLive: boolean;
+    readonly tasks: number;
+  };
+
+type TaskRow = {
+  step_slug: string;
+  flow_slug: string;
+  status: "queued" | "started";
+  queue_name: string;
+  message_id: string | null;
+  attempts: number;
+  worker_id: string | null;
+  started_at: Date | null;
+  worker_live: boolean;
+};
+
+/**
+ * Reads why each unfinished step of the started run `runId` waits, by step slug.
+ *
+ * @example
+ * ```ts
+ * import { readOnly } from "./read_only.ts";
+ * import { readWaits } from "./waits.ts";
+ *
+ * // const waits = await readOnly(sql, (tx) => readWaits(tx, runId, "order_shipping", 30));
+ * // waits.get("ship") // [{ kind: "unserved", queue: "shipping", … }]
+ * ```
+ */
+export async function readWaits(
+  tx: ReadTx,
+  runId: string,
+  flowSlug: string,
+  staleAfterSeconds: number,
+): Promise<Map<string, StepWait[]>> {
+  const waits = new Map<string, StepWait[]>();
+  const add = (step: string, wait: StepWait) => waits.set(step, [...waits.get(step) ?? [], wait]);
+
+  const blocked = await tx<{ step_slug: string; deps: string[] }[]>`
+    select s.step_slug,
+           array_agg(d.dep_slug order by d.dep_slug)
+             filter (where coalesce(ds.status, 'created') not in ('completed', 'skipped')) as deps
+    from pgflow.steps s
+    left join pgflow.step_states ss on ss.run_id = ${runId}::uuid and ss.step_slug = s.step_slug
+    join pgflow.deps d on d.flow_slug = s.flow_slug and d.step_slug = s.step_slug
+    left join pgflow.step_states ds on ds.run_id = ${runId}::uuid and ds.step_slug = d.dep_slug
+    where s.flow_slug = ${flowSlug} and coalesce(ss.status, 'created') = 'created'
+    group by s.step_slug`;
+  for (const b of blocked) {
+    if (b.deps !== null && b.deps.length > 0) {
+      add(b.step_slug, { kind: "dependencies", deps: b.deps });
+    }
+  }
+
+  const tasks = await tx<TaskRow[]>`
+    select t.step_slug, t.flow_slug, t.status, t.queue_name, t.message_id::text,
+           t.attempts_count as attempts, t.last_worker_id::text as worker_id, t.started_at,
+           coalesce(w.stopped_at is null
+                    and w.last_heartbeat_at > now() - make_interval(secs => ${staleAfterSeconds}),
+                    false) as worker_live
+    from pgflow.step_tasks t
+    left join pgflow.workers w on w.worker_id = t.last_worker_id
+    where t.run_id = ${runId}::uuid and t.status in ('queued', 'started')
+    order by t.step_slug, t.task_index`;
+  if (tasks.length === 0) return waits;
+
+  const queued = tasks.filter((t) => t.status === "queued");
+  const visibleAt = await messageTimes(tx, queued);
+  const coverage = new Map<string, CoverageRow>();
+  for (const queue of new Set(queued.map((t) => t.queue_name))) {
+    for (const row of await queueCoverage(tx, queue, staleAfterSeconds)) {
+      coverage.set(`${row.queueName}\u001f${row.flowSlug}\u001f${row.stepSlug}`, row);
+    }
+  }
+  const [{ now }] = await tx<{ now: Date }[]>`select now() as now`;
+
+  // Grouped per step: one line per reason (per worker for running tasks), counting its tasks.
+  const groups = new Map<string, { step: string; wait: StepWait }>();
+  const bump = (
+    key: string,
+    step: string,
+    make: () => StepWait,
+    merge: (w: StepWait) => StepWait,
+  ) => {
+    const g = groups.get(key);
+    groups.set(key, { step, wait: g === undefined ? make() : merge(g.wait) });
+  };
+  for (const t of tasks) {
+    const key = `${t.step_slug}\u001f`;
+    if (t.status === "started") {
+      const since = (t.started_at ?? now).toISOString();
+      bump(
+        `${key}running\u001f${t.worker_id}`,
+        t.step_slug,
+        () => ({
+          kind: "running",
+          workerId: t.worker_id,
+          since,
+          workerLive: t.worker_live,
+          tasks: 1,
+        }),
+        (w) =>
+          w.kind === "running"
+            ? { ...w, since: since < w.since ? since : w.since, tasks: w.tasks + 1 }
+            : w,
+      );
+      continue;
+    }
+    const vt = t.message_id === null
+      ? undefined
+      : visibleAt.get(`${t.queue_name}\u001f${t.message_id}`);
+    if (vt !== undefined && vt > now) {
+      const until = vt.toISOString();
+      bump(
+        `${key}delayed\u001f${t.queue_name}`,
+        t.step_slug,
+        () => ({ kind: "delayed", queue: t.queue_name, until, retry: t.attempts > 0, tasks: 1 }),
+        (w) =>
+          w.kind === "delayed"
+            ? {
+              ...w,
+              until: until < w.until ? until : w.until,
+              retry: w.retry || t.attempts > 0,
+              tasks: w.tasks + 1,
+            }
+            : w,
+      );
+      continue;
+    }
+    const pair = coverage.get(`${t.queue_name}\u001f${t.flow_slug}\u001f${t.step_slug}`);
+    const served = pair?.served ?? false;
+    bump(
+      `${key}${served ? "queued" : "unserved"}\u001f${t.queue_name}`,
+      t.step_slug,
+      () =>
+        served
+          ? { kind: "queued", queue: t.queue_name, liveWorkers: pair?.liveWorkers ?? 0, tasks: 1 }
+          : {
+            kind: "unserved",
+            queue: t.queue_name,
+            flowSlug: t.flow_slug,
+            stepSlug: t.step_slug,
+            tasks: 1,
+          },
+      (w) => (w.kind === "queued" || w.kind === "unserved") ? { ...w, tasks: w.tasks + 1 } : w,
+    );
+  }
+  for (const { step, wait } of groups.values()) add(step, wait);
+  return waits;
+}
+
+/**
+ * When each queued task's message becomes visible, by `queue \x1f message id`, read from the
+ * queue's table (PGMQ has no function that reads a message without taking it). A queue whose
+ * table is gone is skipped: its tasks then read as visible.
+ */
+async function messageTimes(tx: ReadTx, queued: readonly TaskRow[]): Promise<Map<string, Date>> {
+  const times = new Map<string, Date>();
+  const byQueue = new Map<string, string[]>();
+  for (const t of queued) {
+    if (t.message_id !== null) {
+      byQueue.set(t.queue_name, [...byQueue.get(t.queue_name) ?? [], t.message_id]);
+    }
+  }
+  for (const [queue, ids] of byQueue) {
+    const [{ table }] = await tx<{ table: string | null }[]>`
+      select case when to_regclass(format('pgmq.%I', pgmq.format_table_name(${queue}, 'q')))
+                       is not null
+                  then pgmq.format_table_name(${queue}, 'q') end as table`;
+    if (table === null) continue;
+    const rows = await tx<{ msg_id: string; vt: Date }[]>`
+      select msg_id::text, vt from ${tx(`pgmq.${table}`)} where msg_id = any(${ids}::bigint[])`;
+    for (const r of rows) times.set(`${queue}\u001f${r.msg_id}`, r.vt);
+  }
+  return times;
+}
