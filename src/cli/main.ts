@@ -35,7 +35,8 @@ commands:
   db        start | stop | status | url of a local database for your app
   status    engine version, queues, workers, runs and coverage of a database
   coverage  per (flow, step) pair: work waiting, live workers, MISSING / STALE / ok / idle
-  dashboard a live, read-only web page of queues, runs, failures, stuck tasks and run graphs
+  dashboard a live web page of queues, runs, failures, stuck tasks, workers and run graphs
+            (read-only unless started with --allow-actions)
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
 error. Progress goes to stderr, results to stdout.`;

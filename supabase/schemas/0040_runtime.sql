@@ -28,6 +28,10 @@ create table if not exists pgflow.runs (
 );
 
 create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
+-- The restarts of a run (its retries and resumes), for the run view's lineage. Partial: a run that
+-- is not a restart, i.e. nearly every run start_flow inserts, adds no entry.
+create index if not exists runs_restart_of_idx on pgflow.runs (restart_of_run_id)
+  where restart_of_run_id is not null;
 
 create table if not exists pgflow.step_states (
   run_id uuid not null,
