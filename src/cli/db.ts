@@ -129,8 +129,11 @@ async function start(cluster: LocalCluster, port: number | undefined): Promise<n
     await cluster.start(port); // refuses a different port
     progress(`already running on 127.0.0.1:${cluster.port}`);
   } else {
-    progress(`starting Postgres on 127.0.0.1:${port ?? cluster.port}`);
-    await cluster.start(port);
+    const planned = port ?? cluster.port;
+    progress(`starting Postgres on 127.0.0.1:${planned}`);
+    // A port picked for a cluster made just now may be taken by a racing start: then another.
+    await cluster.start(port, { movable: state === "absent" && port === undefined });
+    if (cluster.port !== planned) progress(`port ${planned} was taken; started on ${cluster.port}`);
   }
   await testPause("setup");
   const url = cluster.url!;

@@ -352,9 +352,18 @@ create table if not exists pgflow.runs (
   started_at timestamptz not null default now(),
   completed_at timestamptz,
   failed_at timestamptz,
+  cancelled_at timestamptz,
+  -- What the operator gave as the reason (pgflow.cancel_run), or NULL.
+  cancel_reason text,
+  -- The run this one retries or resumes (pgflow.retry_run, resume_run), as lineage only: no
+  -- foreign key, so the source can be pruned before its restarts.
+  restart_of_run_id uuid,
+  restart_mode text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
-  constraint runs_status_known check (status in ('started', 'completed', 'failed')),
+  constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
+  constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
+  constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
   constraint runs_remaining_steps_range check (remaining_steps >= 0)
 );
 
@@ -378,10 +387,13 @@ create table if not exists pgflow.step_states (
   completed_at timestamptz,
   failed_at timestamptz,
   skipped_at timestamptz,
+  cancelled_at timestamptz,
+  -- Completed by pgflow.resume_run from the source run's result, not run again.
+  reused boolean not null default false,
   constraint step_states_pkey primary key (run_id, step_slug),
   constraint step_states_run_fkey foreign key (run_id) references pgflow.runs (run_id),
   constraint step_states_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
-  constraint step_states_status_known check (status in ('created', 'started', 'completed', 'failed', 'skipped')),
+  constraint step_states_status_known check (status in ('created', 'started', 'completed', 'failed', 'skipped', 'cancelled')),
   constraint step_states_remaining_deps_range check (remaining_deps >= 0),
   constraint step_states_remaining_tasks_range check (remaining_tasks is null or remaining_tasks >= 0)
 );
@@ -426,6 +438,30 @@ create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_
 -- completion (an index entry), and the only questions asked by worker (does a worker hold a
 -- started task; how many started tasks do a function's workers hold) are about started tasks,
 -- which step_tasks_started_idx finds. A pruned worker's id stays on the tasks it ran.
+
+-- Attempt history: one row per attempt of a task that ended other than by completing it (a handler
+-- error, stalled recovery taking it back, its run cancelled while it ran). The attempt that
+-- completed a task is the task row itself (status, attempts_count, started_at, completed_at,
+-- last_worker_id), so the completion path writes nothing here. Never inputs, outputs or bodies:
+-- the error's text and a bounded stack trace. Deleted with its task (pruning, delete_flow).
+create table if not exists pgflow.task_attempts (
+  run_id uuid not null,
+  step_slug text not null,
+  task_index integer not null,
+  attempt integer not null,
+  worker_id uuid,
+  started_at timestamptz,
+  ended_at timestamptz not null default clock_timestamp(),
+  outcome text not null,
+  error_message text,
+  error_stack text,
+  constraint task_attempts_pkey primary key (run_id, step_slug, task_index, attempt),
+  constraint task_attempts_task_fkey foreign key (run_id, step_slug, task_index)
+    references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade,
+  constraint task_attempts_outcome_known check (outcome in ('failed', 'stalled', 'cancelled')),
+  constraint task_attempts_attempt_range check (attempt >= 1),
+  constraint task_attempts_error_bounded check (length(error_message) <= 2000 and length(error_stack) <= 4000)
+);
 
 -- ---- schemas/0050_shared_queues.sql
 -- Shared-queue metadata and engine settings (the shared-queue maintenance upgrade).
@@ -863,11 +899,13 @@ $$;
 -- these times (src/client/diff.ts), so a dependent could appear to start before the dependency
 -- that released it completed. Under the lock, every later change of a run gets a later time.
 
--- Creates the tasks of steps just started (p_steps, with p_counts tasks each) and sends one message
--- per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
+-- Creates the tasks of steps just started (p_steps, with p_counts tasks each; with p_skip_existing,
+-- but for the indexes that already have a task) and sends one message per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
 -- is notified for every queue that got messages visible at once.
-create or replace function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+create or replace function pgflow._send_task_messages(
+  p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false
+)
 returns void
 language plpgsql
 volatile
@@ -889,6 +927,10 @@ begin
     from unnest(p_steps, p_counts) as n(step_slug, task_count)
     join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
     cross join generate_series(0, n.task_count - 1) as i
+    -- A resumed run's map may hold tasks reused from its source run already: those are done.
+    where not p_skip_existing
+       or not exists (select 1 from pgflow.step_tasks t
+                      where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i)
     group by s.queue_name, s.opt_start_delay
   loop
     -- Large maps go out in slices so one statement never carries an unbounded array.
@@ -1093,6 +1135,8 @@ declare
   new_counts integer[] := '{}';
   fail_step text;
   fail_error text;
+  reused_count integer;
+  reused_any boolean := false;
 begin
   <<pass>>
   while progressed loop
@@ -1159,14 +1203,39 @@ begin
         task_count := jsonb_array_length(source);
       end if;
 
+      -- A resumed run reuses the tasks its source run completed of this map, when it maps over
+      -- the same array (then element i is the same element).
+      reused_count := 0;
+      if run.restart_mode = 'resume' and ready.step_type = 'map' and task_count > 0
+         and source = (case when ready.deps_count = 0
+                            then (select r.input from pgflow.runs r where r.run_id = run.restart_of_run_id)
+                            else (select ss.output from pgflow.step_states ss
+                                  where ss.run_id = run.restart_of_run_id and ss.step_slug = ready.map_dep) end) then
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, output,
+                                       attempts_count, last_worker_id, started_at, completed_at)
+        select p_run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, 'completed', t.output,
+               t.attempts_count, t.last_worker_id, t.started_at, t.completed_at
+        from pgflow.step_tasks t
+        where t.run_id = run.restart_of_run_id and t.step_slug = ready.step_slug
+          and t.status = 'completed' and t.task_index < task_count;
+        get diagnostics reused_count = row_count;
+      end if;
+
       update pgflow.step_states ss
-      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count, remaining_tasks = task_count
+      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count,
+          remaining_tasks = task_count - reused_count
       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
 
       if task_count = 0 then
         perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
         progressed := true;
+      elsif reused_count = task_count then
+        perform pgflow._complete_step(p_run_id, ready.step_slug,
+          (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+           where t.run_id = p_run_id and t.step_slug = ready.step_slug));
+        progressed := true;
       else
+        reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;
         new_counts := new_counts || task_count;
       end if;
@@ -1177,12 +1246,13 @@ begin
     select p_run_id, run.flow_slug, n.step_slug, i, s.queue_name
     from unnest(new_steps, new_counts) as n(step_slug, task_count)
     join pgflow.steps s on s.flow_slug = run.flow_slug and s.step_slug = n.step_slug
-    cross join generate_series(0, n.task_count - 1) as i;
+    cross join generate_series(0, n.task_count - 1) as i
+    on conflict on constraint step_tasks_pkey do nothing;
     perform pgflow._fail_run(p_run_id, fail_step, fail_error);
     return;
   end if;
   if cardinality(new_steps) > 0 then
-    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any);
   end if;
 end;
 $$;
@@ -2032,11 +2102,31 @@ as $$
 $$;
 
 -- ---- schemas/0510_fail_task.sql
+-- Keeps one ended attempt of a task in the history: the task row as it was when the attempt ended
+-- (its attempt number, worker and start time). Errors are bounded as the table requires.
+create or replace function pgflow._record_attempt(
+  p_task pgflow.step_tasks, p_outcome text, p_error text, p_stack text
+)
+returns void
+language sql
+volatile
+set search_path = ''
+as $$
+  insert into pgflow.task_attempts (run_id, step_slug, task_index, attempt, worker_id, started_at,
+                                    outcome, error_message, error_stack)
+  values (p_task.run_id, p_task.step_slug, p_task.task_index, greatest(p_task.attempts_count, 1),
+          p_task.last_worker_id, p_task.started_at, p_outcome, left(p_error, 2000), left(p_stack, 4000))
+  on conflict on constraint task_attempts_pkey do nothing
+$$;
+
 -- Failing a task: retry with exponential backoff on the task's own queue snapshot while attempts
 -- remain and its message is still there; then the step's whenExhausted decides: fail the step and
--- the run, or skip the step (skip-cascade: and its dependents). The caller holds the run's lock.
+-- the run, or skip the step (skip-cascade: and its dependents). The attempt that ended is kept in
+-- pgflow.task_attempts with its outcome (failed, or stalled for stalled recovery), worker, times,
+-- error and stack. The caller holds the run's lock.
 create or replace function pgflow._task_failed(
-  p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer
+  p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer,
+  p_outcome text default 'failed', p_stack text default null
 )
 returns pgflow.step_tasks
 language plpgsql
@@ -2065,6 +2155,7 @@ begin
     perform 1 from pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
       least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
     if found then
+      perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
       update pgflow.step_tasks t
       set status = 'queued', error_message = p_error, queued_at = now()
       where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
@@ -2077,6 +2168,7 @@ begin
     raise warning 'pgflow: task %.% [%] of run %: %', task.flow_slug, task.step_slug, task.task_index, task.run_id, p_error;
   end if;
 
+  perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
   update pgflow.step_tasks t
   set status = 'failed', error_message = p_error, failed_at = clock_timestamp()
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
@@ -2095,9 +2187,11 @@ end;
 $$;
 
 -- Like complete_task, a report for an attempt other than the current one is late and changes
--- nothing, and the attempt is required (see complete_task).
+-- nothing, and the attempt is required (see complete_task). error_stack (the handler error's stack
+-- trace, at most 4,000 characters kept) goes to the attempt's history row only.
 create or replace function pgflow.fail_task(
-  run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null
+  run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null,
+  error_stack text default null
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -2126,7 +2220,8 @@ begin
     return;
   end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
-                                  coalesce(fail_task.error_message, 'unknown error'), null);
+                                  coalesce(fail_task.error_message, 'unknown error'), null, 'failed',
+                                  fail_task.error_stack);
 end;
 $$;
 
@@ -2165,10 +2260,189 @@ begin
       and t.started_at < now() - make_interval(secs => cand.timeout + 30);
     continue when not found;
     perform pgflow._task_failed(cand.run_id, cand.step_slug, cand.task_index,
-      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0);
+      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0, 'stalled');
     handled := handled + 1;
   end loop;
   return handled;
+end;
+$$;
+
+-- ---- schemas/0530_cancel_run.sql
+-- Cancelling a run: an operator ends a started run as 'cancelled'. Nothing of it runs again: its
+-- queued and started tasks become 'cancelled' and their messages are archived by their exact
+-- (queue, message id) snapshots, so on a shared queue no other flow's message and no unknown
+-- message is touched; its unfinished steps become 'cancelled'. A worker running one of its tasks
+-- learns it (its handler's abort signal fires) and its report is then late: complete_tasks and
+-- fail_task change nothing for a run that is not started. A run that already ended is left as it
+-- is, and the answer says what it is (cancelled = false); calling this again is harmless.
+--
+-- security definer, like start_flow: service_role (0900_privileges) can cancel without write
+-- access to pgflow's tables or to PGMQ's queues.
+-- What cancel_run answers (a type of its own: its columns may not share the parameter's name).
+do $$
+begin
+  create type pgflow.cancel_result as (run_id uuid, flow_slug text, status text, cancelled boolean);
+exception when duplicate_object then
+  null;
+end
+$$;
+
+create or replace function pgflow.cancel_run(run_id uuid, reason text default null)
+returns pgflow.cancel_result
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  run pgflow.runs;
+  started pgflow.step_tasks;
+begin
+  select * into run from pgflow.runs r where r.run_id = cancel_run.run_id for update;
+  if not found then
+    raise exception 'run % does not exist', coalesce(cancel_run.run_id::text, 'NULL')
+      using errcode = 'P0002', hint = 'check the run id (pgflow.list_runs lists runs)';
+  end if;
+  if run.status <> 'started' then
+    return (run.run_id, run.flow_slug, run.status, false)::pgflow.cancel_result;
+  end if;
+
+  update pgflow.runs r
+  set status = 'cancelled', cancelled_at = clock_timestamp(), cancel_reason = left(cancel_run.reason, 2000)
+  where r.run_id = run.run_id;
+  update pgflow.step_states ss
+  set status = 'cancelled', cancelled_at = clock_timestamp()
+  where ss.run_id = run.run_id and ss.status in ('created', 'started');
+
+  -- Messages first, then task rows (the order _fail_run keeps: a claim holds a message row while
+  -- it claims the task row). A claim that won a message before this lock is a started task here.
+  perform pgflow._archive_task_messages(run.run_id, array['queued', 'started']);
+  for started in
+    select * from pgflow.step_tasks t where t.run_id = run.run_id and t.status = 'started'
+  loop
+    perform pgflow._record_attempt(started, 'cancelled',
+      'run cancelled' || coalesce(': ' || cancel_run.reason, ''), null);
+  end loop;
+  update pgflow.step_tasks t
+  set status = 'cancelled'
+  where t.run_id = run.run_id and t.status in ('queued', 'started');
+
+  return (run.run_id, run.flow_slug, 'cancelled', true)::pgflow.cancel_result;
+end;
+$$;
+
+-- ---- schemas/0540_restart_run.sql
+-- Starting a run again. Both make a NEW run of the same concrete flow with the same input and leave
+-- the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
+-- was made (restart_mode). Only a run that failed or was cancelled can be restarted. Its tasks follow
+-- the flow's persisted routes, as any run's do.
+--
+-- retry_run runs everything again. resume_run reuses what the source completed: every completed
+-- step is copied as completed (reused = true, its output kept), and of a map step that did not
+-- complete, every completed task, when the map's input array is the same (_start_ready_steps);
+-- only the rest is queued, and the run proceeds normally from there (dependencies, conditions, map
+-- aggregation, the run's output).
+--
+-- security definer, like start_flow: service_role (0900_privileges) can restart runs without write
+-- access to pgflow's tables or to PGMQ's queues.
+
+-- The source of a restart: it must exist and have failed or been cancelled.
+create or replace function pgflow._restart_source(p_run_id uuid, p_verb text)
+returns pgflow.runs
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  source pgflow.runs;
+begin
+  select * into source from pgflow.runs r where r.run_id = p_run_id;
+  if not found then
+    raise exception 'run % does not exist', coalesce(p_run_id::text, 'NULL')
+      using errcode = 'P0002', hint = 'check the run id (pgflow.list_runs lists runs)';
+  end if;
+  if source.status not in ('failed', 'cancelled') then
+    raise exception 'run % is %; only failed or cancelled runs can be %', p_run_id, source.status, p_verb
+      using errcode = '55000',
+        hint = case when source.status = 'started' then 'cancel it first (pgflow.cancel_run), or wait for it to end'
+                    else 'a completed run needs no restart; start a new run with pgflow.start_flow' end;
+  end if;
+  return source;
+end;
+$$;
+
+create or replace function pgflow.retry_run(run_id uuid)
+returns pgflow.runs
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  source pgflow.runs := pgflow._restart_source(retry_run.run_id, 'retried');
+  created pgflow.runs;
+begin
+  created := pgflow.start_flow(source.flow_slug, source.input);
+  update pgflow.runs r set restart_of_run_id = source.run_id, restart_mode = 'retry'
+  where r.run_id = created.run_id
+  returning * into created;
+  return created;
+end;
+$$;
+
+create or replace function pgflow.resume_run(run_id uuid)
+returns pgflow.runs
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  source pgflow.runs := pgflow._restart_source(resume_run.run_id, 'resumed');
+  new_run_id uuid := gen_random_uuid();
+  created pgflow.runs;
+begin
+  if not exists (select 1 from pgflow.flows f where f.flow_slug = source.flow_slug) then
+    raise exception 'flow % does not exist', source.flow_slug using errcode = '22023';
+  end if;
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode)
+  values (new_run_id, source.flow_slug, source.input,
+          (select count(*) from pgflow.steps s where s.flow_slug = source.flow_slug)
+            - (select count(*) from pgflow.step_states ss
+               where ss.run_id = source.run_id and ss.status = 'completed'),
+          source.run_id, 'resume');
+
+  -- A completed step is copied as completed; every other step waits for its dependencies that
+  -- did not complete in the source (they run again here).
+  insert into pgflow.step_states (run_id, flow_slug, step_slug, status, remaining_deps, remaining_tasks,
+                                  initial_tasks, output, started_at, completed_at, reused)
+  select new_run_id, s.flow_slug, s.step_slug,
+         case when done then 'completed' else 'created' end,
+         case when done then 0 else (
+           select count(*) from pgflow.deps d
+           left join pgflow.step_states dss on dss.run_id = source.run_id and dss.step_slug = d.dep_slug
+           where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug
+             and dss.status is distinct from 'completed') end,
+         case when done then 0 end,
+         case when done then prev.initial_tasks end,
+         case when done then prev.output end,
+         case when done then clock_timestamp() end,
+         case when done then clock_timestamp() end,
+         done
+  from pgflow.steps s
+  left join pgflow.step_states prev on prev.run_id = source.run_id and prev.step_slug = s.step_slug
+  cross join lateral (select prev.status is not distinct from 'completed' as done) c
+  where s.flow_slug = source.flow_slug;
+
+  perform pgflow._start_ready_steps(new_run_id);
+
+  -- Nothing left to run (every step was reused or finished at once): the run is complete.
+  update pgflow.runs r
+  set status = 'completed', completed_at = clock_timestamp(), output = pgflow._run_output(new_run_id)
+  where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+
+  select * into created from pgflow.runs r where r.run_id = new_run_id;
+  return created;
 end;
 $$;
 
@@ -3030,8 +3304,8 @@ $$;
 -- Retention. Pruning selects through task snapshots, so one flow's retention never reaches another
 -- flow's messages or unknown messages in a shared archive.
 
--- Deletes terminal runs (completed or failed) that ended before now() - retention, with their tasks
--- and their own queue and archive rows. Returns the number of runs deleted.
+-- Deletes terminal runs (completed, failed or cancelled) that ended before now() - retention, with
+-- their tasks (and so their attempt history) and their own queue and archive rows. Returns the number of runs deleted.
 create or replace function pgflow.prune_data_older_than(retention interval)
 returns integer
 language plpgsql
@@ -3048,8 +3322,8 @@ begin
   end if;
   select array_agg(r.run_id) into old_runs
   from pgflow.runs r
-  where r.status in ('completed', 'failed')
-    and coalesce(r.completed_at, r.failed_at) < now() - retention;
+  where r.status in ('completed', 'failed', 'cancelled')
+    and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < now() - retention;
   if old_runs is null then
     return 0;
   end if;
@@ -3492,14 +3766,15 @@ create or replace trigger step_states_status_notify
   execute function pgflow._run_changed();
 
 -- ---- schemas/0860_get_run.sql
--- Reading a run: the run with every step's state, output and error as one JSON document, for the
--- client (src/client/) and for supabase-js (rpc('get_run', { run_id })). Null for an unknown run.
+-- Reading a run: the run with every step's state, output, error and attempt history as one JSON
+-- document, for the client (src/client/) and for supabase-js (rpc('get_run', { run_id })). Null for
+-- an unknown run.
 --
 -- Timestamps are UTC text with microseconds ("2026-12-03T08:00:00.123456Z"): they sort as text
 -- and keep the order of events that happened within one millisecond, which a JavaScript Date
 -- would lose. Steps come in definition order, which puts every step after its dependencies.
 --
--- security invoker: the caller needs select on pgflow.runs, step_states and steps (service_role
+-- security invoker: the caller needs select on pgflow.runs, step_states, steps and task_attempts (service_role
 -- has it, see 0900_privileges); a wrapper for other roles decides which runs they may read
 -- (docs/permissions.md).
 
@@ -3520,6 +3795,10 @@ as $$
     'started_at', to_char(r.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'completed_at', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'failed_at', to_char(r.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'cancelled_at', to_char(r.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'cancel_reason', r.cancel_reason,
+    'restart_of_run_id', r.restart_of_run_id,
+    'restart_mode', r.restart_mode,
     'steps', coalesce((
       select jsonb_agg(jsonb_build_object(
         'step_slug', ss.step_slug,
@@ -3534,7 +3813,25 @@ as $$
         'started_at', to_char(ss.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'completed_at', to_char(ss.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'failed_at', to_char(ss.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+        'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'reused', ss.reused,
+        -- The attempts that ended other than by completing (the newest 100 of the step).
+        'attempts', coalesce((
+          select jsonb_agg(jsonb_build_object(
+            'task_index', a.task_index,
+            'attempt', a.attempt,
+            'worker_id', a.worker_id,
+            'started_at', to_char(a.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+            'ended_at', to_char(a.ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+            'outcome', a.outcome,
+            'error_message', a.error_message,
+            'error_stack', a.error_stack
+          ) order by a.task_index, a.attempt)
+          from (select * from pgflow.task_attempts a2
+                where a2.run_id = ss.run_id and a2.step_slug = ss.step_slug
+                order by a2.ended_at desc limit 100) a
+        ), '[]'::jsonb)
       ) order by s.step_index)
       from pgflow.step_states ss
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
@@ -3545,17 +3842,69 @@ as $$
   where r.run_id = get_run.run_id
 $$;
 
+-- Searching runs, newest first: by flow, status, start time and run id prefix (each optional),
+-- at most max_rows (1 to 1,000). Each run as a small JSON document (no input or output), times as
+-- get_run writes them. security invoker, like get_run.
+create or replace function pgflow.list_runs(
+  flow_slug text default null,
+  status text default null,
+  since timestamptz default null,
+  run_id_prefix text default null,
+  max_rows integer default 50
+)
+returns setof jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  if max_rows is null or max_rows < 1 or max_rows > 1000 then
+    raise exception 'list_runs: max_rows must be between 1 and 1000, got %', coalesce(max_rows::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if list_runs.status is not null
+     and list_runs.status not in ('started', 'completed', 'failed', 'cancelled') then
+    raise exception 'list_runs: unknown status %', quote_literal(list_runs.status)
+      using errcode = '22023', hint = 'a run is started, completed, failed or cancelled';
+  end if;
+  if run_id_prefix is not null and run_id_prefix !~ '^[0-9a-fA-F-]{1,36}$' then
+    raise exception 'list_runs: run_id_prefix % is not the start of a run id', quote_literal(run_id_prefix)
+      using errcode = '22023', hint = 'give hexadecimal digits and dashes, e.g. ''3f2a''';
+  end if;
+  return query
+  select jsonb_build_object(
+    'run_id', r.run_id,
+    'flow_slug', r.flow_slug,
+    'status', r.status,
+    'started_at', to_char(r.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'completed_at', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'failed_at', to_char(r.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'cancelled_at', to_char(r.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'restart_of_run_id', r.restart_of_run_id,
+    'restart_mode', r.restart_mode,
+    'error_message', r.error_message
+  )
+  from pgflow.runs r
+  where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
+    and (list_runs.status is null or r.status = list_runs.status)
+    and (since is null or r.started_at >= since)
+    and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
+  order by r.started_at desc, r.run_id
+  limit max_rows;
+end;
+$$;
+
 -- ---- schemas/0900_privileges.sql
 -- No pgflow function is executable by PUBLIC (and so by anon or authenticated on Supabase). The
 -- owner (postgres on Supabase) runs workers and maintenance. Grants are explicit and documented in
 -- docs/permissions.md.
 revoke execute on all functions in schema pgflow from public;
 
--- service_role (supabase-js with the service key; server code only) may start runs and read them:
--- start_flow (security definer, so no write access to tables or queues is needed), get_run (the
--- run as one JSON document, read with the caller's select rights) and select on the definition and
--- run tables. Nothing else: it cannot claim, complete or fail tasks, change
--- definitions or touch workers. Where the role does not exist (plain Postgres) it is created
+-- service_role (supabase-js with the service key; server code only) may start runs, read them and
+-- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
+-- access to tables or queues is needed), get_run and list_runs (read with the caller's select
+-- rights) and select on the definition and run tables and the attempt history. Nothing else: it
+-- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
 -- migrating role that may not create roles skips this with a notice, and nothing is granted.
 do $$
@@ -3571,8 +3920,12 @@ begin
     grant usage on schema pgflow to service_role;
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid) to service_role;
+    grant execute on function pgflow.cancel_run(uuid, text) to service_role;
+    grant execute on function pgflow.retry_run(uuid) to service_role;
+    grant execute on function pgflow.resume_run(uuid) to service_role;
+    grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks to service_role;
+      pgflow.step_tasks, pgflow.task_attempts to service_role;
   end if;
 end
 $$;

@@ -12,9 +12,18 @@ create table if not exists pgflow.runs (
   started_at timestamptz not null default now(),
   completed_at timestamptz,
   failed_at timestamptz,
+  cancelled_at timestamptz,
+  -- What the operator gave as the reason (pgflow.cancel_run), or NULL.
+  cancel_reason text,
+  -- The run this one retries or resumes (pgflow.retry_run, resume_run), as lineage only: no
+  -- foreign key, so the source can be pruned before its restarts.
+  restart_of_run_id uuid,
+  restart_mode text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
-  constraint runs_status_known check (status in ('started', 'completed', 'failed')),
+  constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
+  constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
+  constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
   constraint runs_remaining_steps_range check (remaining_steps >= 0)
 );
 
@@ -38,10 +47,13 @@ create table if not exists pgflow.step_states (
   completed_at timestamptz,
   failed_at timestamptz,
   skipped_at timestamptz,
+  cancelled_at timestamptz,
+  -- Completed by pgflow.resume_run from the source run's result, not run again.
+  reused boolean not null default false,
   constraint step_states_pkey primary key (run_id, step_slug),
   constraint step_states_run_fkey foreign key (run_id) references pgflow.runs (run_id),
   constraint step_states_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
-  constraint step_states_status_known check (status in ('created', 'started', 'completed', 'failed', 'skipped')),
+  constraint step_states_status_known check (status in ('created', 'started', 'completed', 'failed', 'skipped', 'cancelled')),
   constraint step_states_remaining_deps_range check (remaining_deps >= 0),
   constraint step_states_remaining_tasks_range check (remaining_tasks is null or remaining_tasks >= 0)
 );
@@ -86,3 +98,27 @@ create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_
 -- completion (an index entry), and the only questions asked by worker (does a worker hold a
 -- started task; how many started tasks do a function's workers hold) are about started tasks,
 -- which step_tasks_started_idx finds. A pruned worker's id stays on the tasks it ran.
+
+-- Attempt history: one row per attempt of a task that ended other than by completing it (a handler
+-- error, stalled recovery taking it back, its run cancelled while it ran). The attempt that
+-- completed a task is the task row itself (status, attempts_count, started_at, completed_at,
+-- last_worker_id), so the completion path writes nothing here. Never inputs, outputs or bodies:
+-- the error's text and a bounded stack trace. Deleted with its task (pruning, delete_flow).
+create table if not exists pgflow.task_attempts (
+  run_id uuid not null,
+  step_slug text not null,
+  task_index integer not null,
+  attempt integer not null,
+  worker_id uuid,
+  started_at timestamptz,
+  ended_at timestamptz not null default clock_timestamp(),
+  outcome text not null,
+  error_message text,
+  error_stack text,
+  constraint task_attempts_pkey primary key (run_id, step_slug, task_index, attempt),
+  constraint task_attempts_task_fkey foreign key (run_id, step_slug, task_index)
+    references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade,
+  constraint task_attempts_outcome_known check (outcome in ('failed', 'stalled', 'cancelled')),
+  constraint task_attempts_attempt_range check (attempt >= 1),
+  constraint task_attempts_error_bounded check (length(error_message) <= 2000 and length(error_stack) <= 4000)
+);

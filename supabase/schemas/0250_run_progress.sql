@@ -9,11 +9,13 @@
 -- these times (src/client/diff.ts), so a dependent could appear to start before the dependency
 -- that released it completed. Under the lock, every later change of a run gets a later time.
 
--- Creates the tasks of steps just started (p_steps, with p_counts tasks each) and sends one message
--- per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
+-- Creates the tasks of steps just started (p_steps, with p_counts tasks each; with p_skip_existing,
+-- but for the indexes that already have a task) and sends one message per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
 -- is notified for every queue that got messages visible at once.
-create or replace function pgflow._send_task_messages(p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[])
+create or replace function pgflow._send_task_messages(
+  p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false
+)
 returns void
 language plpgsql
 volatile
@@ -35,6 +37,10 @@ begin
     from unnest(p_steps, p_counts) as n(step_slug, task_count)
     join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
     cross join generate_series(0, n.task_count - 1) as i
+    -- A resumed run's map may hold tasks reused from its source run already: those are done.
+    where not p_skip_existing
+       or not exists (select 1 from pgflow.step_tasks t
+                      where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i)
     group by s.queue_name, s.opt_start_delay
   loop
     -- Large maps go out in slices so one statement never carries an unbounded array.
@@ -239,6 +245,8 @@ declare
   new_counts integer[] := '{}';
   fail_step text;
   fail_error text;
+  reused_count integer;
+  reused_any boolean := false;
 begin
   <<pass>>
   while progressed loop
@@ -305,14 +313,39 @@ begin
         task_count := jsonb_array_length(source);
       end if;
 
+      -- A resumed run reuses the tasks its source run completed of this map, when it maps over
+      -- the same array (then element i is the same element).
+      reused_count := 0;
+      if run.restart_mode = 'resume' and ready.step_type = 'map' and task_count > 0
+         and source = (case when ready.deps_count = 0
+                            then (select r.input from pgflow.runs r where r.run_id = run.restart_of_run_id)
+                            else (select ss.output from pgflow.step_states ss
+                                  where ss.run_id = run.restart_of_run_id and ss.step_slug = ready.map_dep) end) then
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, output,
+                                       attempts_count, last_worker_id, started_at, completed_at)
+        select p_run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, 'completed', t.output,
+               t.attempts_count, t.last_worker_id, t.started_at, t.completed_at
+        from pgflow.step_tasks t
+        where t.run_id = run.restart_of_run_id and t.step_slug = ready.step_slug
+          and t.status = 'completed' and t.task_index < task_count;
+        get diagnostics reused_count = row_count;
+      end if;
+
       update pgflow.step_states ss
-      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count, remaining_tasks = task_count
+      set status = 'started', started_at = clock_timestamp(), initial_tasks = task_count,
+          remaining_tasks = task_count - reused_count
       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
 
       if task_count = 0 then
         perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
         progressed := true;
+      elsif reused_count = task_count then
+        perform pgflow._complete_step(p_run_id, ready.step_slug,
+          (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+           where t.run_id = p_run_id and t.step_slug = ready.step_slug));
+        progressed := true;
       else
+        reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;
         new_counts := new_counts || task_count;
       end if;
@@ -323,12 +356,13 @@ begin
     select p_run_id, run.flow_slug, n.step_slug, i, s.queue_name
     from unnest(new_steps, new_counts) as n(step_slug, task_count)
     join pgflow.steps s on s.flow_slug = run.flow_slug and s.step_slug = n.step_slug
-    cross join generate_series(0, n.task_count - 1) as i;
+    cross join generate_series(0, n.task_count - 1) as i
+    on conflict on constraint step_tasks_pkey do nothing;
     perform pgflow._fail_run(p_run_id, fail_step, fail_error);
     return;
   end if;
   if cardinality(new_steps) > 0 then
-    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts);
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any);
   end if;
 end;
 $$;

@@ -1,8 +1,28 @@
+-- Keeps one ended attempt of a task in the history: the task row as it was when the attempt ended
+-- (its attempt number, worker and start time). Errors are bounded as the table requires.
+create or replace function pgflow._record_attempt(
+  p_task pgflow.step_tasks, p_outcome text, p_error text, p_stack text
+)
+returns void
+language sql
+volatile
+set search_path = ''
+as $$
+  insert into pgflow.task_attempts (run_id, step_slug, task_index, attempt, worker_id, started_at,
+                                    outcome, error_message, error_stack)
+  values (p_task.run_id, p_task.step_slug, p_task.task_index, greatest(p_task.attempts_count, 1),
+          p_task.last_worker_id, p_task.started_at, p_outcome, left(p_error, 2000), left(p_stack, 4000))
+  on conflict on constraint task_attempts_pkey do nothing
+$$;
+
 -- Failing a task: retry with exponential backoff on the task's own queue snapshot while attempts
 -- remain and its message is still there; then the step's whenExhausted decides: fail the step and
--- the run, or skip the step (skip-cascade: and its dependents). The caller holds the run's lock.
+-- the run, or skip the step (skip-cascade: and its dependents). The attempt that ended is kept in
+-- pgflow.task_attempts with its outcome (failed, or stalled for stalled recovery), worker, times,
+-- error and stack. The caller holds the run's lock.
 create or replace function pgflow._task_failed(
-  p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer
+  p_run_id uuid, p_step_slug text, p_task_index integer, p_error text, p_retry_delay integer,
+  p_outcome text default 'failed', p_stack text default null
 )
 returns pgflow.step_tasks
 language plpgsql
@@ -31,6 +51,7 @@ begin
     perform 1 from pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
       least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
     if found then
+      perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
       update pgflow.step_tasks t
       set status = 'queued', error_message = p_error, queued_at = now()
       where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
@@ -43,6 +64,7 @@ begin
     raise warning 'pgflow: task %.% [%] of run %: %', task.flow_slug, task.step_slug, task.task_index, task.run_id, p_error;
   end if;
 
+  perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
   update pgflow.step_tasks t
   set status = 'failed', error_message = p_error, failed_at = clock_timestamp()
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
@@ -61,9 +83,11 @@ end;
 $$;
 
 -- Like complete_task, a report for an attempt other than the current one is late and changes
--- nothing, and the attempt is required (see complete_task).
+-- nothing, and the attempt is required (see complete_task). error_stack (the handler error's stack
+-- trace, at most 4,000 characters kept) goes to the attempt's history row only.
 create or replace function pgflow.fail_task(
-  run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null
+  run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null,
+  error_stack text default null
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -92,6 +116,7 @@ begin
     return;
   end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
-                                  coalesce(fail_task.error_message, 'unknown error'), null);
+                                  coalesce(fail_task.error_message, 'unknown error'), null, 'failed',
+                                  fail_task.error_stack);
 end;
 $$;

@@ -32,7 +32,7 @@ begin
       and t.started_at < now() - make_interval(secs => cand.timeout + 30);
     continue when not found;
     perform pgflow._task_failed(cand.run_id, cand.step_slug, cand.task_index,
-      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0);
+      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0, 'stalled');
     handled := handled + 1;
   end loop;
   return handled;

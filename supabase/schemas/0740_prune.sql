@@ -1,8 +1,8 @@
 -- Retention. Pruning selects through task snapshots, so one flow's retention never reaches another
 -- flow's messages or unknown messages in a shared archive.
 
--- Deletes terminal runs (completed or failed) that ended before now() - retention, with their tasks
--- and their own queue and archive rows. Returns the number of runs deleted.
+-- Deletes terminal runs (completed, failed or cancelled) that ended before now() - retention, with
+-- their tasks (and so their attempt history) and their own queue and archive rows. Returns the number of runs deleted.
 create or replace function pgflow.prune_data_older_than(retention interval)
 returns integer
 language plpgsql
@@ -19,8 +19,8 @@ begin
   end if;
   select array_agg(r.run_id) into old_runs
   from pgflow.runs r
-  where r.status in ('completed', 'failed')
-    and coalesce(r.completed_at, r.failed_at) < now() - retention;
+  where r.status in ('completed', 'failed', 'cancelled')
+    and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < now() - retention;
   if old_runs is null then
     return 0;
   end if;

@@ -1,11 +1,12 @@
--- Reading a run: the run with every step's state, output and error as one JSON document, for the
--- client (src/client/) and for supabase-js (rpc('get_run', { run_id })). Null for an unknown run.
+-- Reading a run: the run with every step's state, output, error and attempt history as one JSON
+-- document, for the client (src/client/) and for supabase-js (rpc('get_run', { run_id })). Null for
+-- an unknown run.
 --
 -- Timestamps are UTC text with microseconds ("2026-12-03T08:00:00.123456Z"): they sort as text
 -- and keep the order of events that happened within one millisecond, which a JavaScript Date
 -- would lose. Steps come in definition order, which puts every step after its dependencies.
 --
--- security invoker: the caller needs select on pgflow.runs, step_states and steps (service_role
+-- security invoker: the caller needs select on pgflow.runs, step_states, steps and task_attempts (service_role
 -- has it, see 0900_privileges); a wrapper for other roles decides which runs they may read
 -- (docs/permissions.md).
 
@@ -26,6 +27,10 @@ as $$
     'started_at', to_char(r.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'completed_at', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'failed_at', to_char(r.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'cancelled_at', to_char(r.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'cancel_reason', r.cancel_reason,
+    'restart_of_run_id', r.restart_of_run_id,
+    'restart_mode', r.restart_mode,
     'steps', coalesce((
       select jsonb_agg(jsonb_build_object(
         'step_slug', ss.step_slug,
@@ -40,7 +45,25 @@ as $$
         'started_at', to_char(ss.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'completed_at', to_char(ss.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'failed_at', to_char(ss.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+        'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'reused', ss.reused,
+        -- The attempts that ended other than by completing (the newest 100 of the step).
+        'attempts', coalesce((
+          select jsonb_agg(jsonb_build_object(
+            'task_index', a.task_index,
+            'attempt', a.attempt,
+            'worker_id', a.worker_id,
+            'started_at', to_char(a.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+            'ended_at', to_char(a.ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+            'outcome', a.outcome,
+            'error_message', a.error_message,
+            'error_stack', a.error_stack
+          ) order by a.task_index, a.attempt)
+          from (select * from pgflow.task_attempts a2
+                where a2.run_id = ss.run_id and a2.step_slug = ss.step_slug
+                order by a2.ended_at desc limit 100) a
+        ), '[]'::jsonb)
       ) order by s.step_index)
       from pgflow.step_states ss
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
@@ -49,4 +72,56 @@ as $$
   )
   from pgflow.runs r
   where r.run_id = get_run.run_id
+$$;
+
+-- Searching runs, newest first: by flow, status, start time and run id prefix (each optional),
+-- at most max_rows (1 to 1,000). Each run as a small JSON document (no input or output), times as
+-- get_run writes them. security invoker, like get_run.
+create or replace function pgflow.list_runs(
+  flow_slug text default null,
+  status text default null,
+  since timestamptz default null,
+  run_id_prefix text default null,
+  max_rows integer default 50
+)
+returns setof jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  if max_rows is null or max_rows < 1 or max_rows > 1000 then
+    raise exception 'list_runs: max_rows must be between 1 and 1000, got %', coalesce(max_rows::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if list_runs.status is not null
+     and list_runs.status not in ('started', 'completed', 'failed', 'cancelled') then
+    raise exception 'list_runs: unknown status %', quote_literal(list_runs.status)
+      using errcode = '22023', hint = 'a run is started, completed, failed or cancelled';
+  end if;
+  if run_id_prefix is not null and run_id_prefix !~ '^[0-9a-fA-F-]{1,36}$' then
+    raise exception 'list_runs: run_id_prefix % is not the start of a run id', quote_literal(run_id_prefix)
+      using errcode = '22023', hint = 'give hexadecimal digits and dashes, e.g. ''3f2a''';
+  end if;
+  return query
+  select jsonb_build_object(
+    'run_id', r.run_id,
+    'flow_slug', r.flow_slug,
+    'status', r.status,
+    'started_at', to_char(r.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'completed_at', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'failed_at', to_char(r.failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'cancelled_at', to_char(r.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'restart_of_run_id', r.restart_of_run_id,
+    'restart_mode', r.restart_mode,
+    'error_message', r.error_message
+  )
+  from pgflow.runs r
+  where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
+    and (list_runs.status is null or r.status = list_runs.status)
+    and (since is null or r.started_at >= since)
+    and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
+  order by r.started_at desc, r.run_id
+  limit max_rows;
+end;
 $$;

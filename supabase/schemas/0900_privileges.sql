@@ -3,11 +3,11 @@
 -- docs/permissions.md.
 revoke execute on all functions in schema pgflow from public;
 
--- service_role (supabase-js with the service key; server code only) may start runs and read them:
--- start_flow (security definer, so no write access to tables or queues is needed), get_run (the
--- run as one JSON document, read with the caller's select rights) and select on the definition and
--- run tables. Nothing else: it cannot claim, complete or fail tasks, change
--- definitions or touch workers. Where the role does not exist (plain Postgres) it is created
+-- service_role (supabase-js with the service key; server code only) may start runs, read them and
+-- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
+-- access to tables or queues is needed), get_run and list_runs (read with the caller's select
+-- rights) and select on the definition and run tables and the attempt history. Nothing else: it
+-- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
 -- migrating role that may not create roles skips this with a notice, and nothing is granted.
 do $$
@@ -23,8 +23,12 @@ begin
     grant usage on schema pgflow to service_role;
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid) to service_role;
+    grant execute on function pgflow.cancel_run(uuid, text) to service_role;
+    grant execute on function pgflow.retry_run(uuid) to service_role;
+    grant execute on function pgflow.resume_run(uuid) to service_role;
+    grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks to service_role;
+      pgflow.step_tasks, pgflow.task_attempts to service_role;
   end if;
 end
 $$;

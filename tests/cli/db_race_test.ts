@@ -208,3 +208,30 @@ Deno.test("a --data-dir a shell would interpret is refused before anything runs"
     await Deno.remove(project, { recursive: true });
   }
 });
+
+Deno.test("a port picked for a new database and taken before it binds: the next free one is used", async () => {
+  const project = await projectDir("pgflow-db-race-");
+  const dir = `${project}/db`;
+  const cli = (args: string[], env: Record<string, string> = {}) =>
+    runCli(["db", ...args, "--data-dir", dir], { cwd: project, env });
+  let squatter: Deno.Listener | undefined;
+  try {
+    // No --port: the start picks one when it creates the database, then pauses before the bind;
+    // meanwhile another program takes that port (as a second start racing this one would).
+    const pending = cli(["start"], { PGFLOW_DB_TEST_PAUSE: "bind:3000" });
+    await until("the recorded port", () => exists(`${dir}/pgflow-db.json`));
+    const picked = JSON.parse(await Deno.readTextFile(`${dir}/pgflow-db.json`)).port as number;
+    squatter = Deno.listen({ hostname: "127.0.0.1", port: picked });
+    const r = await pending;
+    assert.equal(r.code, 0, shown(r));
+    const moved = Number(new URL(r.stdout.trim()).port);
+    assert.notEqual(moved, picked);
+    assert.match(r.stderr, new RegExp(`port ${picked} was taken; started on ${moved}`), shown(r));
+    assert.equal(JSON.parse(await Deno.readTextFile(`${dir}/pgflow-db.json`)).port, moved);
+    assert.equal((await cli(["stop"])).code, 0);
+  } finally {
+    squatter?.close();
+    await cli(["stop"]).catch(() => {});
+    await Deno.remove(project, { recursive: true });
+  }
+});

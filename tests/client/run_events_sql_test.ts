@@ -47,12 +47,15 @@ db.test("get_run returns the run with every step in definition order, null for a
     [["a", 0, "single", "started"], ["b", 1, "map", "created"]],
   );
   assert.deepEqual(Object.keys(run.steps[0]).sort(), [
+    "attempts",
+    "cancelled_at",
     "completed_at",
     "error_message",
     "failed_at",
     "initial_tasks",
     "output",
     "remaining_tasks",
+    "reused",
     "skip_reason",
     "skipped_at",
     "started_at",

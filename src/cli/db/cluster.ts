@@ -203,8 +203,12 @@ export class LocalCluster {
     this.#meta = meta;
   }
 
-  /** Starts the server (on `port` when given, recorded for later starts); no-op when running. */
-  async start(port?: number): Promise<void> {
+  /**
+   * Starts the server (on `port` when given, recorded for later starts); no-op when running.
+   * `movable`: the port was picked for a cluster made just now, not chosen by the user, so when
+   * another program takes it first (between the pick and the bind), the next free one is used.
+   */
+  async start(port?: number, { movable = false }: { movable?: boolean } = {}): Promise<void> {
     const meta = this.#requireMeta();
     if (await this.state() === "running") {
       if (port !== undefined && port !== meta.port) {
@@ -228,29 +232,42 @@ export class LocalCluster {
         );
       }
     }
-    const target = port ?? meta.port;
-    if (!portIsFree(target)) {
-      throw new CliError(
-        `port ${target} on 127.0.0.1 is in use by another program, so the database in ` +
-          `${this.dir} cannot start there. Stop that program, or start on another port with ` +
-          `--port <n>`,
+    await testPause("bind");
+    let target = port ?? meta.port;
+    const tried = new Set<number>();
+    for (;;) {
+      tried.add(target);
+      if (!portIsFree(target)) {
+        if (movable && tried.size < 5) {
+          target = freePort(PREFERRED_PORTS.filter((p) => !tried.has(p)));
+          continue;
+        }
+        throw new CliError(
+          `port ${target} on 127.0.0.1 is in use by another program, so the database in ` +
+            `${this.dir} cannot start there. Stop that program, or start on another port with ` +
+            `--port <n>`,
+        );
+      }
+      const options = [
+        `-p ${target}`,
+        "-c listen_addresses=127.0.0.1",
+        "-c unix_socket_directories=''",
+      ].join(" ");
+      const log = `${this.dir}/server.log`;
+      const { code, output } = await runTool(
+        `${binDir}/pg_ctl`,
+        ["-D", `${this.dir}/data`, "-l", log, "-o", options, "-w", "-t", "60", "start"],
+        this.#user,
       );
-    }
-    const options = [
-      `-p ${target}`,
-      "-c listen_addresses=127.0.0.1",
-      "-c unix_socket_directories=''",
-    ].join(" ");
-    const log = `${this.dir}/server.log`;
-    const { code, output } = await runTool(
-      `${binDir}/pg_ctl`,
-      ["-D", `${this.dir}/data`, "-l", log, "-o", options, "-w", "-t", "60", "start"],
-      this.#user,
-    );
-    if (code !== 0) {
+      if (code === 0) break;
       const tail = (await Deno.readTextFile(log).catch(() => "")).split("\n").slice(-12).join(
         "\n",
       );
+      // Taken between the check and the bind (another start racing this one): try the next.
+      if (movable && tried.size < 5 && /could not bind .* Address already in use/.test(tail)) {
+        target = freePort(PREFERRED_PORTS.filter((p) => !tried.has(p)));
+        continue;
+      }
       throw new CliError(
         `the database in ${this.dir} did not start:\n${output.trim()}\n${tail.trim()}\n` +
           `(full log: ${log})`,

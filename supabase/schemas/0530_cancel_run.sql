@@ -1,0 +1,62 @@
+-- Cancelling a run: an operator ends a started run as 'cancelled'. Nothing of it runs again: its
+-- queued and started tasks become 'cancelled' and their messages are archived by their exact
+-- (queue, message id) snapshots, so on a shared queue no other flow's message and no unknown
+-- message is touched; its unfinished steps become 'cancelled'. A worker running one of its tasks
+-- learns it (its handler's abort signal fires) and its report is then late: complete_tasks and
+-- fail_task change nothing for a run that is not started. A run that already ended is left as it
+-- is, and the answer says what it is (cancelled = false); calling this again is harmless.
+--
+-- security definer, like start_flow: service_role (0900_privileges) can cancel without write
+-- access to pgflow's tables or to PGMQ's queues.
+-- What cancel_run answers (a type of its own: its columns may not share the parameter's name).
+do $$
+begin
+  create type pgflow.cancel_result as (run_id uuid, flow_slug text, status text, cancelled boolean);
+exception when duplicate_object then
+  null;
+end
+$$;
+
+create or replace function pgflow.cancel_run(run_id uuid, reason text default null)
+returns pgflow.cancel_result
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  run pgflow.runs;
+  started pgflow.step_tasks;
+begin
+  select * into run from pgflow.runs r where r.run_id = cancel_run.run_id for update;
+  if not found then
+    raise exception 'run % does not exist', coalesce(cancel_run.run_id::text, 'NULL')
+      using errcode = 'P0002', hint = 'check the run id (pgflow.list_runs lists runs)';
+  end if;
+  if run.status <> 'started' then
+    return (run.run_id, run.flow_slug, run.status, false)::pgflow.cancel_result;
+  end if;
+
+  update pgflow.runs r
+  set status = 'cancelled', cancelled_at = clock_timestamp(), cancel_reason = left(cancel_run.reason, 2000)
+  where r.run_id = run.run_id;
+  update pgflow.step_states ss
+  set status = 'cancelled', cancelled_at = clock_timestamp()
+  where ss.run_id = run.run_id and ss.status in ('created', 'started');
+
+  -- Messages first, then task rows (the order _fail_run keeps: a claim holds a message row while
+  -- it claims the task row). A claim that won a message before this lock is a started task here.
+  perform pgflow._archive_task_messages(run.run_id, array['queued', 'started']);
+  for started in
+    select * from pgflow.step_tasks t where t.run_id = run.run_id and t.status = 'started'
+  loop
+    perform pgflow._record_attempt(started, 'cancelled',
+      'run cancelled' || coalesce(': ' || cancel_run.reason, ''), null);
+  end loop;
+  update pgflow.step_tasks t
+  set status = 'cancelled'
+  where t.run_id = run.run_id and t.status in ('queued', 'started');
+
+  return (run.run_id, run.flow_slug, 'cancelled', true)::pgflow.cancel_result;
+end;
+$$;
