@@ -155,7 +155,8 @@ export function runJson(run: RunState): Record<string, unknown> {
 /** Seconds between two of the engine's UTC times. */
 function duration(from: string, to: string): string {
   const ms = Date.parse(to) - Date.parse(from);
-  return Number.isNaN(ms) ? "?" : `${(ms / 1000).toFixed(1)} s`;
+  if (Number.isNaN(ms)) return "?";
+  return ms < 10_000 ? `${(ms / 1000).toFixed(3)} s` : `${(ms / 1000).toFixed(1)} s`;
 }
 
 function oneLine(text: string, max: number): string {
