@@ -295,5 +295,5 @@ Deno.test("runs --help documents the subcommands and exit codes; the top-level h
     /Exit codes: 0 done, 1 .*, 2 usage error,\s+3 nothing matched \/ no such run, 4 a bulk action without --yes/,
   );
   const top = await runCli(["--help"]);
-  assert.match(top.stdout, /^  runs\s+list \| show \| cancel \| retry \| resume/m);
+  assert.match(top.stdout, /^ {2}runs\s+list \| show \| cancel \| retry \| resume/m);
 });
