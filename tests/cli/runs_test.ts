@@ -9,6 +9,7 @@ import { failing } from "../client/fixtures.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { startRun, startWorker, stopAll } from "../worker/helpers.ts";
+import { BAD_URLS, SECRET } from "../platform/bad_urls.ts";
 import { runCli, shown } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
@@ -296,4 +297,25 @@ Deno.test("runs --help documents the subcommands and exit codes; the top-level h
   );
   const top = await runCli(["--help"]);
   assert.match(top.stdout, /^ {2}runs\s+list \| show \| cancel \| retry \| resume/m);
+});
+
+Deno.test("runs: a malformed --database-url is one usage line without the password; an unreachable one exit 1", async () => {
+  for (const argv of [["list"], ["show", crypto.randomUUID()], ["cancel", crypto.randomUUID()]]) {
+    for (const bad of BAD_URLS.slice(0, 3)) {
+      const run = await runCli(["runs", ...argv, "--database-url", bad.url]);
+      assert.equal(run.code, 2, shown(run));
+      assert.match(run.stderr, /^pgflow: error: --database-url [^\n]*\n$/, shown(run));
+      assert.match(run.stderr, bad.says);
+      assert.doesNotMatch(run.stdout + run.stderr, SECRET);
+    }
+  }
+  const refused = await runCli([
+    "runs",
+    "list",
+    "--database-url",
+    "postgres://app:s3cret-pw@127.0.0.1:1/postgres",
+  ]);
+  assert.equal(refused.code, 1, shown(refused));
+  assert.match(refused.stderr, /could not connect to 127\.0\.0\.1:1: connection refused/);
+  assert.doesNotMatch(refused.stdout + refused.stderr, SECRET);
 });
