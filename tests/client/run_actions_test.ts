@@ -5,6 +5,7 @@
  * and RunFailedError, and listRuns with its filters and their checks.
  */
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import {
   ClientConfigError,
   createClient,
@@ -321,4 +322,48 @@ db.test("listRuns filters by flow, status, since and id prefix, newest first; ba
     );
     for (const run of [a2, b1, retried]) await run.cancel();
   });
+});
+
+db.test("service_role may cancel, retry, resume and list; authenticated gets RunActionError 42501 and nothing changes", async ({ sql, url }) => {
+  await sql.unsafe(`do $$ begin
+    if not exists (select 1 from pg_roles where rolname = 'authenticated') then
+      create role authenticated nologin;
+    end if;
+  end $$`);
+  await sql`select pgflow.create_flow('cl_roles')`;
+  await sql`select pgflow.add_step('cl_roles', 'a')`;
+  const asRole = (role: string) =>
+    postgres(url, { max: 1, onnotice: () => {}, connection: { options: `-c role=${role}` } });
+  const service = asRole("service_role");
+  const user = asRole("authenticated");
+  const serviceClient = createClient({ sql: service, transport: "poll" });
+  const userClient = createClient({ sql: user, transport: "poll" });
+  try {
+    const run = await serviceClient.startFlow("cl_roles", {});
+    for (const action of ["cancel", "retry", "resume"] as const) {
+      await assert.rejects(
+        userClient.run(run.runId)[action](),
+        (e: unknown) => e instanceof RunActionError && e.code === "42501" && e.action === action,
+      );
+    }
+    await assert.rejects(
+      userClient.listRuns(),
+      (e: unknown) => (e as { code?: string }).code === "42501",
+    );
+    const [before] = await sql`select status from pgflow.runs where run_id = ${run.runId}::uuid`;
+    assert.equal(before.status, "started");
+    assert.equal((await run.cancel("by service")).cancelled, true);
+    const next = await run.retry();
+    await next.cancel();
+    await (await next.resume()).cancel();
+    assert.deepEqual(
+      (await serviceClient.listRuns({ flow: "cl_roles" })).map((r) => r.restartMode),
+      ["resume", "retry", null],
+    );
+  } finally {
+    await serviceClient.close();
+    await userClient.close();
+    await service.end();
+    await user.end();
+  }
 });
