@@ -17,7 +17,7 @@ import {
 /** What a handler's run came to: its output as exact JSON text, or its error's text. */
 export type TaskResult =
   | { readonly kind: "complete"; readonly output: string }
-  | { readonly kind: "fail"; readonly error: string };
+  | { readonly kind: "fail"; readonly error: string; readonly stack?: string };
 
 /**
  * What became of a report: `completed`; `retried` or `failed` (what `fail_task` decided);
@@ -116,7 +116,9 @@ export class Completer {
    */
   async report(task: TaskAttempt, result: TaskResult, log: Logger): Promise<ReportReceipt> {
     try {
-      if (result.kind === "fail") return { outcome: await this.#fail(task, result.error, log) };
+      if (result.kind === "fail") {
+        return { outcome: await this.#fail(task, result.error, log, result.stack) };
+      }
       try {
         await this.#retried("complete_task", log, () => this.#complete(task, result.output), {
           retryable: (error) => !isUnstorableOutput(error),
@@ -163,8 +165,12 @@ export class Completer {
     return result;
   }
 
-  #fail(task: TaskAttempt, error: string, log: Logger) {
-    return this.#retried("fail_task", log, () => failTask(this.#sql, task, error, this.#timeoutMs));
+  #fail(task: TaskAttempt, error: string, log: Logger, stack?: string) {
+    return this.#retried(
+      "fail_task",
+      log,
+      () => failTask(this.#sql, task, error, this.#timeoutMs, stack),
+    );
   }
 
   #retried<T>(

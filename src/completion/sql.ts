@@ -67,18 +67,23 @@ export async function completeTasks(
  */
 export type FailOutcome = "retried" | "failed" | "ignored";
 
-/** `pgflow.fail_task`: SQL decides between a retry and exhaustion, and says which it was. */
+/**
+ * `pgflow.fail_task`: SQL decides between a retry and exhaustion, and says which it was. `stack`
+ * (the error's stack trace) goes to the attempt's history row; SQL keeps 4,000 characters of it.
+ */
 export async function failTask(
   sql: Sql,
   task: TaskAttempt,
   message: string,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
+  stack?: string,
 ): Promise<FailOutcome> {
   const rows = await bounded(
     sql<{ status: string }[]>`
       select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
                                           ${task.taskIndex}::integer, ${message},
-                                          ${task.attempt}::integer)`,
+                                          ${task.attempt}::integer,
+                                          ${stack?.slice(0, 4_000) ?? null}::text)`,
     "fail_task",
     timeoutMs,
   );

@@ -29,6 +29,7 @@ export function buildContext(
   queue: string,
   task: ClaimedTask,
   message: PgmqMessageRecord,
+  signal: AbortSignal = resources.shutdownSignal,
 ): StepContext<Json> & { readonly [key: string]: unknown } {
   const stepTask: StepTaskRecord = Object.freeze({
     flow_slug: task.flowSlug,
@@ -43,6 +44,7 @@ export function buildContext(
   Object.defineProperties(context, {
     env: { value: resources.env, enumerable: true },
     shutdownSignal: { value: resources.shutdownSignal, enumerable: true },
+    signal: { value: signal, enumerable: true },
     sql: { value: resources.sql, enumerable: true },
     supabase: { get: resources.supabase, enumerable: true },
     flowInput: { get: () => resources.flowInputs.get(task.runId), enumerable: true },

@@ -5,7 +5,7 @@ import type { LogFields, Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { buildContext, type ContextResources } from "./context.ts";
 import type { HandlerRegistry } from "./registry.ts";
-import { errorFields, errorMessage, outputJson } from "./result.ts";
+import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
@@ -37,6 +37,7 @@ export async function executeTask(
   task: ClaimedTask,
   message: PgmqMessageRecord,
   handlerDone: () => void = () => {},
+  signal?: AbortSignal,
 ): Promise<void> {
   const log = deps.log.with({
     runId: task.runId,
@@ -63,7 +64,7 @@ export async function executeTask(
     }
     log.debug("task started");
     try {
-      const context = buildContext(deps.resources, deps.queue, task, message);
+      const context = buildContext(deps.resources, deps.queue, task, message, signal);
       const output = await registered.handler(task.input, context);
       if (step.kind === "array" && !Array.isArray(output)) {
         // .array() promises an array to the map that consumes it; say so at the source.
@@ -78,7 +79,7 @@ export async function executeTask(
         output: outputJson(output, `${task.flowSlug}.${task.stepSlug}`),
       };
     } catch (error) {
-      result = { kind: "fail", error: errorMessage(error) };
+      result = { kind: "fail", error: errorMessage(error), stack: errorStack(error) };
       failFields = errorFields(error);
     }
   }

@@ -57,6 +57,16 @@ export function errorMessage(error: unknown): string {
 }
 
 /**
+ * The stack trace of a thrown `Error` for the attempt's history (SQL keeps 4,000 characters of
+ * it), with U+0000 replaced as in {@link errorMessage}; `undefined` for anything else. Never
+ * logged: a stack's first line repeats the message.
+ */
+export function errorStack(error: unknown): string | undefined {
+  if (!(error instanceof Error) || typeof error.stack !== "string") return undefined;
+  return error.stack.slice(0, 4_000).replaceAll("\0", "\uFFFD");
+}
+
+/**
  * The longest part of a handler's error message a log line carries: 300 characters of its first
  * line. Enough to say what went wrong; the whole text (up to {@link MAX_ERROR_CHARS}) is stored by
  * `fail_task`, in `step_tasks.error_message`.

@@ -56,6 +56,12 @@ export interface StepContext<TInput, TEnv extends Env = Env> {
   readonly env: TEnv;
   /** Aborted when the worker shuts down; long handlers should honour it. */
   readonly shutdownSignal: AbortSignal;
+  /**
+   * Aborted when this task's run is cancelled (`pgflow.cancel_run`; noticed within about a second)
+   * or when the worker shuts down: pass it to `fetch` and check it in long loops, so a cancelled
+   * run stops early. Its report after that is ignored.
+   */
+  readonly signal: AbortSignal;
   /** The worker's postgres.js pool. */
   readonly sql: Sql;
   /** A service-role Supabase client. */

@@ -26,6 +26,7 @@ import { WorkerStartupError } from "./errors.ts";
 import { heartbeat, markWorkerStopped, registerWorker } from "./worker_row.ts";
 import { every } from "../util/periodic.ts";
 import { requeueStalledTasks } from "./recovery.ts";
+import { CANCEL_CHECK_MS, RunCancellations } from "./cancellations.ts";
 import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
 import { openWakeups, type WorkerWakeups } from "../claim/wakeups.ts";
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
@@ -299,6 +300,7 @@ class Worker implements FlowWorker {
       completer,
       activity,
     };
+    const cancellations = new RunCancellations(sql, this.#log, config.queryTimeoutMs);
     const loop = runPollLoop({
       sql,
       queue: this.queueName,
@@ -318,13 +320,21 @@ class Worker implements FlowWorker {
       execute: async (task, message, handlerDone) => {
         if (this.#unloading !== undefined) return this.#leaveAtUnload(handlerDone);
         this.#inFlightTasks.add(task);
+        const tracked = cancellations.track(task.runId, this.#shutdown.signal);
         try {
-          await executeTask(execute, task, message, handlerDone);
+          await executeTask(execute, task, message, handlerDone, tracked.signal);
         } finally {
+          tracked.done();
           this.#inFlightTasks.delete(task);
         }
       },
     });
+    // Handlers of a run cancelled meanwhile are told through ctx.signal.
+    const cancelChecks = every(
+      CANCEL_CHECK_MS,
+      this.#timersStop.signal,
+      () => cancellations.check(),
+    );
     const beating = every(config.heartbeatIntervalMs, this.#timersStop.signal, async () => {
       if (
         this.#state === "running" && await heartbeat(sql, this.id, this.#log, config.queryTimeoutMs)
@@ -343,7 +353,7 @@ class Worker implements FlowWorker {
       ).catch(() => undefined);
       activity.flush(servedBy);
     });
-    this.#background = [loop, beating, summary];
+    this.#background = [loop, beating, summary, cancelChecks];
     if (config.stalledRecoveryIntervalMs > 0) {
       const interval = config.stalledRecoveryIntervalMs;
       this.#background.push(

@@ -162,3 +162,46 @@ db.test("docs/permissions.md: authenticated starts its one flow and reads only i
     ["start_triage", ['search_path=""']],
   ]);
 });
+
+db.test("docs/permissions.md: authenticated cancels and retries only its own runs", async ({ sql, connect }) => {
+  await supabasePlatform(sql);
+  await sql`select pgflow.create_flow('thread_triage_v1')`;
+  await sql`select pgflow.add_step('thread_triage_v1', 'classify')`;
+  // The own-runs block may be there already (the test above, on this file's database).
+  const [{ made }] = await sql`select to_regclass('public.my_triage_runs') is not null as made`;
+  for (const tag of made ? ["own-actions"] : ["own-runs", "own-actions"]) {
+    const blocks = codeBlocks(permissions).filter((b) => b.lang === "sql" && b.attrs.includes(tag));
+    assert.equal(blocks.length, 1, `docs/permissions.md has one sql ${tag} block`);
+    await sql.unsafe(blocks[0].code);
+  }
+  const alice = crypto.randomUUID();
+  const bob = crypto.randomUUID();
+  const asAlice = await as(connect, "authenticated", alice);
+  const asBob = await as(connect, "authenticated", bob);
+  const [{ run }] = await asAlice`select public.start_triage('t1', 'site is down') as run`;
+  // Bob cannot cancel Alice's run: refused as an unknown one would be.
+  await assert.rejects(asBob`select public.cancel_my_triage_run(${run})`, /no such run of yours/);
+  assert.equal(
+    (await sql`select status from pgflow.runs where run_id = ${run}`)[0].status,
+    "started",
+  );
+  const [{ cancelled }] =
+    await asAlice`select public.cancel_my_triage_run(${run}, 'oops') as cancelled`;
+  assert.equal(cancelled, true);
+  const [{ again }] = await asAlice`select public.retry_my_triage_run(${run}) as again`;
+  const [{ doc }] = await asAlice`select public.my_triage_run(${again}) as doc`;
+  assert.deepEqual([doc.status, doc.restart_of_run_id, doc.restart_mode], [
+    "started",
+    run,
+    "retry",
+  ]);
+  await assert.rejects(asBob`select public.retry_my_triage_run(${run})`, /no such run of yours/);
+  // pgflow itself stays closed to them; anon cannot even call the wrappers.
+  for (
+    const call of [`select pgflow.cancel_run('${again}')`, `select pgflow.retry_run('${run}')`]
+  ) {
+    await assert.rejects(asAlice.unsafe(call), /permission denied/, call);
+  }
+  const anon = await as(connect, "anon", alice);
+  await assert.rejects(anon`select public.cancel_my_triage_run(${again})`, /permission denied/);
+});
