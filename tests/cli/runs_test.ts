@@ -96,7 +96,7 @@ db.test(
     assert.equal(run.status, "failed");
     assert.equal("input" in run || "output" in run, false);
     assert.match(run.why, /failed at step explode/);
-  assert.match(run.steps[1].attempts[0].errorStack, /^Error: the disk is on fire\n\s+at /);
+    assert.match(run.steps[1].attempts[0].errorStack, /^Error: the disk is on fire\n\s+at /);
     assert.equal(run.steps[1].attempts[0].outcome, "failed");
 
     // A stack (sent here through fail_task): its first lines in text, all of it in JSON.
