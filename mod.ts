@@ -135,6 +135,7 @@ export { createClient } from "./src/client/client.ts";
 export type {
   ClientOptions,
   ClientTiming,
+  ListRunsOptions,
   PgflowClient,
   StartFlowOptions,
 } from "./src/client/client.ts";
@@ -142,6 +143,8 @@ export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_ha
 export {
   ClientClosedError,
   ClientConfigError,
+  RunActionError,
+  RunCancelledError,
   RunError,
   RunFailedError,
   RunFlowMismatchError,
@@ -151,10 +154,13 @@ export {
   StartFlowError,
 } from "./src/client/errors.ts";
 export type {
+  AttemptOutcome,
+  CancelResult,
   FlowInputOf,
   FlowOutputOf,
   IsTypedFlow,
   LeafSlug,
+  RestartMode,
   RunEvent,
   RunEventBase,
   RunLevelEvent,
@@ -162,9 +168,11 @@ export type {
   RunStatus,
   RunStepOutput,
   RunStepSlug,
+  RunSummary,
   StepEvent,
   StepEventFor,
   StepState,
   StepStateFor,
   StepStatus,
+  TaskAttempt,
 } from "./src/client/types.ts";

@@ -21,6 +21,7 @@ import { db } from "./db.ts";
 import { install } from "./install.ts";
 import { migrate } from "./migrate.ts";
 import { CliError, result, UsageError } from "./output.ts";
+import { runs } from "./runs.ts";
 import { status } from "./status.ts";
 
 /** The top-level help text. */
@@ -37,9 +38,11 @@ commands:
   coverage  per (flow, step) pair: work waiting, live workers, MISSING / STALE / ok / idle
   dashboard a live web page of queues, runs, failures, stuck tasks, workers and run graphs
             (read-only unless started with --allow-actions)
+  runs      list | show | cancel | retry | resume runs, one by id or many by filters
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
-error. Progress goes to stderr, results to stdout.`;
+error (pgflow runs adds 3 nothing matched and 4 not confirmed). Progress goes to stderr, results to
+stdout.`;
 
 const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   install,
@@ -48,6 +51,7 @@ const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   status,
   coverage,
   dashboard,
+  runs,
 };
 
 /**

@@ -6,6 +6,7 @@
  */
 import { ClientClosedError, RunError } from "./errors.ts";
 import type { AnyRunState } from "./snapshot.ts";
+import type { CancelResult, RestartMode, RunStatus, RunSummary } from "./types.ts";
 
 /** A subscription to a run's wake-ups; `close` ends it. */
 export interface Subscription {
@@ -31,12 +32,38 @@ export interface WakeSource {
 /** What a start returned: the run id, or that a run with the given id exists already. */
 export type StartResult = { readonly runId: string } | { readonly exists: true };
 
+/** The filters of `pgflow.list_runs`, checked already (`null`: not filtered on). */
+export interface RunFilter {
+  readonly flowSlug: string | null;
+  readonly status: RunStatus | null;
+  /** An ISO time. */
+  readonly since: string | null;
+  readonly runIdPrefix: string | null;
+  /** 1 to 1000. */
+  readonly limit: number;
+}
+
+/** The run a retry or resume started. */
+export interface RestartedRun {
+  readonly runId: string;
+  readonly flowSlug: string;
+}
+
+/** SQLSTATE of `pgflow.cancel_run`, `retry_run` and `resume_run` for an unknown run. */
+export const NO_SUCH_RUN = "P0002";
+
 /** A database the client talks to: postgres.js (`sql`) or supabase-js (`rpc`). */
 export interface Backend {
   /** Starts a run of `flowSlug` (with `runId` when given). */
   startFlow(flowSlug: string, input: string, runId: string | null): Promise<StartResult>;
   /** Reads a run (`null`: no such run, or not readable). */
   getRun(runId: string): Promise<AnyRunState | null>;
+  /** Cancels a run (`pgflow.cancel_run`); rejects with the database's error (`P0002`: unknown). */
+  cancelRun(runId: string, reason: string | null): Promise<CancelResult>;
+  /** Retries or resumes a run (`pgflow.retry_run`, `resume_run`); the new run. */
+  restartRun(runId: string, mode: RestartMode): Promise<RestartedRun>;
+  /** Lists runs, newest first (`pgflow.list_runs`). */
+  listRuns(filter: RunFilter): Promise<RunSummary[]>;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */
   wakeSource(): Promise<WakeSource>;
   /** Ends what the client opened itself (never a pool it was given). */

@@ -12,8 +12,13 @@ import { ClientClosedError, StartFlowError } from "./errors.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
-import { checkStartOptions, resolveClientOptions, type ResolvedConnection } from "./options.ts";
-import type { FlowInputOf, RunState } from "./types.ts";
+import {
+  checkListRunsOptions,
+  checkStartOptions,
+  resolveClientOptions,
+  type ResolvedConnection,
+} from "./options.ts";
+import type { FlowInputOf, RunState, RunStatus, RunSummary } from "./types.ts";
 
 /**
  * Timing shared by every way of connecting: whole milliseconds, each within its range, or
@@ -100,6 +105,35 @@ export interface StartFlowOptions {
 }
 
 /**
+ * Filters of `client.listRuns`; every one given must match. Bad values reject with a
+ * `ClientConfigError` naming the option, the value and what is accepted.
+ *
+ * @example
+ * ```ts
+ * import type { ListRunsOptions } from "@pgflow/shared";
+ *
+ * const lastHour: ListRunsOptions = {
+ *   flow: "order_shipping",
+ *   status: "failed",
+ *   since: new Date(Date.now() - 3_600_000),
+ *   limit: 100,
+ * };
+ * ```
+ */
+export interface ListRunsOptions {
+  /** Runs of this flow (a slug, or the flow itself). */
+  readonly flow?: string | FlowCarrier;
+  /** Runs in this status. */
+  readonly status?: RunStatus;
+  /** Runs started at or after this time (a `Date`, or an ISO time such as `2026-12-01T08:00Z`). */
+  readonly since?: Date | string;
+  /** Runs whose id starts with this (hex digits and dashes, as printed). */
+  readonly runIdPrefix?: string;
+  /** At most this many, newest first: 1 to 1,000; default 50. */
+  readonly limit?: number;
+}
+
+/**
  * A client of the engine: {@link createClient} makes one.
  *
  * @example
@@ -138,8 +172,16 @@ export interface PgflowClient {
    * `RunFlowMismatchError` when it is not; without it, the run's flow is not checked.
    */
   run<F extends FlowCarrier = never>(runId: string, flowSlug?: string): FlowRun<F>;
-  /** The run with every step's status, output and error; `null` when there is no such run. */
+  /**
+   * The run with every step's status, output, error and attempt history; `null` when there is
+   * no such run.
+   */
   getRun<F extends FlowCarrier = never>(runId: string): Promise<RunState<F> | null>;
+  /**
+   * Runs matching `options`, newest first (`pgflow.list_runs`): summaries without input, output
+   * or steps (read one with `getRun`). Rejects with `ClientConfigError` for a bad filter.
+   */
+  listRuns(options?: ListRunsOptions): Promise<RunSummary[]>;
   /** How the client hears about changes: `listen`, `realtime` or `poll` (decided on first use). */
   transport(): Promise<"listen" | "realtime" | "poll">;
   /**
@@ -244,6 +286,22 @@ export function createClient(options: ClientOptions): PgflowClient {
         throw error;
       }
     },
+    async listRuns(options?: ListRunsOptions): Promise<RunSummary[]> {
+      const flow = options?.flow;
+      const filter = checkListRunsOptions(
+        options,
+        flow === undefined || flow === null ? null : slugOf(flow, "listRuns: flow"),
+      );
+      if (closed.aborted) throw new ClientClosedError("closed", "listRuns");
+      try {
+        return await backend.listRuns(filter);
+      } catch (error) {
+        if (closed.aborted) {
+          throw new ClientClosedError("closed", "listRuns", null, { cause: error });
+        }
+        throw error;
+      }
+    },
     async transport() {
       return (await backend.wakeSource()).name;
     },
@@ -278,15 +336,13 @@ function makeBackend(connection: ResolvedConnection, queryTimeoutMs: number): Ba
   });
 }
 
-function slugOf(flow: FlowCarrier | string): string {
+function slugOf(flow: FlowCarrier | string, where = "startFlow"): string {
   if (typeof flow === "string") return flow;
   if (flow !== null && typeof flow === "object") {
     if ("flow" in flow && flow.flow !== undefined) return flow.flow.slug;
     if ("slug" in flow && typeof flow.slug === "string") return flow.slug;
   }
   throw new TypeError(
-    `startFlow: ${
-      String(flow)
-    } is not a flow; pass a Flow, a routed or step-queued flow, or a slug`,
+    `${where}: ${String(flow)} is not a flow; pass a Flow, a routed or step-queued flow, or a slug`,
   );
 }

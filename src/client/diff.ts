@@ -81,6 +81,8 @@ export function eventsBetween(before: AnyRunState | undefined, after: AnyRunStat
         step.skippedAt,
         1,
       );
+    } else if (step.status === "cancelled" && step.cancelledAt !== null) {
+      add({ type: "step:cancelled", runId, stepSlug, at: step.cancelledAt }, step.cancelledAt, 1);
     }
   }
   if (after.status !== before?.status) {
@@ -107,6 +109,19 @@ export function eventsBetween(before: AnyRunState | undefined, after: AnyRunStat
           stepSlug: failedStep(after)?.stepSlug ?? null,
         },
         at: after.failedAt,
+        group: 2,
+        index: 0,
+        phase: 0,
+      });
+    } else if (after.status === "cancelled" && after.cancelledAt !== null) {
+      found.push({
+        event: {
+          type: "run:cancelled",
+          runId,
+          at: after.cancelledAt,
+          reason: after.cancelReason,
+        },
+        at: after.cancelledAt,
         group: 2,
         index: 0,
         phase: 0,

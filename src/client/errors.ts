@@ -1,10 +1,11 @@
 /**
- * The errors of the client: a run that failed, a wait that timed out, a run that does not exist
- * or is of another flow, a start that was refused, a client that was closed, and a bad option.
+ * The errors of the client: a run that failed or was cancelled, a wait that timed out, a run that
+ * does not exist or is of another flow, a start or an action on a run that was refused, a client
+ * that was closed, and a bad option.
  *
  * @module
  */
-import type { RunStatus } from "./types.ts";
+import type { RunStatus, TaskAttempt } from "./types.ts";
 
 /**
  * Base class of the client's run errors: names the run and the status it was last seen in.
@@ -38,14 +39,16 @@ export class RunError extends Error {
 /**
  * The run failed: `waitFor("completed")` rejects with it. Names the failing step and its error
  * when a step failed (a condition with `whenUnmet: 'fail'`, exhausted retries, a map over a
- * non-array).
+ * non-array), with that step's attempt history.
  *
  * @example
  * ```ts
  * import { RunFailedError } from "@pgflow/shared";
  *
  * function explain(e: unknown): string {
- *   return e instanceof RunFailedError ? `${e.stepSlug}: ${e.stepError}` : String(e);
+ *   if (!(e instanceof RunFailedError)) return String(e);
+ *   const tries = e.attempts.map((a) => `#${a.attempt} ${a.outcome}`).join(", ");
+ *   return `${e.stepSlug}: ${e.stepError} (${tries})`;
  * }
  * ```
  */
@@ -54,9 +57,19 @@ export class RunFailedError extends RunError {
   readonly stepSlug: string | null;
   /** That step's error (else the run's). */
   readonly stepError: string;
+  /**
+   * That step's attempts that ended other than by completing (worker, times, outcome, error and
+   * stack), in (task, attempt) order; empty when the run failed without a failing step.
+   */
+  readonly attempts: readonly TaskAttempt[];
 
-  /** Run `runId` failed at step `stepSlug` with `stepError`. */
-  constructor(runId: string, stepSlug: string | null, stepError: string) {
+  /** Run `runId` failed at step `stepSlug` with `stepError`, after `attempts`. */
+  constructor(
+    runId: string,
+    stepSlug: string | null,
+    stepError: string,
+    attempts: readonly TaskAttempt[] = [],
+  ) {
     super(
       `run ${runId} failed${stepSlug === null ? "" : ` at step ${stepSlug}`}: ${stepError}`,
       runId,
@@ -65,6 +78,79 @@ export class RunFailedError extends RunError {
     this.name = "RunFailedError";
     this.stepSlug = stepSlug;
     this.stepError = stepError;
+    this.attempts = attempts;
+  }
+}
+
+/**
+ * The run was cancelled (`run.cancel()`, `pgflow.cancel_run`, `pgflow runs cancel`):
+ * `waitFor("completed")` and `waitFor("failed")` reject with it, since the run will never be
+ * either.
+ *
+ * @example
+ * ```ts
+ * import { RunCancelledError } from "@pgflow/shared";
+ *
+ * function explain(e: unknown): string {
+ *   return e instanceof RunCancelledError
+ *     ? `cancelled at ${e.cancelledAt}: ${e.reason ?? "no reason given"}`
+ *     : String(e);
+ * }
+ * ```
+ */
+export class RunCancelledError extends RunError {
+  /** The reason given when it was cancelled, else `null`. */
+  readonly reason: string | null;
+  /** When it was cancelled (UTC, microseconds), when known. */
+  readonly cancelledAt: string | null;
+
+  /** Run `runId` was cancelled at `cancelledAt` for `reason`. */
+  constructor(runId: string, reason: string | null, cancelledAt: string | null) {
+    super(
+      `run ${runId} was cancelled${cancelledAt === null ? "" : ` at ${cancelledAt}`}` +
+        (reason === null ? " (no reason given)" : `: ${reason}`),
+      runId,
+      "cancelled",
+    );
+    this.name = "RunCancelledError";
+    this.reason = reason;
+    this.cancelledAt = cancelledAt;
+  }
+}
+
+/**
+ * The database refused to cancel, retry or resume a run: a run that is not failed or cancelled
+ * cannot be retried or resumed (`code` `55000`, `status` says what it is), and a role without the
+ * privilege gets `42501`. An unknown run is a `RunNotFoundError` instead.
+ *
+ * @example
+ * ```ts
+ * import { RunActionError } from "@pgflow/shared";
+ *
+ * const stillRunning = (e: unknown) =>
+ *   e instanceof RunActionError && e.action === "retry" && e.status === "started";
+ * ```
+ */
+export class RunActionError extends RunError {
+  /** What was asked. */
+  readonly action: "cancel" | "retry" | "resume";
+  /** The SQLSTATE the database answered with (`55000`: the run's status does not allow it). */
+  readonly code: string | undefined;
+
+  /** `action` of run `runId` (last seen `status`) was refused with `message`. */
+  constructor(
+    action: "cancel" | "retry" | "resume",
+    runId: string,
+    status: RunStatus | null,
+    message: string,
+    code?: string,
+    options?: ErrorOptions,
+  ) {
+    super(`cannot ${action} run ${runId}: ${message}`, runId, status);
+    if (options?.cause !== undefined) this.cause = options.cause;
+    this.name = "RunActionError";
+    this.action = action;
+    this.code = code;
   }
 }
 

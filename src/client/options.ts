@@ -9,7 +9,8 @@
 import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { PoolOptions } from "../platform/pool.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
-import type { ClientOptions, ClientTiming, StartFlowOptions } from "./client.ts";
+import type { RunFilter } from "./backend.ts";
+import type { ClientOptions, ClientTiming, ListRunsOptions, StartFlowOptions } from "./client.ts";
 import { ClientConfigError } from "./errors.ts";
 import type { EventsOptions, WaitForOptions } from "./run_handle.ts";
 import type { WatchTiming } from "./watch.ts";
@@ -213,6 +214,63 @@ export function checkStartOptions(options: StartFlowOptions | undefined): StartF
   if (options === undefined) return {};
   knownKeys("startFlow", options, ["runId"]);
   return options;
+}
+
+/** The statuses `listRuns` filters on. */
+const RUN_STATUSES = ["started", "completed", "failed", "cancelled"] as const;
+
+/**
+ * `client.listRuns`'s options, checked, as the filter of `pgflow.list_runs` (`flowSlug` is
+ * resolved by the caller, which knows flows).
+ */
+export function checkListRunsOptions(
+  options: ListRunsOptions | undefined,
+  flowSlug: string | null,
+): RunFilter {
+  const where = "listRuns";
+  const o: Record<string, unknown> = options === undefined ? {} : options as never;
+  knownKeys(where, o, ["flow", "status", "since", "runIdPrefix", "limit"]);
+  const status = o.status ?? null;
+  if (status !== null && !RUN_STATUSES.includes(status as never)) {
+    throw new ClientConfigError(
+      `${where}: status must be ${alternatives(RUN_STATUSES)}, got ${describe(status)}`,
+    );
+  }
+  let since: string | null = null;
+  if (o.since !== undefined && o.since !== null) {
+    const time = o.since instanceof Date
+      ? o.since.getTime()
+      : typeof o.since === "string" && /^\d{4}-\d{2}-\d{2}/.test(o.since)
+      ? Date.parse(o.since)
+      : NaN;
+    if (Number.isNaN(time)) {
+      throw new ClientConfigError(
+        `${where}: since must be a Date or an ISO time such as "2026-12-01T08:00:00Z", got ` +
+          describe(o.since instanceof Date ? "Invalid Date" : o.since),
+      );
+    }
+    since = new Date(time).toISOString();
+  }
+  const prefix = o.runIdPrefix ?? null;
+  if (prefix !== null && (typeof prefix !== "string" || !/^[0-9a-f-]{1,36}$/i.test(prefix))) {
+    throw new ClientConfigError(
+      `${where}: runIdPrefix must be the start of a run id (1 to 36 hex digits and dashes), got ` +
+        describe(prefix),
+    );
+  }
+  const limit = o.limit ?? 50;
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new ClientConfigError(
+      `${where}: limit must be an integer from 1 to 1000, got ${describe(limit)}`,
+    );
+  }
+  return {
+    flowSlug,
+    status: status as RunFilter["status"],
+    since,
+    runIdPrefix: prefix === null ? null : (prefix as string).toLowerCase(),
+    limit,
+  };
 }
 
 /** `run.events`'s options, checked. */

@@ -4,10 +4,13 @@
  * @module
  */
 import type { FlowCarrier } from "../dsl/extract.ts";
-import type { Backend } from "./backend.ts";
+import { type Backend, isTransient, NO_SUCH_RUN } from "./backend.ts";
 import { eventsBetween } from "./diff.ts";
 import {
   ClientClosedError,
+  RunActionError,
+  RunCancelledError,
+  RunError,
   RunFailedError,
   RunFlowMismatchError,
   RunNotFoundError,
@@ -16,7 +19,14 @@ import {
 } from "./errors.ts";
 import { checkEventsOptions, resolveWaitOptions } from "./options.ts";
 import { type AnyRunState, failedStep, isTerminal } from "./snapshot.ts";
-import type { FlowOutputOf, RunEvent, RunState } from "./types.ts";
+import type {
+  CancelResult,
+  FlowOutputOf,
+  RestartMode,
+  RunEvent,
+  RunState,
+  RunStatus,
+} from "./types.ts";
 import { watchRun, type WatchTiming } from "./watch.ts";
 
 /**
@@ -73,7 +83,8 @@ export interface FlowRun<F extends FlowCarrier = never> {
   readonly flowSlug: string;
   /**
    * Resolves with the run's output once it completed; rejects with `RunFailedError` (naming the
-   * failing step and its error) when it failed, `RunTimeoutError` when it is still running after
+   * failing step, its error and its attempts) when it failed, `RunCancelledError` (with the reason
+   * and time) when it was cancelled, `RunTimeoutError` when it is still running after
    * `timeoutMs`, `RunNotFoundError` when there is no such run.
    *
    * Every `waitFor` also rejects with `RunFlowMismatchError` when the handle names another flow
@@ -83,10 +94,13 @@ export interface FlowRun<F extends FlowCarrier = never> {
   waitFor(status: "completed", options?: WaitForOptions): Promise<FlowOutputOf<F>>;
   /**
    * Resolves with the run's state once it failed; rejects with `RunStatusError` when it completed
-   * instead, `RunTimeoutError` after `timeoutMs`.
+   * instead, `RunCancelledError` when it was cancelled, `RunTimeoutError` after `timeoutMs`.
    */
   waitFor(status: "failed", options?: WaitForOptions): Promise<RunState<F>>;
-  /** Resolves with the run's state once it completed or failed; `RunTimeoutError` after `timeoutMs`. */
+  /**
+   * Resolves with the run's state once it completed, failed or was cancelled; `RunTimeoutError`
+   * after `timeoutMs`.
+   */
   waitFor(status: "terminal", options?: WaitForOptions): Promise<RunState<F>>;
   /**
    * The run's current state (`RunNotFoundError` when there is no such run, `RunFlowMismatchError`
@@ -95,7 +109,7 @@ export interface FlowRun<F extends FlowCarrier = never> {
   state(): Promise<RunState<F>>;
   /**
    * The run's events in order, from its start (a late subscriber gets what already happened
-   * first), ending after `run:completed` or `run:failed`.
+   * first), ending after `run:completed`, `run:failed` or `run:cancelled`.
    *
    * `client.close()` ends an iteration under way at once, without an error, as aborting `signal`
    * does (so a server shutting down can finish its responses); the last event is then not a
@@ -104,6 +118,27 @@ export interface FlowRun<F extends FlowCarrier = never> {
    * `RunFlowMismatchError`.
    */
   events(options?: EventsOptions): AsyncIterableIterator<RunEvent<F>>;
+  /**
+   * Cancels the run (`pgflow.cancel_run`): a started run ends `cancelled` with `reason` and the
+   * time, none of its tasks is claimed or started any more, and its handlers' `signal` fires.
+   * Resolves with what happened: `cancelled: true`, or `false` with the terminal `status` it had
+   * already (never a rejection for that). Rejects with `RunNotFoundError` for an unknown run and
+   * `RunActionError` when the database refuses (say, `42501`: the role may not cancel).
+   */
+  cancel(reason?: string): Promise<CancelResult>;
+  /**
+   * Starts a new run of the same flow with the same input (`pgflow.retry_run`) and returns its
+   * handle; this run is left as it is, and the new one records it as `restartOfRunId`. Only a
+   * failed or cancelled run: otherwise `RunActionError` (`code` `55000`, `status` says what it
+   * is); `RunNotFoundError` for an unknown run.
+   */
+  retry(): Promise<FlowRun<F>>;
+  /**
+   * Like `retry`, but the new run reuses every task that completed in this one (whole steps, and
+   * single tasks of a map) and runs only the rest (`pgflow.resume_run`); reused steps have
+   * `reused: true`.
+   */
+  resume(): Promise<FlowRun<F>>;
 }
 
 /**
@@ -170,10 +205,54 @@ export function runHandle<F extends FlowCarrier>(
     throw new RunTimeoutError(runId, last?.status ?? null, status, timeoutMs);
   }
 
+  /** Runs `act`, turning the database's refusals into the client's errors. */
+  async function acting<T>(
+    action: "cancel" | "retry" | "resume",
+    act: () => Promise<T>,
+  ): Promise<T> {
+    if (closed.aborted) throw closedError(action);
+    try {
+      // A handle that names a flow acts only on a run of that flow: a mistyped id is not acted on.
+      if (flowSlug !== "" && await reader.getRun(runId) === null) {
+        throw new RunNotFoundError(runId);
+      }
+      return await act();
+    } catch (error) {
+      if (closed.aborted) throw closedError(action, error);
+      if (error instanceof RunError || error instanceof ClientClosedError) throw error;
+      const e = error as { code?: string; message?: string };
+      if (e.code === NO_SUCH_RUN) throw new RunNotFoundError(runId);
+      if (isTransient(error)) throw error; // a lost connection is not a refusal
+      throw new RunActionError(
+        action,
+        runId,
+        statusIn(e.message),
+        e.message ?? String(error),
+        e.code,
+        { cause: error },
+      );
+    }
+  }
+
+  async function restart(mode: RestartMode): Promise<FlowRun<F>> {
+    const next = await acting(mode, () => backend.restartRun(runId, mode));
+    return runHandle<F>(backend, next.runId, next.flowSlug, timing, closed);
+  }
+
   return {
     runId,
     flowSlug,
     waitFor: waitFor as FlowRun<F>["waitFor"],
+    cancel(reason?: string): Promise<CancelResult> {
+      if (reason !== undefined && typeof reason !== "string") {
+        return Promise.reject(
+          new TypeError(`cancel: the reason must be a string, got ${typeof reason}`),
+        );
+      }
+      return acting("cancel", () => backend.cancelRun(runId, reason ?? null));
+    },
+    retry: () => restart("retry"),
+    resume: () => restart("resume"),
     async state() {
       if (closed.aborted) throw closedError("state");
       let state;
@@ -223,8 +302,17 @@ function checkingFlow(backend: Backend, flowSlug: string): Backend {
   };
 }
 
+/** The status a refusal names ("run … is started; only failed or cancelled runs …"). */
+function statusIn(message: string | undefined): RunStatus | null {
+  const found = /\bis (started|completed|failed|cancelled)\b/.exec(message ?? "")?.[1];
+  return (found as RunStatus | undefined) ?? null;
+}
+
 function outcome(awaited: "completed" | "failed" | "terminal", state: AnyRunState): unknown {
   if (awaited === "terminal") return state;
+  if (state.status === "cancelled") {
+    throw new RunCancelledError(state.runId, state.cancelReason, state.cancelledAt);
+  }
   if (awaited === "completed") {
     if (state.status === "completed") return state.output;
     const step = failedStep(state);
@@ -232,6 +320,7 @@ function outcome(awaited: "completed" | "failed" | "terminal", state: AnyRunStat
       state.runId,
       step?.stepSlug ?? null,
       step?.error ?? state.error ?? "no error was recorded",
+      step?.attempts ?? [],
     );
   }
   if (state.status === "failed") return state;

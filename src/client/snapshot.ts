@@ -3,7 +3,28 @@
  *
  * @module
  */
-import type { RunState, RunStatus, StepState, StepStatus } from "./types.ts";
+import type {
+  AttemptOutcome,
+  RestartMode,
+  RunState,
+  RunStatus,
+  RunSummary,
+  StepState,
+  StepStatus,
+  TaskAttempt,
+} from "./types.ts";
+
+/** One attempt as `pgflow.get_run` lists it under a step. */
+export interface RawAttempt {
+  readonly task_index: number;
+  readonly attempt: number;
+  readonly worker_id: string | null;
+  readonly started_at: string | null;
+  readonly ended_at: string | null;
+  readonly outcome: AttemptOutcome;
+  readonly error_message: string | null;
+  readonly error_stack: string | null;
+}
 
 /** One step as `pgflow.get_run` returns it (snake_case, as stored). */
 export interface RawStep {
@@ -20,6 +41,10 @@ export interface RawStep {
   readonly completed_at: string | null;
   readonly failed_at: string | null;
   readonly skipped_at: string | null;
+  // Absent from an engine older than the run operations (issue 30): read as null, false, [].
+  readonly cancelled_at?: string | null;
+  readonly reused?: boolean;
+  readonly attempts?: readonly RawAttempt[] | null;
 }
 
 /** The run as `pgflow.get_run` returns it. */
@@ -34,7 +59,25 @@ export interface RawRun {
   readonly started_at: string;
   readonly completed_at: string | null;
   readonly failed_at: string | null;
+  readonly cancelled_at?: string | null;
+  readonly cancel_reason?: string | null;
+  readonly restart_of_run_id?: string | null;
+  readonly restart_mode?: RestartMode | null;
   readonly steps: readonly RawStep[];
+}
+
+/** One run as `pgflow.list_runs` returns it. */
+export interface RawSummary {
+  readonly run_id: string;
+  readonly flow_slug: string;
+  readonly status: RunStatus;
+  readonly started_at: string;
+  readonly completed_at: string | null;
+  readonly failed_at: string | null;
+  readonly cancelled_at: string | null;
+  readonly restart_of_run_id: string | null;
+  readonly restart_mode: RestartMode | null;
+  readonly error_message: string | null;
 }
 
 /** A run state of any flow: the client's internal, untyped view. */
@@ -59,6 +102,10 @@ export function toRunState(raw: unknown): AnyRunState | null {
     startedAt: run.started_at,
     completedAt: run.completed_at,
     failedAt: run.failed_at,
+    cancelledAt: run.cancelled_at ?? null,
+    cancelReason: run.cancel_reason ?? null,
+    restartOfRunId: run.restart_of_run_id ?? null,
+    restartMode: run.restart_mode ?? null,
     steps: run.steps.map((s): StepState => ({
       stepSlug: s.step_slug,
       stepIndex: s.step_index,
@@ -73,13 +120,49 @@ export function toRunState(raw: unknown): AnyRunState | null {
       completedAt: s.completed_at,
       failedAt: s.failed_at,
       skippedAt: s.skipped_at,
+      cancelledAt: s.cancelled_at ?? null,
+      reused: s.reused ?? false,
+      attempts: (s.attempts ?? []).map(toAttempt),
     })),
+  };
+}
+
+function toAttempt(a: RawAttempt): TaskAttempt {
+  return {
+    taskIndex: a.task_index,
+    attempt: a.attempt,
+    workerId: a.worker_id,
+    startedAt: a.started_at,
+    endedAt: a.ended_at,
+    outcome: a.outcome,
+    errorMessage: a.error_message,
+    errorStack: a.error_stack,
+  };
+}
+
+/** Translates one of `pgflow.list_runs`'s documents (a JSON value, or its text) into a summary. */
+export function toRunSummary(raw: unknown): RunSummary {
+  const r = (typeof raw === "string" ? JSON.parse(raw) : raw) as RawSummary | null;
+  if (r === null || typeof r !== "object" || typeof r.run_id !== "string") {
+    throw new Error(`pgflow.list_runs returned something that is not a run: ${typeof r}`);
+  }
+  return {
+    runId: r.run_id,
+    flowSlug: r.flow_slug,
+    status: r.status,
+    startedAt: r.started_at,
+    completedAt: r.completed_at ?? null,
+    failedAt: r.failed_at ?? null,
+    cancelledAt: r.cancelled_at ?? null,
+    restartOfRunId: r.restart_of_run_id ?? null,
+    restartMode: r.restart_mode ?? null,
+    error: r.error_message ?? null,
   };
 }
 
 /** Whether a run can change no more. */
 export function isTerminal(status: RunStatus): boolean {
-  return status === "completed" || status === "failed";
+  return status === "completed" || status === "failed" || status === "cancelled";
 }
 
 /** The step whose failure failed the run, if one did. */

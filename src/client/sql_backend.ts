@@ -7,10 +7,17 @@
 import { bounded } from "../platform/deadline.ts";
 import { describeConnection, ownsServerSession } from "../platform/connection_kind.ts";
 import type { Sql } from "../platform/types.ts";
-import { type Backend, POOL_ENDED, type StartResult, type WakeSource } from "./backend.ts";
+import {
+  type Backend,
+  POOL_ENDED,
+  type RestartedRun,
+  type StartResult,
+  type WakeSource,
+} from "./backend.ts";
 import { schemaVersionProblem } from "../operations/schema_version.ts";
 import { ClientClosedError } from "./errors.ts";
-import { toRunState } from "./snapshot.ts";
+import { toRunState, toRunSummary } from "./snapshot.ts";
+import type { CancelResult, RunStatus } from "./types.ts";
 import { listenSource } from "./transports/listen.ts";
 import { pollSource } from "./transports/poll.ts";
 
@@ -67,6 +74,57 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         throw poolEnded(error, `reading run ${runId}`, runId);
       }
       return toRunState(row?.run ?? null);
+    },
+    async cancelRun(runId, reason): Promise<CancelResult> {
+      try {
+        const [row] = await bounded(
+          sql<{ run_id: string; flow_slug: string; status: RunStatus; cancelled: boolean }[]>`
+            select run_id, flow_slug, status, cancelled
+            from pgflow.cancel_run(${runId}::uuid, ${reason}::text)`,
+          "cancel_run",
+          options.queryTimeoutMs,
+        );
+        return {
+          runId: row.run_id,
+          flowSlug: row.flow_slug,
+          status: row.status,
+          cancelled: row.cancelled,
+        };
+      } catch (error) {
+        throw poolEnded(error, `cancelling run ${runId}`, runId);
+      }
+    },
+    async restartRun(runId, mode): Promise<RestartedRun> {
+      try {
+        const [row] = await bounded(
+          mode === "retry"
+            ? sql<{ run_id: string; flow_slug: string }[]>`
+              select run_id, flow_slug from pgflow.retry_run(${runId}::uuid)`
+            : sql<{ run_id: string; flow_slug: string }[]>`
+              select run_id, flow_slug from pgflow.resume_run(${runId}::uuid)`,
+          `${mode}_run`,
+          options.queryTimeoutMs,
+        );
+        return { runId: row.run_id, flowSlug: row.flow_slug };
+      } catch (error) {
+        throw poolEnded(error, `${mode === "retry" ? "retrying" : "resuming"} run ${runId}`, runId);
+      }
+    },
+    async listRuns(filter) {
+      try {
+        const rows = await bounded(
+          sql<{ run: unknown }[]>`
+            select pgflow.list_runs(
+              flow_slug => ${filter.flowSlug}::text, status => ${filter.status}::text,
+              since => ${filter.since}::timestamptz, run_id_prefix => ${filter.runIdPrefix}::text,
+              max_rows => ${filter.limit}::int) as run`,
+          "list_runs",
+          options.queryTimeoutMs,
+        );
+        return rows.map((r) => toRunSummary(r.run));
+      } catch (error) {
+        throw poolEnded(error, "listing runs", null);
+      }
     },
     wakeSource() {
       // Not kept when it failed (the database was unreachable): the next watcher asks again.

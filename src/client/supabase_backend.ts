@@ -1,12 +1,14 @@
 /**
- * The client over supabase-js: `rpc('start_flow')` and `rpc('get_run')` in the `pgflow` schema
- * (which must be exposed by the API), wake-ups by Supabase Realtime broadcast.
+ * The client over supabase-js: `rpc('start_flow')`, `rpc('get_run')`, and `cancel_run`,
+ * `retry_run`, `resume_run`, `list_runs`, in the `pgflow` schema (which must be exposed by the
+ * API), wake-ups by Supabase Realtime broadcast.
  *
  * @module
  */
 import type { SupabaseClient } from "../platform/types.ts";
-import type { Backend, StartResult, WakeSource } from "./backend.ts";
-import { toRunState } from "./snapshot.ts";
+import type { Backend, RestartedRun, StartResult, WakeSource } from "./backend.ts";
+import { toRunState, toRunSummary } from "./snapshot.ts";
+import type { CancelResult, RunStatus } from "./types.ts";
 import { realtimeSource } from "./transports/realtime.ts";
 import { pollSource } from "./transports/poll.ts";
 
@@ -44,6 +46,41 @@ export function supabaseBackend(
       const { data, error } = await pgflow.rpc("get_run", { run_id: runId });
       if (error) throw new RpcError("get_run", error);
       return toRunState(data);
+    },
+    async cancelRun(runId, reason): Promise<CancelResult> {
+      const { data, error } = await pgflow.rpc("cancel_run", { run_id: runId, reason });
+      if (error) throw new RpcError("cancel_run", error);
+      // A function returning a table answers with an array of its rows.
+      const row = (Array.isArray(data) ? data[0] : data) as {
+        run_id: string;
+        flow_slug: string;
+        status: RunStatus;
+        cancelled: boolean;
+      };
+      return {
+        runId: row.run_id,
+        flowSlug: row.flow_slug,
+        status: row.status,
+        cancelled: row.cancelled,
+      };
+    },
+    async restartRun(runId, mode): Promise<RestartedRun> {
+      const fn = mode === "retry" ? "retry_run" : "resume_run";
+      const { data, error } = await pgflow.rpc(fn, { run_id: runId });
+      if (error) throw new RpcError(fn, error);
+      const row = (Array.isArray(data) ? data[0] : data) as { run_id: string; flow_slug: string };
+      return { runId: row.run_id, flowSlug: row.flow_slug };
+    },
+    async listRuns(filter) {
+      const { data, error } = await pgflow.rpc("list_runs", {
+        flow_slug: filter.flowSlug,
+        status: filter.status,
+        since: filter.since,
+        run_id_prefix: filter.runIdPrefix,
+        max_rows: filter.limit,
+      });
+      if (error) throw new RpcError("list_runs", error);
+      return ((data ?? []) as unknown[]).map(toRunSummary);
     },
     wakeSource: () => Promise.resolve(source),
     close: () => source.close(),

@@ -128,10 +128,10 @@ export type RunStepOutput<F extends FlowCarrier, K extends string> = IsTypedFlow
  * const done: RunStatus = "completed";
  * ```
  */
-export type RunStatus = "started" | "completed" | "failed";
+export type RunStatus = "started" | "completed" | "failed" | "cancelled";
 
 /**
- * A step's status within a run.
+ * A step's status within a run (`cancelled`: it had not finished when its run was cancelled).
  *
  * @example
  * ```ts
@@ -140,7 +140,70 @@ export type RunStatus = "started" | "completed" | "failed";
  * const waiting: StepStatus = "created";
  * ```
  */
-export type StepStatus = "created" | "started" | "completed" | "failed" | "skipped";
+export type StepStatus =
+  | "created"
+  | "started"
+  | "completed"
+  | "failed"
+  | "skipped"
+  | "cancelled";
+
+/**
+ * How an attempt of a task ended other than by completing: `failed` (its handler threw),
+ * `stalled` (stalled recovery took it back from a worker that went silent) or `cancelled` (its run
+ * was cancelled while it ran).
+ *
+ * @example
+ * ```ts
+ * import type { AttemptOutcome } from "@pgflow/shared";
+ *
+ * const outcome: AttemptOutcome = "stalled";
+ * ```
+ */
+export type AttemptOutcome = "failed" | "stalled" | "cancelled";
+
+/**
+ * One attempt of a task that ended other than by completing (`pgflow.task_attempts`): a completed
+ * attempt is the step's own output and times. Never holds inputs, outputs or message bodies.
+ *
+ * @example
+ * ```ts
+ * import type { TaskAttempt } from "@pgflow/shared";
+ *
+ * const line = (a: TaskAttempt) => `#${a.attempt} ${a.outcome}: ${a.errorMessage ?? ""}`;
+ * ```
+ */
+export interface TaskAttempt {
+  /** The task within its step (0 for a single step; the element's index in a map). */
+  readonly taskIndex: number;
+  /** The attempt's number, from 1. */
+  readonly attempt: number;
+  /** The worker that ran it, when known. */
+  readonly workerId: string | null;
+  /** When it started (UTC, microseconds), when known. */
+  readonly startedAt: string | null;
+  /** When it ended. */
+  readonly endedAt: string | null;
+  /** How it ended. */
+  readonly outcome: AttemptOutcome;
+  /** The error's message (at most 2,000 characters), else `null`. */
+  readonly errorMessage: string | null;
+  /** The error's stack trace (at most 4,000 characters), else `null`. */
+  readonly errorStack: string | null;
+}
+
+/**
+ * How a run was started from another: `retry` (the same input, everything again) or `resume`
+ * (what completed in the source is reused, the rest runs).
+ *
+ * @example
+ * ```ts
+ * import type { RestartMode } from "@pgflow/shared";
+ *
+ * const mode: RestartMode = "resume";
+ * ```
+ */
+export type RestartMode = "retry" | "resume";
 
 /**
  * One step of a {@link RunState}, for one step slug `K`.
@@ -180,6 +243,15 @@ export interface StepStateFor<F extends FlowCarrier, K extends string> {
   readonly failedAt: string | null;
   /** When it was skipped, else `null`. */
   readonly skippedAt: string | null;
+  /** When its run's cancellation ended it, else `null`. */
+  readonly cancelledAt: string | null;
+  /** Whether a resume took it over as completed from the source run (it did not run again). */
+  readonly reused: boolean;
+  /**
+   * Its tasks' attempts that ended other than by completing, in (task, attempt) order: at most
+   * 100 per step, the newest kept.
+   */
+  readonly attempts: readonly TaskAttempt[];
 }
 
 /**
@@ -232,6 +304,14 @@ export interface RunState<F extends FlowCarrier = never> {
   readonly completedAt: string | null;
   /** When it failed, else `null`. */
   readonly failedAt: string | null;
+  /** When it was cancelled, else `null`. */
+  readonly cancelledAt: string | null;
+  /** The reason given when it was cancelled, else `null`. */
+  readonly cancelReason: string | null;
+  /** The run it retries or resumes, else `null`. */
+  readonly restartOfRunId: string | null;
+  /** `retry` or `resume` when it was started from another run, else `null`. */
+  readonly restartMode: RestartMode | null;
   /** Every step, in definition order. */
   readonly steps: readonly StepState<F>[];
 }
@@ -276,11 +356,13 @@ export type StepEventFor<F extends FlowCarrier, K extends string> =
     readonly type: "step:skipped";
     readonly stepSlug: K;
     readonly reason: string;
-  });
+  })
+  | (RunEventBase & { readonly type: "step:cancelled"; readonly stepSlug: K });
 
 /**
  * A step event: `step:started`, `step:completed` (with the step's output), `step:failed` (with
- * its error) or `step:skipped` (with the reason), typed per step slug.
+ * its error), `step:skipped` (with the reason) or `step:cancelled` (it had not finished when its
+ * run was cancelled), typed per step slug.
  *
  * @example
  * ```ts
@@ -294,8 +376,9 @@ export type StepEvent<F extends FlowCarrier = never> = RunStepSlug<F> extends in
   : never;
 
 /**
- * A run event: `run:started` (with the input), `run:completed` (with the output) or
- * `run:failed` (with the error and the failing step, if one failed).
+ * A run event: `run:started` (with the input), `run:completed` (with the output),
+ * `run:failed` (with the error and the failing step, if one failed) or `run:cancelled` (with the
+ * reason given, if any).
  *
  * @example
  * ```ts
@@ -315,7 +398,8 @@ export type RunLevelEvent<F extends FlowCarrier = never> =
     readonly type: "run:failed";
     readonly error: string;
     readonly stepSlug: RunStepSlug<F> | null;
-  });
+  })
+  | (RunEventBase & { readonly type: "run:cancelled"; readonly reason: string | null });
 
 /**
  * What `run.events()` yields, in the order things happened: the run's and its steps' transitions.
@@ -330,3 +414,60 @@ export type RunLevelEvent<F extends FlowCarrier = never> =
  * ```
  */
 export type RunEvent<F extends FlowCarrier = never> = RunLevelEvent<F> | StepEvent<F>;
+
+/**
+ * One run as `client.listRuns` returns it (`pgflow.list_runs`): no input, output or steps; read
+ * those with `client.getRun`.
+ *
+ * @example
+ * ```ts
+ * import type { RunSummary } from "@pgflow/shared";
+ *
+ * const ended = (r: RunSummary) => r.completedAt ?? r.failedAt ?? r.cancelledAt;
+ * ```
+ */
+export interface RunSummary {
+  /** The run's id. */
+  readonly runId: string;
+  /** The flow it runs. */
+  readonly flowSlug: string;
+  /** Its status. */
+  readonly status: RunStatus;
+  /** When it started (UTC, microseconds). */
+  readonly startedAt: string;
+  /** When it completed, else `null`. */
+  readonly completedAt: string | null;
+  /** When it failed, else `null`. */
+  readonly failedAt: string | null;
+  /** When it was cancelled, else `null`. */
+  readonly cancelledAt: string | null;
+  /** The run it retries or resumes, else `null`. */
+  readonly restartOfRunId: string | null;
+  /** `retry` or `resume` when it was started from another run, else `null`. */
+  readonly restartMode: RestartMode | null;
+  /** Why it failed, else `null`. */
+  readonly error: string | null;
+}
+
+/**
+ * What `run.cancel()` did: `cancelled` is `true` when this call cancelled the run, `false` when it
+ * was terminal already (`status` says how it ended, `cancelled` included: cancelling twice is
+ * harmless).
+ *
+ * @example
+ * ```ts
+ * import type { CancelResult } from "@pgflow/shared";
+ *
+ * const say = (r: CancelResult) => r.cancelled ? "cancelled" : `already ${r.status}`;
+ * ```
+ */
+export interface CancelResult {
+  /** The run's id. */
+  readonly runId: string;
+  /** The flow it runs. */
+  readonly flowSlug: string;
+  /** Its status after the call: `cancelled`, or the terminal status it had already. */
+  readonly status: RunStatus;
+  /** Whether this call cancelled it. */
+  readonly cancelled: boolean;
+}

@@ -2301,6 +2301,8 @@ as $$
 declare
   run pgflow.runs;
   started pgflow.step_tasks;
+  -- One time for the run and its steps: the cancel is one event.
+  at timestamptz;
 begin
   select * into run from pgflow.runs r where r.run_id = cancel_run.run_id for update;
   if not found then
@@ -2311,11 +2313,12 @@ begin
     return (run.run_id, run.flow_slug, run.status, false)::pgflow.cancel_result;
   end if;
 
+  at := clock_timestamp();
   update pgflow.runs r
-  set status = 'cancelled', cancelled_at = clock_timestamp(), cancel_reason = left(cancel_run.reason, 2000)
+  set status = 'cancelled', cancelled_at = at, cancel_reason = left(cancel_run.reason, 2000)
   where r.run_id = run.run_id;
   update pgflow.step_states ss
-  set status = 'cancelled', cancelled_at = clock_timestamp()
+  set status = 'cancelled', cancelled_at = at
   where ss.run_id = run.run_id and ss.status in ('created', 'started');
 
   -- Messages first, then task rows (the order _fail_run keeps: a claim holds a message row while

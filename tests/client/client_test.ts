@@ -50,6 +50,8 @@ function line(e: RunEvent): string {
       return `step:failed ${e.stepSlug}: ${e.error}`;
     case "step:skipped":
       return `step:skipped ${e.stepSlug} ${e.reason}`;
+    case "run:cancelled":
+      return `run:cancelled ${e.reason}`;
     default:
       return `${e.type} ${e.stepSlug}`;
   }

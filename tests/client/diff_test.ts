@@ -24,6 +24,9 @@ function step(slug: string, index: number, fields: Partial<AnyRunState["steps"][
     completedAt: null,
     failedAt: null,
     skippedAt: null,
+    cancelledAt: null,
+    reused: false,
+    attempts: [],
     ...fields,
   } as AnyRunState["steps"][number];
 }
@@ -44,6 +47,10 @@ function run(
     startedAt: T(1),
     completedAt: status === "completed" ? end ?? null : null,
     failedAt: status === "failed" ? end ?? null : null,
+    cancelledAt: status === "cancelled" ? end ?? null : null,
+    cancelReason: status === "cancelled" ? "wrong input" : null,
+    restartOfRunId: null,
+    restartMode: null,
     steps,
   };
 }
@@ -111,4 +118,37 @@ Deno.test("a late subscriber gets every event so far, in order, from one reading
     error: "boom",
     stepSlug: "b",
   });
+});
+
+Deno.test("a cancellation: step:cancelled for each unfinished step, then run:cancelled with the reason, last", () => {
+  const before = run("started", [
+    step("a", 0, { status: "completed", startedAt: T(1), completedAt: T(2) }),
+    step("b", 1, { status: "started", startedAt: T(2) }),
+    step("c", 2, {}),
+  ]);
+  const after = run("cancelled", [
+    step("a", 0, { status: "completed", startedAt: T(1), completedAt: T(2) }),
+    step("b", 1, { status: "cancelled", startedAt: T(2), cancelledAt: T(5) }),
+    step("c", 2, { status: "cancelled", cancelledAt: T(5) }),
+  ], T(5));
+  const events = eventsBetween(before, after);
+  assert.deepEqual(names(events), ["step:cancelled b", "step:cancelled c", "run:cancelled"]);
+  assert.deepEqual(events.at(-1), {
+    type: "run:cancelled",
+    runId: "r",
+    at: T(5),
+    reason: "wrong input",
+  });
+  assert.deepEqual(events.map((e) => e.at), [T(5), T(5), T(5)]);
+  // Read again: nothing new. A late subscriber: everything, the cancellation last.
+  assert.deepEqual(eventsBetween(after, after), []);
+  assert.deepEqual(names(eventsBetween(undefined, after)), [
+    "run:started",
+    "step:started a",
+    "step:completed a",
+    "step:started b",
+    "step:cancelled b",
+    "step:cancelled c",
+    "run:cancelled",
+  ]);
 });

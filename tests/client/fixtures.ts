@@ -1,6 +1,6 @@
 /**
  * Flows the client tests run with real workers: a plain greeting, a failing step, a slow step, a
- * map, and a condition that skips.
+ * map, a condition that skips, and a step that fails until told not to (for retry and resume).
  *
  * @module
  */
@@ -42,3 +42,17 @@ export const conditional = new Flow<{ go: boolean }>({ slug: "cl_conditional" })
   .step({ slug: "check" }, (input) => ({ go: input.go }))
   .step({ slug: "maybe", dependsOn: ["check"], if: { check: { go: true } } }, () => "went")
   .step({ slug: "final", dependsOn: ["check"] }, (deps) => (deps.check.go ? "yes" : "no"));
+
+/** What `flaky`'s handlers did, and whether `second` throws: the tests flip it. */
+export const flakyState = { firstCalls: 0, secondFails: true };
+
+/** `first` doubles (counting its calls), `second` throws while `flakyState.secondFails`. */
+export const flaky = new Flow<{ n: number }>({ slug: "cl_flaky", maxAttempts: 1 })
+  .step({ slug: "first" }, (input) => {
+    flakyState.firstCalls++;
+    return input.n * 2;
+  })
+  .step({ slug: "second", dependsOn: ["first"] }, (deps): number => {
+    if (flakyState.secondFails) throw new Error("the API is down");
+    return deps.first + 1;
+  });

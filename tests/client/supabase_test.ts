@@ -16,7 +16,10 @@ import {
   ClientClosedError,
   createClient,
   type FlowWorker,
+  RunActionError,
+  RunCancelledError,
   RunFailedError,
+  RunNotFoundError,
   StartFlowError,
   type SupabaseClient,
 } from "../../mod.ts";
@@ -30,7 +33,20 @@ const db = testDatabase(import.meta.url);
 const RPC: Record<string, Record<string, string>> = {
   start_flow: { flow_slug: "text", input: "jsonb", run_id: "uuid" },
   get_run: { run_id: "uuid" },
+  cancel_run: { run_id: "uuid", reason: "text" },
+  retry_run: { run_id: "uuid" },
+  resume_run: { run_id: "uuid" },
+  list_runs: {
+    flow_slug: "text",
+    status: "text",
+    since: "timestamptz",
+    run_id_prefix: "text",
+    max_rows: "integer",
+  },
 };
+
+/** Functions returning a set: PostgREST answers with an array of their rows. */
+const RETURNS_SET = new Set(["list_runs"]);
 
 /** Answers supabase-js rpc calls on schema pgflow as service_role, like PostgREST. */
 function fakePostgrest(url: string): { url: string; calls: string[]; close(): Promise<void> } {
@@ -48,12 +64,17 @@ function fakePostgrest(url: string): { url: string; calls: string[]; close(): Pr
       `${n} => $${i + 1}::${RPC[fn][n] === "jsonb" ? "text::jsonb" : RPC[fn][n]}`
     ).join(", ");
     const values = names.map((n) =>
-      RPC[fn][n] === "jsonb" ? JSON.stringify(args[n]) : args[n] as string | null
+      RPC[fn][n] === "jsonb" ? JSON.stringify(args[n]) : args[n] as string | number | null
     );
     try {
       const [row] = await sql.begin(async (tx) => {
         await tx`set local role service_role`;
-        return await tx.unsafe(`select to_jsonb(pgflow.${fn}(${list})) as result`, values);
+        return await tx.unsafe(
+          RETURNS_SET.has(fn)
+            ? `select coalesce(jsonb_agg(doc), '[]') as result from pgflow.${fn}(${list}) as r(doc)`
+            : `select to_jsonb(pgflow.${fn}(${list})) as result`,
+          values as never[],
+        );
       });
       return Response.json(row.result);
     } catch (e) {
@@ -107,6 +128,84 @@ db.test("supabase-js rpc: start (idempotent), wait, read, and errors, as service
     await assert.rejects(bad.waitFor("completed", { timeoutMs: 15_000 }), RunFailedError);
     assert.ok(api.calls.includes("start_flow(flow_slug, input, run_id)"));
     assert.ok(api.calls.includes("get_run(run_id)"));
+  } finally {
+    await stopAll(workers);
+    await client.close();
+    await api.close();
+  }
+});
+
+db.test("supabase-js rpc: cancel, retry, resume and listRuns go through rpc, with the same answers and errors", async ({ url, sql }) => {
+  const api = fakePostgrest(url);
+  const supabase = createSupabase(api.url, "service-role-key", { auth: { persistSession: false } });
+  const client = createClient({ supabase, transport: "poll", pollIntervalMs: 25 });
+  const workers: FlowWorker[] = [];
+  try {
+    await startWorker(workers, failing, { connectionString: url });
+    await sql`select pgflow.create_flow('cl_rpc_idle')`;
+    await sql`select pgflow.add_step('cl_rpc_idle', 'a')`;
+    const idle = await client.startFlow("cl_rpc_idle", { n: 1 });
+    assert.deepEqual(await idle.cancel("by rpc"), {
+      runId: idle.runId,
+      flowSlug: "cl_rpc_idle",
+      status: "cancelled",
+      cancelled: true,
+    });
+    assert.deepEqual(await idle.cancel(), {
+      runId: idle.runId,
+      flowSlug: "cl_rpc_idle",
+      status: "cancelled",
+      cancelled: false,
+    });
+    await assert.rejects(
+      idle.waitFor("completed", { timeoutMs: 15_000 }),
+      (e: unknown) => e instanceof RunCancelledError && e.reason === "by rpc",
+    );
+    const state = await idle.state();
+    assert.equal(state.cancelReason, "by rpc");
+    assert.deepEqual(state.steps.map((s) => s.status), ["cancelled"]);
+
+    const retried = await idle.retry();
+    assert.equal(retried.flowSlug, "cl_rpc_idle");
+    assert.equal((await retried.state()).restartOfRunId, idle.runId);
+    await assert.rejects(
+      retried.resume(),
+      (e: unknown) => e instanceof RunActionError && e.code === "55000" && e.status === "started",
+    );
+    await assert.rejects(client.run(crypto.randomUUID()).cancel(), RunNotFoundError);
+    await assert.rejects(client.run(crypto.randomUUID()).retry(), RunNotFoundError);
+
+    const bad = await client.startFlow(failing, { id: 3 });
+    const error = await bad.waitFor("completed", { timeoutMs: 15_000 }).catch((e) => e);
+    assert.ok(error instanceof RunFailedError, String(error));
+    assert.match(error.attempts[0]?.errorMessage ?? "", /the disk is on fire/);
+    const resumed = await bad.resume();
+    await assert.rejects(resumed.waitFor("completed", { timeoutMs: 15_000 }), RunFailedError);
+    assert.deepEqual(
+      (await resumed.state()).steps.map((s) => [s.stepSlug, s.reused]),
+      [["check", true], ["explode", false], ["never", false]],
+    );
+
+    const listed = await client.listRuns({ flow: "cl_rpc_idle", since: new Date(0), limit: 10 });
+    assert.deepEqual(listed.map((r) => [r.runId, r.status, r.restartOfRunId]), [
+      [retried.runId, "started", idle.runId],
+      [idle.runId, "cancelled", null],
+    ]);
+    assert.deepEqual(
+      (await client.listRuns({ runIdPrefix: idle.runId.slice(0, 8) })).map((r) => r.runId),
+      [idle.runId],
+    );
+    await retried.cancel();
+    for (
+      const call of [
+        "cancel_run(reason, run_id)",
+        "retry_run(run_id)",
+        "resume_run(run_id)",
+        "list_runs(flow_slug, max_rows, run_id_prefix, since, status)",
+      ]
+    ) {
+      assert.ok(api.calls.includes(call), `${call} in ${api.calls.join("; ")}`);
+    }
   } finally {
     await stopAll(workers);
     await client.close();

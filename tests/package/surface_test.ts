@@ -35,6 +35,8 @@ const MAIN_RUNTIME = [
   // The client.
   "ClientClosedError",
   "ClientConfigError",
+  "RunActionError",
+  "RunCancelledError",
   "RunError",
   "RunFailedError",
   "RunFlowMismatchError",

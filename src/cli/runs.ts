@@ -1,0 +1,208 @@
+/**
+ * `pgflow runs list|show|cancel|retry|resume`: find runs, read one in full, and act on them, one
+ * by id or many by filters (those print what they would do and act only with `--yes`).
+ *
+ * @module
+ */
+import { createClient, type PgflowClient } from "../client/client.ts";
+import type { RunStatus } from "../client/types.ts";
+import { type FlagSpec, parseArgs, type ParsedArgs } from "./args.ts";
+import { databaseUrl, openDatabase } from "./database.ts";
+import { describeError } from "./migrator.ts";
+import { CliError, result, UsageError } from "./output.ts";
+import { act, type Action, ACTIONS, type Selection } from "./runs/act.ts";
+import { formatRun, formatRunList, runJson } from "./runs/format.ts";
+import { parseIdPrefix, parseLimit, parseRunId, parseSince, parseStatus } from "./runs/parse.ts";
+
+/** Exit codes of `pgflow runs`, for scripts. */
+export const RUNS_EXIT = Object.freeze({
+  /** Done: everything selected was acted on (or already as asked), or something was listed. */
+  ok: 0,
+  /** Something failed: an action was refused for at least one run, or the database failed. */
+  failed: 1,
+  /** A usage error: a bad flag or value. Nothing was done. */
+  usage: 2,
+  /** Nothing matched the filters, or no run has that id. Nothing was done. */
+  none: 3,
+  /** A bulk form without `--yes`: the plan was printed, nothing was done. */
+  unconfirmed: 4,
+});
+
+/** The help text of `pgflow runs`. */
+export const RUNS_HELP = `pgflow runs <list|show|cancel|retry|resume> [flags]
+
+  list                          runs, newest first
+         [--flow SLUG] [--status STATUS] [--since WHEN] [--id-prefix HEX] [--limit N] [--json]
+  show RUN_ID                   one run: its steps, why it ended, every failed attempt [--json]
+  cancel RUN_ID [--reason TEXT] end a started run as cancelled; a run that ended is left as it is
+  retry RUN_ID                  start a new run of the same flow with the same input
+  resume RUN_ID                 start a new run that reuses every task that completed
+  cancel|retry|resume --flow SLUG [--status STATUS] [--since WHEN] [--id-prefix HEX] [--limit N]
+                                many runs: prints them; acts only with --yes
+
+  --database-url URL  the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
+  --status STATUS     started, completed, failed or cancelled (bulk default: started for cancel,
+                      failed for retry and resume)
+  --since WHEN        runs started since: how long ago (30m, 1h, 2d, 1w) or an ISO time
+                      (2026-12-01T08:00:00Z)
+  --limit N           at most N runs, 1 to 1000 (default 50 for list, 100 for bulk actions; a bulk
+                      action refuses when more match: narrow the filters or raise it)
+  --yes               do a bulk action (without it, only print what it would do)
+  --json              one JSON object on stdout
+
+Retry and resume take failed or cancelled runs and never change them; each call starts one new
+run (a bulk retry given twice retries twice). Cancel is idempotent.
+
+Exit codes: 0 done, 1 an action was refused for some run or the database failed, 2 usage error,
+3 nothing matched / no such run, 4 a bulk action without --yes (nothing done).`;
+
+const FILTERS: FlagSpec = {
+  "flow": "string",
+  "status": "string",
+  "since": "string",
+  "id-prefix": "string",
+  "limit": "string",
+};
+const COMMON: FlagSpec = { "database-url": "string", "json": "boolean" };
+const SPECS: Readonly<Record<string, FlagSpec>> = {
+  list: { ...COMMON, ...FILTERS },
+  show: COMMON,
+  cancel: { ...COMMON, ...FILTERS, "reason": "string", "yes": "boolean" },
+  retry: { ...COMMON, ...FILTERS, "yes": "boolean" },
+  resume: { ...COMMON, ...FILTERS, "yes": "boolean" },
+};
+
+/**
+ * Runs `pgflow runs …`; returns the exit code ({@link RUNS_EXIT}).
+ *
+ * @example
+ * ```ts
+ * import { runs } from "./runs.ts";
+ *
+ * // Deno.exit(await runs(["list", "--status", "failed", "--since", "1h"]));
+ * ```
+ */
+export async function runs(argv: readonly string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
+    result(RUNS_HELP);
+    return sub === undefined ? RUNS_EXIT.usage : RUNS_EXIT.ok;
+  }
+  if (!Object.hasOwn(SPECS, sub)) {
+    throw new UsageError(
+      `unknown subcommand ${JSON.stringify(sub)} of pgflow runs; use list, show, cancel, retry ` +
+        'or resume (run "pgflow runs --help")',
+    );
+  }
+  const command = `pgflow runs ${sub}`;
+  const args = parseArgs(rest, SPECS[sub], command, sub === "list" ? 0 : 1);
+  if (args.help) {
+    result(RUNS_HELP);
+    return RUNS_EXIT.ok;
+  }
+  // Every value is checked before the database is opened.
+  const step: Step = sub === "list"
+    ? list(args, filterOf(args, null))
+    : sub === "show"
+    ? show(args, needRunId(args, command))
+    : action(sub as Action, args, selection(sub as Action, args, command));
+  const { url } = databaseUrl(args.strings["database-url"], command);
+  const sql = await openDatabase(url);
+  const client = createClient({ sql, transport: "poll" });
+  try {
+    return await step(client);
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+    throw new CliError(
+      `${command} failed: ${describeError(error)}. Is the engine installed and up to date ` +
+        "(pgflow status), and may this role act on runs (service_role, or the schema's owner)?",
+    );
+  } finally {
+    await client.close();
+    await sql.end({ timeout: 5 });
+  }
+}
+
+type Step = (client: PgflowClient) => Promise<number>;
+
+function list(args: ParsedArgs, filter: Selection): Step {
+  return async (client) => {
+    const found = await client.listRuns(filter);
+    if (args.booleans.has("json")) result(JSON.stringify({ runs: found }));
+    else if (found.length === 0) result("no runs match");
+    else result(formatRunList(found).join("\n"));
+    return found.length === 0 ? RUNS_EXIT.none : RUNS_EXIT.ok;
+  };
+}
+
+function show(args: ParsedArgs, runId: string): Step {
+  return async (client) => {
+    const run = await client.getRun(runId);
+    if (run === null) {
+      if (args.booleans.has("json")) result(JSON.stringify({ run: null }));
+      console.error(`pgflow: run ${runId} does not exist (or was pruned)`);
+      return RUNS_EXIT.none;
+    }
+    if (args.booleans.has("json")) result(JSON.stringify({ run: runJson(run) }));
+    else result(formatRun(run).join("\n"));
+    return RUNS_EXIT.ok;
+  };
+}
+
+function action(name: Action, args: ParsedArgs, selected: string | Selection): Step {
+  return (client) =>
+    act(client, name, selected, {
+      reason: args.strings.reason ?? null,
+      yes: args.booleans.has("yes"),
+      json: args.booleans.has("json"),
+    });
+}
+
+/** The run id of `show` (required). */
+function needRunId(args: ParsedArgs, command: string): string {
+  const [id] = args.positionals;
+  if (id === undefined) throw new UsageError(`${command} needs a run id; run "pgflow runs list"`);
+  return parseRunId(id, command);
+}
+
+/** One run by id, or the filters of a bulk action (never both, never neither). */
+function selection(name: Action, args: ParsedArgs, command: string): string | Selection {
+  const [id] = args.positionals;
+  const filtered = Object.keys(FILTERS).some((f) => f in args.strings);
+  if (id !== undefined) {
+    if (filtered) {
+      throw new UsageError(
+        `${command} takes a run id or filters, not both; drop the run id or the --flow, ` +
+          "--status, --since, --id-prefix and --limit flags",
+      );
+    }
+    return parseRunId(id, command);
+  }
+  if (!filtered || !["flow", "status", "since", "id-prefix"].some((f) => f in args.strings)) {
+    throw new UsageError(
+      `${command} needs a run id, or filters for many runs (--flow, --status, --since, ` +
+        `--id-prefix); e.g. ${command} --flow my_flow --status ${ACTIONS[name].statuses[0]} ` +
+        "--since 1h",
+    );
+  }
+  const filter = filterOf(args, ACTIONS[name].statuses[0]);
+  if (!ACTIONS[name].statuses.includes(filter.status!)) {
+    throw new UsageError(
+      `${command} acts on ${ACTIONS[name].statuses.join(" or ")} runs; --status ${filter.status} ` +
+        `selects none it could ${name}`,
+    );
+  }
+  return filter;
+}
+
+/** The filters given, checked; `defaultStatus` when `--status` is not given. */
+function filterOf(args: ParsedArgs, defaultStatus: RunStatus | null): Selection {
+  const s = args.strings;
+  return {
+    flow: s.flow,
+    status: s.status === undefined ? defaultStatus ?? undefined : parseStatus(s.status),
+    since: s.since === undefined ? undefined : parseSince(s.since),
+    runIdPrefix: s["id-prefix"] === undefined ? undefined : parseIdPrefix(s["id-prefix"]),
+    limit: s.limit === undefined ? (defaultStatus === null ? 50 : 100) : parseLimit(s.limit),
+  };
+}

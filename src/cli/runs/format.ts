@@ -1,0 +1,171 @@
+/**
+ * How `pgflow runs` prints runs: a table of summaries, one run in full (steps, why it ended,
+ * attempts), and the JSON of both. Never an input, an output or a message body: errors and stacks
+ * only, as the engine stores them (bounded).
+ *
+ * @module
+ */
+import type { RunState, RunSummary, TaskAttempt } from "../../client/types.ts";
+
+/** Lines of stack shown per attempt in text (the JSON has it whole). */
+const STACK_LINES = 8;
+
+/**
+ * A table of runs, newest first, one line each.
+ *
+ * @example
+ * ```ts
+ * import { formatRunList } from "./format.ts";
+ *
+ * console.log(formatRunList([]).join("\n"));
+ * ```
+ */
+export function formatRunList(runs: readonly RunSummary[]): string[] {
+  return table(
+    ["run id", "flow", "status", "started", "ended", "restart of", "error"],
+    runs.map((r) => [
+      r.runId,
+      r.flowSlug,
+      r.status,
+      r.startedAt,
+      r.completedAt ?? r.failedAt ?? r.cancelledAt ?? "-",
+      r.restartOfRunId === null ? "-" : `${r.restartMode ?? "?"} of ${r.restartOfRunId}`,
+      r.error === null ? "" : oneLine(r.error, 60),
+    ]),
+  );
+}
+
+/**
+ * Why a run is where it is, in one line.
+ *
+ * @example
+ * ```ts
+ * import { whyEnded } from "./format.ts";
+ *
+ * // whyEnded(await client.getRun(id)) // "failed at step explode: the disk is on fire"
+ * ```
+ */
+export function whyEnded(run: RunState): string {
+  switch (run.status) {
+    case "completed":
+      return "completed: every step completed or was skipped";
+    case "cancelled":
+      return `cancelled at ${run.cancelledAt ?? "?"}: ${run.cancelReason ?? "no reason given"}`;
+    case "failed": {
+      const step = run.steps.find((s) => s.status === "failed");
+      const error = oneLine(step?.error ?? run.error ?? "no error was recorded", 300);
+      return step === undefined ? `failed: ${error}` : `failed at step ${step.stepSlug}: ${error}`;
+    }
+    default:
+      return `still running: ${run.remainingSteps} step(s) not finished`;
+  }
+}
+
+/**
+ * One run in full: the run, its steps, why it ended and the attempt history (the stack's first
+ * lines).
+ *
+ * @example
+ * ```ts
+ * import { formatRun } from "./format.ts";
+ *
+ * // console.log(formatRun(await client.getRun(id)).join("\n"));
+ * ```
+ */
+export function formatRun(run: RunState): string[] {
+  const out: string[] = [];
+  const row = (label: string, value: string) => out.push(`${label.padEnd(9)} ${value}`);
+  row("run", run.runId);
+  row("flow", run.flowSlug);
+  row("status", run.status);
+  row("started", run.startedAt);
+  const ended = run.completedAt ?? run.failedAt ?? run.cancelledAt;
+  if (ended !== null) row("ended", `${ended} (after ${duration(run.startedAt, ended)})`);
+  if (run.restartOfRunId !== null) {
+    row("restart", `${run.restartMode ?? "restart"} of ${run.restartOfRunId}`);
+  }
+  row("why", whyEnded(run));
+  out.push("", "steps");
+  const steps = table(
+    ["step", "type", "status", "tasks", "started", "ended", "note"],
+    run.steps.map((s) => [
+      s.stepSlug,
+      s.stepType,
+      s.status,
+      s.initialTasks === null
+        ? "-"
+        : `${s.initialTasks - (s.remainingTasks ?? 0)}/${s.initialTasks}`,
+      s.startedAt ?? "-",
+      s.completedAt ?? s.failedAt ?? s.skippedAt ?? s.cancelledAt ?? "-",
+      s.reused
+        ? "reused from the source run"
+        : s.skipReason !== null
+        ? `skipped: ${s.skipReason}`
+        : s.error !== null
+        ? oneLine(s.error, 80)
+        : "",
+    ]),
+  );
+  out.push(...steps.map((l) => `  ${l}`));
+  const attempts = run.steps.flatMap((s) => s.attempts.map((a) => ({ step: s.stepSlug, a })));
+  out.push(
+    "",
+    attempts.length === 0 ? "attempts  none ended other than by completing" : "attempts",
+  );
+  for (const { step, a } of attempts) out.push(...formatAttempt(step, a));
+  return out;
+}
+
+function formatAttempt(step: string, a: TaskAttempt): string[] {
+  const worker = a.workerId === null ? "worker ?" : `worker ${a.workerId.slice(0, 8)}`;
+  const lines = [
+    `  ${step}[${a.taskIndex}] #${a.attempt} ${a.outcome}  ${worker}  ${a.startedAt ?? "?"} → ` +
+    `${a.endedAt ?? "?"}${a.errorMessage === null ? "" : `  ${oneLine(a.errorMessage, 200)}`}`,
+  ];
+  if (a.errorStack !== null) {
+    const stack = a.errorStack.split("\n");
+    lines.push(...stack.slice(0, STACK_LINES).map((l) => `      ${l.trimEnd()}`));
+    if (stack.length > STACK_LINES) {
+      lines.push(`      … ${stack.length - STACK_LINES} more line(s) (--json has them)`);
+    }
+  }
+  return lines;
+}
+
+/**
+ * A run for `--json`: everything `getRun` returns except input and outputs (a command line never
+ * prints bodies; read them with `client.getRun` or `pgflow.get_run`).
+ *
+ * @example
+ * ```ts
+ * import { runJson } from "./format.ts";
+ *
+ * // console.log(JSON.stringify(runJson(await client.getRun(id))));
+ * ```
+ */
+export function runJson(run: RunState): Record<string, unknown> {
+  const { input: _input, output: _output, steps, ...rest } = run;
+  return {
+    ...rest,
+    why: whyEnded(run),
+    steps: steps.map(({ output: _o, ...step }) => step),
+  };
+}
+
+/** Seconds between two of the engine's UTC times. */
+function duration(from: string, to: string): string {
+  const ms = Date.parse(to) - Date.parse(from);
+  if (Number.isNaN(ms)) return "?";
+  return ms < 10_000 ? `${(ms / 1000).toFixed(3)} s` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+function table(header: string[], body: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+  return [line(header), ...body.map(line)];
+}
