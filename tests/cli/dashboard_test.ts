@@ -417,7 +417,10 @@ Deno.test("dashboard flags: --help, bad numbers and a missing database are usage
   assert.match(help.stdout, /--allow-actions +also offer Cancel, Retry and Resume/);
   assert.match(help.stdout, /this machine's own IP addresses when\s+bound to 0\.0\.0\.0/);
   const top = await runCli(["--help"]);
-  assert.match(top.stdout, /^ {2}dashboard +a live, read-only web page/m);
+  assert.match(
+    top.stdout,
+    /^ {2}dashboard +a live web page .*\n +\(read-only unless started with --allow-actions\)/m,
+  );
   for (
     const [args, message] of [
       [["--port", "http"], /--port must be a whole number from 0 to 65535, got "http"/],

@@ -182,7 +182,11 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
     where p.pronamespace = 'pgflow'::regnamespace and has_function_privilege('service_role', p.oid, 'execute')
     order by 1`;
   assert.deepEqual(functions.map((r) => r.fn), [
+    "pgflow.cancel_run(uuid,text)",
     "pgflow.get_run(uuid)",
+    "pgflow.list_runs(text,text,timestamp with time zone,text,integer)",
+    "pgflow.resume_run(uuid)",
+    "pgflow.retry_run(uuid)",
     "pgflow.start_flow(text,jsonb,uuid)",
   ]);
   const tables = await sql`
@@ -199,9 +203,20 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
       "step_states: SELECT",
       "step_tasks: SELECT",
       "steps: SELECT",
+      "task_attempts: SELECT",
     ],
   );
-  const [{ definer }] = await sql`
-    select prosecdef as definer from pg_proc where oid = 'pgflow.start_flow(text,jsonb,uuid)'::regprocedure`;
-  assert.equal(definer, true);
+  // The functions that change runs are security definer (no write grants needed); the reads are not.
+  const definers = await sql`
+    select p.oid::regprocedure::text as fn, p.prosecdef as definer from pg_proc p
+    where p.oid = any (array['pgflow.start_flow(text,jsonb,uuid)', 'pgflow.cancel_run(uuid,text)',
+      'pgflow.retry_run(uuid)', 'pgflow.resume_run(uuid)', 'pgflow.get_run(uuid)']::regprocedure[])
+    order by 1`;
+  assert.deepEqual(definers.map((d) => [d.fn, d.definer]), [
+    ["pgflow.cancel_run(uuid,text)", true],
+    ["pgflow.get_run(uuid)", false],
+    ["pgflow.resume_run(uuid)", true],
+    ["pgflow.retry_run(uuid)", true],
+    ["pgflow.start_flow(text,jsonb,uuid)", true],
+  ]);
 });
