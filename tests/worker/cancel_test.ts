@@ -6,61 +6,71 @@
 import assert from "node:assert/strict";
 import { Flow, type FlowWorker } from "../../mod.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
+import { startPgBouncer } from "../../local/pgbouncer.ts";
 import { runRow, startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
-db.test("cancel_run: a running handler's ctx.signal aborts within about a second; its report is ignored", async ({ sql, url }) => {
-  let started = 0;
-  let abortedAfterMs: number | undefined;
-  let cancelledAt = 0;
-  const flow = new Flow<{ wait: boolean }>({ slug: "cn_flow" }).step(
-    { slug: "work" },
-    async (input, ctx) => {
-      started++;
-      if (!input.wait) return "quick";
-      await new Promise<void>((resolve) =>
-        ctx.signal.addEventListener("abort", () => {
-          abortedAfterMs = performance.now() - cancelledAt;
-          resolve();
-        })
+for (const via of ["a direct connection", "PgBouncer in transaction mode"] as const) {
+  db.test(`cancel_run over ${via}: a running handler's ctx.signal aborts within about a second; its report is ignored`, async ({ sql, url }) => {
+    const bouncer = via === "a direct connection"
+      ? undefined
+      : await startPgBouncer({ serverPort: Number(new URL(url).port), mode: "transaction" });
+    const slug = bouncer === undefined ? "cn_flow" : "cn_pooled";
+    let started = 0;
+    let abortedAfterMs: number | undefined;
+    let cancelledAt = 0;
+    const flow = new Flow<{ wait: boolean }>({ slug }).step(
+      { slug: "work" },
+      async (input, ctx) => {
+        started++;
+        if (!input.wait) return "quick";
+        await new Promise<void>((resolve) =>
+          ctx.signal.addEventListener("abort", () => {
+            abortedAfterMs = performance.now() - cancelledAt;
+            resolve();
+          })
+        );
+        assert.equal(ctx.shutdownSignal.aborted, false, "the worker is not stopping");
+        return "finished after the cancel";
+      },
+    );
+    const workers: FlowWorker[] = [];
+    try {
+      const { logs } = await startWorker(workers, flow, {
+        connectionString: bouncer?.via(url) ?? url,
+      });
+      const run = await startRun(sql, slug, { wait: true });
+      await waitFor(() => started === 1, { what: "the handler to start" });
+      cancelledAt = performance.now();
+      const [result] = await sql`select * from pgflow.cancel_run(${run}, 'operator test')`;
+      assert.equal(result.cancelled, true);
+      await waitFor(() => abortedAfterMs !== undefined, {
+        what: "the handler's signal to abort",
+        timeoutMs: 5_000,
+      });
+      assert.ok(
+        abortedAfterMs! < 3_000,
+        `aborted ${Math.round(abortedAfterMs!)} ms after the cancel`,
       );
-      assert.equal(ctx.shutdownSignal.aborted, false, "the worker is not stopping");
-      return "finished after the cancel";
-    },
-  );
-  const workers: FlowWorker[] = [];
-  try {
-    const { logs } = await startWorker(workers, flow, { connectionString: url });
-    const run = await startRun(sql, "cn_flow", { wait: true });
-    await waitFor(() => started === 1, { what: "the handler to start" });
-    cancelledAt = performance.now();
-    const [result] = await sql`select * from pgflow.cancel_run(${run}, 'operator test')`;
-    assert.equal(result.cancelled, true);
-    await waitFor(() => abortedAfterMs !== undefined, {
-      what: "the handler's signal to abort",
-      timeoutMs: 5_000,
-    });
-    assert.ok(
-      abortedAfterMs! < 3_000,
-      `aborted ${Math.round(abortedAfterMs!)} ms after the cancel`,
-    );
-    const line = await waitFor(() =>
-      logs.find((l) => l.event === "run cancelled: its handlers are told to stop")
-    );
-    assert.deepEqual([line.fields.runId, line.fields.tasks], [run, 1]);
-    // Its completion came late: the run and task stay cancelled.
-    await new Promise((r) => setTimeout(r, 300));
-    assert.equal((await runRow(sql, run)).status, "cancelled");
-    const [task] = await sql`select status, output from pgflow.step_tasks where run_id = ${run}`;
-    assert.deepEqual({ ...task }, { status: "cancelled", output: null });
-    // The worker goes on with other runs.
-    const next = await startRun(sql, "cn_flow", { wait: false });
-    assert.equal((await waitForRun(sql, next)).status, "completed");
-  } finally {
-    await stopAll(workers);
-  }
-});
+      const line = await waitFor(() =>
+        logs.find((l) => l.event === "run cancelled: its handlers are told to stop")
+      );
+      assert.deepEqual([line.fields.runId, line.fields.tasks], [run, 1]);
+      // Its completion came late: the run and task stay cancelled.
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal((await runRow(sql, run)).status, "cancelled");
+      const [task] = await sql`select status, output from pgflow.step_tasks where run_id = ${run}`;
+      assert.deepEqual({ ...task }, { status: "cancelled", output: null });
+      // The worker goes on with other runs.
+      const next = await startRun(sql, slug, { wait: false });
+      assert.equal((await waitForRun(sql, next)).status, "completed");
+    } finally {
+      await stopAll(workers);
+      await bouncer?.destroy();
+    }
+  });
+}
 
 db.test("a failed attempt's stack reaches the attempt history, never the log", async ({ sql, url }) => {
   const flow = new Flow<Record<string, never>>({ slug: "cn_stack", maxAttempts: 1 }).step(
