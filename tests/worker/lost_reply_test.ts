@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { Flow, type FlowWorker } from "../../mod.ts";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { startWireProxy } from "../support/wire_proxy.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 
@@ -58,7 +58,11 @@ db.test("a lost completion reply and a lost poll reply do not stop the worker", 
       output: { only: 20 },
     });
     assert.equal(worker.state, "running");
-    assert.equal(worker.inFlight, 0, "no handler slot is held by a lost reply");
+    // The run is completed once its report commits; the slot frees when the reply is read.
+    await waitFor(() => worker.inFlight === 0, {
+      what: "no handler slot held by a lost reply",
+      timeoutMs: 5_000,
+    });
     const abandoned = logs.filter((l) => /no answer within \d+ ms/.test(String(l.fields.error)));
     assert.ok(abandoned.length > 0, JSON.stringify(logs.filter((l) => l.level !== "debug")));
     for (const line of abandoned) {
