@@ -30,7 +30,10 @@ export interface WakeSource {
 }
 
 /** What a start returned: the run id, or that a run with the given id exists already. */
-export type StartResult = { readonly runId: string } | { readonly exists: true };
+export type StartResult =
+  /** Started: its id and its concrete flow (the target when started through an alias). */
+  | { readonly runId: string; readonly flowSlug: string }
+  | { readonly exists: true };
 
 /** The filters of `pgflow.list_runs`, checked already (`null`: not filtered on). */
 export interface RunFilter {

@@ -157,9 +157,11 @@ export interface PgflowClient {
     options?: StartFlowOptions,
   ): Promise<FlowRun<F>>;
   /**
-   * Starts a run of the flow with slug `flowSlug`. Pass the flow's type
-   * (`startFlow<typeof myFlow>("my_flow", ...)`) to type input and output; without it both are
-   * `Json`.
+   * Starts a run of the flow with slug `flowSlug`, or of the current target of the alias of that
+   * name (the run records the alias: `startedAs`). Pass the flow's type
+   * (`startFlow<typeof myFlow>("my_flow", ...)`) to type input and output; for an alias, the
+   * union of its versions (`startFlow<typeof v1 | typeof v2>("thread_triage", ...)`, output: the
+   * union of theirs) or the target's. Without it both are `Json`.
    */
   startFlow<F extends FlowCarrier = never>(
     flowSlug: string,
@@ -252,17 +254,21 @@ export function createClient(options: ClientOptions): PgflowClient {
         { cause: error },
       );
     }
-    if ("runId" in result) return runHandle<F>(backend, result.runId, flowSlug, timing, closed);
-    // The id is taken: the same run when it is a run of this flow (an idempotent retry).
+    // Started through an alias, the run is its target's: the handle checks that flow.
+    if ("runId" in result) {
+      return runHandle<F>(backend, result.runId, result.flowSlug, timing, closed);
+    }
+    // The id is taken: the same run when it is a run of this flow, or was started through this
+    // alias (an idempotent retry).
     const existing = await backend.getRun(runId!);
-    if (existing !== null && existing.flowSlug !== flowSlug) {
+    if (existing !== null && existing.flowSlug !== flowSlug && existing.startedAs !== flowSlug) {
       throw new StartFlowError(
         flowSlug,
         `run ${runId} exists already and is a run of flow ${existing.flowSlug}; use another runId`,
         "23505",
       );
     }
-    return runHandle<F>(backend, runId!, flowSlug, timing, closed);
+    return runHandle<F>(backend, runId!, existing?.flowSlug ?? flowSlug, timing, closed);
   }
 
   return {

@@ -63,6 +63,7 @@ export interface RawRun {
   readonly cancel_reason?: string | null;
   readonly restart_of_run_id?: string | null;
   readonly restart_mode?: RestartMode | null;
+  readonly started_as?: string | null;
   readonly steps: readonly RawStep[];
 }
 
@@ -77,6 +78,7 @@ export interface RawSummary {
   readonly cancelled_at: string | null;
   readonly restart_of_run_id: string | null;
   readonly restart_mode: RestartMode | null;
+  readonly started_as?: string | null;
   readonly error_message: string | null;
 }
 
@@ -106,6 +108,7 @@ export function toRunState(raw: unknown): AnyRunState | null {
     cancelReason: run.cancel_reason ?? null,
     restartOfRunId: run.restart_of_run_id ?? null,
     restartMode: run.restart_mode ?? null,
+    startedAs: run.started_as ?? null,
     steps: run.steps.map((s): StepState => ({
       stepSlug: s.step_slug,
       stepIndex: s.step_index,
@@ -156,6 +159,7 @@ export function toRunSummary(raw: unknown): RunSummary {
     cancelledAt: r.cancelled_at ?? null,
     restartOfRunId: r.restart_of_run_id ?? null,
     restartMode: r.restart_mode ?? null,
+    startedAs: r.started_as ?? null,
     error: r.error_message ?? null,
   };
 }

@@ -49,12 +49,13 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
     async startFlow(flowSlug, input, runId): Promise<StartResult> {
       try {
         const [row] = await bounded(
-          sql<{ run_id: string }[]>`
-            select (pgflow.start_flow(${flowSlug}, ${input}::text::jsonb, ${runId}::uuid)).run_id`,
+          sql<{ run_id: string; flow_slug: string }[]>`
+            select run_id, flow_slug
+            from pgflow.start_flow(${flowSlug}, ${input}::text::jsonb, ${runId}::uuid)`,
           "start_flow",
           options.queryTimeoutMs,
         );
-        return { runId: row.run_id };
+        return { runId: row.run_id, flowSlug: row.flow_slug };
       } catch (error) {
         if ((error as { code?: string }).code === "23505" && runId !== null) {
           return { exists: true };

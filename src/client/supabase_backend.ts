@@ -40,7 +40,8 @@ export function supabaseBackend(
         if (error.code === "23505" && runId !== null) return { exists: true };
         throw new RpcError("start_flow", error);
       }
-      return { runId: (data as { run_id: string }).run_id };
+      const run = data as { run_id: string; flow_slug: string };
+      return { runId: run.run_id, flowSlug: run.flow_slug };
     },
     async getRun(runId) {
       const { data, error } = await pgflow.rpc("get_run", { run_id: runId });

@@ -73,22 +73,29 @@ export type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDe
  *   .step({ slug: "b", dependsOn: ["a"] }, (d) => ({ twice: d.a * 2 }));
  * type Out = FlowOutputOf<typeof flow>; // { b: { twice: number } }
  * ```
+ *
+ * For a union of flows (the versions an alias may start), the union of their outputs.
  */
-export type FlowOutputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true ? Simplify<
-    & {
-      -readonly [
-        K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
-          : K
-      ]: ExtractFlowStepsMeta<F>[K]["output"];
-    }
-    & {
-      -readonly [
-        K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
-          : never
-      ]?: ExtractFlowStepsMeta<F>[K]["output"];
-    }
-  >
+export type FlowOutputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true
+  // Distributed over a union (the versions of an alias): one of their outputs, each whole.
+  ? F extends FlowCarrier ? LeafOutputs<F> : never
   : Json;
+
+/** The leaf outputs of one typed flow (see {@link FlowOutputOf}). */
+type LeafOutputs<F extends FlowCarrier> = Simplify<
+  & {
+    -readonly [
+      K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
+        : K
+    ]: ExtractFlowStepsMeta<F>[K]["output"];
+  }
+  & {
+    -readonly [
+      K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
+        : never
+    ]?: ExtractFlowStepsMeta<F>[K]["output"];
+  }
+>;
 
 /**
  * Step slugs of `F` (`string` when `F` is not given).
@@ -312,6 +319,8 @@ export interface RunState<F extends FlowCarrier = never> {
   readonly restartOfRunId: string | null;
   /** `retry` or `resume` when it was started from another run, else `null`. */
   readonly restartMode: RestartMode | null;
+  /** The alias it was started through (`startFlow("thread_triage", …)`), else `null`. */
+  readonly startedAs: string | null;
   /** Every step, in definition order. */
   readonly steps: readonly StepState<F>[];
 }
@@ -445,6 +454,8 @@ export interface RunSummary {
   readonly restartOfRunId: string | null;
   /** `retry` or `resume` when it was started from another run, else `null`. */
   readonly restartMode: RestartMode | null;
+  /** The alias it was started through (`startFlow("thread_triage", …)`), else `null`. */
+  readonly startedAs: string | null;
   /** Why it failed, else `null`. */
   readonly error: string | null;
 }

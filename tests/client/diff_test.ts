@@ -51,6 +51,7 @@ function run(
     cancelReason: status === "cancelled" ? "wrong input" : null,
     restartOfRunId: null,
     restartMode: null,
+    startedAs: null,
     steps,
   };
 }

@@ -281,6 +281,7 @@ db.test("listRuns filters by flow, status, since and id prefix, newest first; ba
         cancelledAt: null,
         restartOfRunId: a1.runId,
         restartMode: "retry",
+        startedAs: null,
         error: null,
       },
     );
