@@ -11,6 +11,11 @@ import {
   type WhenMode,
 } from "./options.ts";
 import { validateSlug } from "./slug.ts";
+import {
+  checkInputSchema,
+  type FlowInputSchemaOption,
+  type StandardSchemaV1,
+} from "./input_schema.ts";
 import type {
   AnyStepHandler,
   AnySteps,
@@ -49,7 +54,13 @@ const STEP_KEYS: ReadonlySet<string> = new Set([
 const MAP_KEYS: ReadonlySet<string> = new Set(
   [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
 );
-const FLOW_KEYS: ReadonlySet<string> = new Set(["slug", "maxAttempts", "baseDelay", "timeout"]);
+const FLOW_KEYS: ReadonlySet<string> = new Set([
+  "slug",
+  "maxAttempts",
+  "baseDelay",
+  "timeout",
+  "input",
+]);
 
 function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
   for (const key of Object.keys(options)) {
@@ -103,6 +114,18 @@ interface RawStepOptions extends StepRuntimeOptions {
  * Type parameters: `TInput` is the run input, `TContext` extra context your worker provides
  * to every handler, `TEnv` the environment's type. The last two are filled in by the builder.
  *
+ * With `input: schema` (any Standard Schema: zod, valibot, arktype, ...) `TInput` is the schema's
+ * output type, the client checks the input before starting a run (`InputValidationError`, no run
+ * created) and the worker before the run's steps run (the run fails: "input failed its schema").
+ *
+ * ```ts
+ * import { Flow, type StandardSchemaV1 } from "@pgflow/shared";
+ *
+ * declare const ThreadInput: StandardSchemaV1<unknown, { threadId: string }>; // e.g. a zod object
+ * const checked = new Flow({ slug: "thread_check_v1", input: ThreadInput })
+ *   .step({ slug: "load" }, (input) => input.threadId); // input: { threadId: string }
+ * ```
+ *
  * @example
  * ```ts
  * import { Flow } from "@pgflow/shared";
@@ -130,6 +153,11 @@ export class Flow<
   readonly slug: string;
   /** Flow-wide runtime options, only those that were set. */
   readonly options: RuntimeOptions;
+  /**
+   * The run input's schema (`input` of `new Flow`), if any: the client and the worker check run
+   * inputs with it. It is code, not part of the compiled shape.
+   */
+  readonly inputSchema: StandardSchemaV1 | undefined;
   /** Step slugs in definition order (frozen): the order of the shape and of step indexes. */
   readonly stepOrder: readonly (keyof TSteps & string)[];
   /** Compile-time only: the flow's type parameters, read by the helper types. */
@@ -140,9 +168,9 @@ export class Flow<
   /**
    * Starts an empty flow. Throws a {@link FlowDefinitionError} for an invalid slug or option.
    *
-   * @param options the concrete slug and flow-wide runtime options
+   * @param options the concrete slug, flow-wide runtime options, and the input schema
    */
-  constructor(options: FlowOptions) {
+  constructor(options: FlowOptions & FlowInputSchemaOption<TInput>) {
     const where = `flow "${String(options?.slug)}"`;
     if (options === null || typeof options !== "object") {
       throw new FlowDefinitionError(
@@ -152,8 +180,9 @@ export class Flow<
     rejectUnknownKeys(options, FLOW_KEYS, where);
     validateSlug(options.slug, "flow slug");
     validateRuntimeOptions(options, where);
+    this.inputSchema = checkInputSchema(options.input, where);
     this.slug = options.slug;
-    const { slug: _slug, ...runtime } = options;
+    const { slug: _slug, input: _input, ...runtime } = options;
     this.options = pickStepRuntimeOptions(runtime);
     this.stepOrder = Object.freeze([]);
     this.#steps = new Map();
@@ -383,6 +412,7 @@ export class Flow<
     // The copy is private to this method, so assigning its read-only fields here is safe.
     (next as { stepOrder: readonly string[] }).stepOrder = Object.freeze([...this.stepOrder, slug]);
     next.#steps = steps;
+    (next as { inputSchema: StandardSchemaV1 | undefined }).inputSchema = this.inputSchema;
     return next;
   }
 
