@@ -56,6 +56,7 @@ const MAP_KEYS: ReadonlySet<string> = new Set(
 );
 const FLOW_KEYS: ReadonlySet<string> = new Set([
   "slug",
+  "alias",
   "maxAttempts",
   "baseDelay",
   "timeout",
@@ -151,6 +152,8 @@ export class Flow<
 > {
   /** The concrete flow slug. */
   readonly slug: string;
+  /** The alias callers start this version through, if it has one (see `FlowOptions.alias`). */
+  readonly alias: string | undefined;
   /** Flow-wide runtime options, only those that were set. */
   readonly options: RuntimeOptions;
   /**
@@ -179,10 +182,12 @@ export class Flow<
     }
     rejectUnknownKeys(options, FLOW_KEYS, where);
     validateSlug(options.slug, "flow slug");
+    if (options.alias !== undefined) validateSlug(options.alias, `alias of ${where}`);
     validateRuntimeOptions(options, where);
     this.inputSchema = checkInputSchema(options.input, where);
     this.slug = options.slug;
-    const { slug: _slug, input: _input, ...runtime } = options;
+    this.alias = options.alias;
+    const { slug: _slug, alias: _alias, input: _input, ...runtime } = options;
     this.options = pickStepRuntimeOptions(runtime);
     this.stepOrder = Object.freeze([]);
     this.#steps = new Map();
@@ -405,6 +410,7 @@ export class Flow<
     });
     const next = new Flow<TInput, TContext, TEnv, TSteps, TDeps>({
       slug: this.slug,
+      ...(this.alias === undefined ? {} : { alias: this.alias }),
       ...this.options,
     });
     const steps = new Map(this.#steps);

@@ -53,6 +53,7 @@ const TOOLS_RUNTIME = [
   "bounded",
   "coverageCounts",
   "describeConnection",
+  "extractAlias",
   "extractFlowOptions",
   "extractFlowShape",
   "extractRoutePlan",
