@@ -45,6 +45,16 @@ export type {
   WithStep,
 } from "./src/dsl/builder_types.ts";
 export { FlowDefinitionError } from "./src/dsl/errors.ts";
+export type {
+  FlowInputSchemaOption,
+  InputIssue,
+  StandardSchemaV1,
+  StandardSchemaV1Issue,
+  StandardSchemaV1PathSegment,
+  StandardSchemaV1Props,
+  StandardSchemaV1Result,
+  StandardSchemaV1Types,
+} from "./src/dsl/input_schema.ts";
 export { MAX_SLUG_LENGTH, validateSlug } from "./src/dsl/slug.ts";
 export type {
   ContainmentPattern,
@@ -143,6 +153,7 @@ export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_ha
 export {
   ClientClosedError,
   ClientConfigError,
+  InputValidationError,
   RunActionError,
   RunCancelledError,
   RunError,

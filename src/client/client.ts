@@ -3,12 +3,13 @@
  *
  * @module
  */
-import type { FlowCarrier } from "../dsl/extract.ts";
+import type { AnyFlow, FlowCarrier } from "../dsl/extract.ts";
+import { checkInput, inputIssues } from "../dsl/input_schema.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Backend } from "./backend.ts";
-import { ClientClosedError, StartFlowError } from "./errors.ts";
+import { ClientClosedError, InputValidationError, StartFlowError } from "./errors.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
@@ -149,7 +150,9 @@ export interface PgflowClient {
   /**
    * Starts a run of `flow` (a flow, a routed or a step-queued flow) with `input`, typed from the
    * flow. Rejects with `StartFlowError` when the database refuses (an unknown flow: start a
-   * worker for it first, so it is compiled).
+   * worker for it first, so it is compiled). A flow with an input schema checks `input` first:
+   * `InputValidationError` (a `StartFlowError`) lists the issues and no run is made; otherwise
+   * the schema's value (after its transforms) is what the run stores.
    */
   startFlow<F extends FlowCarrier>(
     flow: F,
@@ -161,7 +164,9 @@ export interface PgflowClient {
    * name (the run records the alias: `startedAs`). Pass the flow's type
    * (`startFlow<typeof myFlow>("my_flow", ...)`) to type input and output; for an alias, the
    * union of its versions (`startFlow<typeof v1 | typeof v2>("thread_triage", ...)`, output: the
-   * union of theirs) or the target's. Without it both are `Json`.
+   * union of theirs) or the target's. Without it both are `Json`. A slug carries no schema, so the
+   * input is not checked here (the worker still checks it before the run's steps run); pass the
+   * flow itself to check it before starting.
    */
   startFlow<F extends FlowCarrier = never>(
     flowSlug: string,
@@ -234,7 +239,8 @@ export function createClient(options: ClientOptions): PgflowClient {
       );
     }
     if (closed.aborted) throw new ClientClosedError("closed", `startFlow of ${flowSlug}`);
-    const text = input === undefined ? undefined : JSON.stringify(input);
+    const value = await checkedInput(flow, flowSlug, input);
+    const text = value === undefined ? undefined : JSON.stringify(value);
     if (text === undefined) {
       throw new StartFlowError(flowSlug, "input is undefined; pass a JSON value (null for none)");
     }
@@ -340,6 +346,35 @@ function makeBackend(connection: ResolvedConnection, queryTimeoutMs: number): Ba
     url: connection.connectionString,
     owned: true,
   });
+}
+
+/**
+ * The input to send: as given for a slug or a flow without a schema; for a flow with one, the
+ * schema's value (a schema may transform: defaults, trims, coercions), so the stored input is
+ * what the flow's type says. Rejects with `InputValidationError` when the schema finds issues.
+ */
+async function checkedInput(
+  flow: FlowCarrier | string,
+  flowSlug: string,
+  input: unknown,
+): Promise<unknown> {
+  const schema = typeof flow === "string"
+    ? undefined
+    : ("flow" in flow && flow.flow !== undefined ? flow.flow : flow as AnyFlow).inputSchema;
+  if (schema === undefined) return input;
+  let check;
+  try {
+    check = await checkInput(schema, input);
+  } catch (error) {
+    throw new StartFlowError(
+      flowSlug,
+      `the input schema threw: ${error instanceof Error ? error.message : String(error)}`,
+      undefined,
+      { cause: error },
+    );
+  }
+  if (!check.ok) throw new InputValidationError(flowSlug, inputIssues(check.issues, input));
+  return check.value;
 }
 
 function slugOf(flow: FlowCarrier | string, where = "startFlow"): string {

@@ -6,6 +6,7 @@
  * @module
  */
 import type { RunStatus, TaskAttempt } from "./types.ts";
+import { formatIssues, type InputIssue } from "../dsl/input_schema.ts";
 
 /**
  * Base class of the client's run errors: names the run and the status it was last seen in.
@@ -250,6 +251,35 @@ export class StartFlowError extends Error {
     this.name = "StartFlowError";
     this.flowSlug = flowSlug;
     this.code = code;
+  }
+}
+
+/**
+ * The input failed the flow's input schema (`new Flow({ slug, input: schema })`), so no run was
+ * started. The message and {@link InputValidationError.issues} hold the schema's messages and
+ * paths only, never the input's values. A `StartFlowError`, so code that catches those catches
+ * this too.
+ *
+ * @example
+ * ```ts
+ * import { InputValidationError } from "@pgflow/shared";
+ *
+ * function explain(e: unknown): string[] {
+ *   if (!(e instanceof InputValidationError)) return [];
+ *   return e.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
+ * }
+ * ```
+ */
+export class InputValidationError extends StartFlowError {
+  /** The issues the schema found: each one's message and path (keys from the input's root). */
+  readonly issues: readonly InputIssue[];
+
+  /** Starting `flowSlug` was refused: its input failed the schema with `issues`. */
+  constructor(flowSlug: string, issues: readonly InputIssue[]) {
+    const summary = formatIssues(issues);
+    super(flowSlug, `input failed its schema: ${summary}`);
+    this.name = "InputValidationError";
+    this.issues = issues;
   }
 }
 

@@ -17,7 +17,13 @@ import {
 /** What a handler's run came to: its output as exact JSON text, or its error's text. */
 export type TaskResult =
   | { readonly kind: "complete"; readonly output: string }
-  | { readonly kind: "fail"; readonly error: string; readonly stack?: string };
+  | {
+    readonly kind: "fail";
+    readonly error: string;
+    readonly stack?: string;
+    /** Fail the whole run now, without a retry (a run input that failed its schema). */
+    readonly failRun?: boolean;
+  };
 
 /**
  * What became of a report: `completed`; `retried` or `failed` (what `fail_task` decided);
@@ -117,7 +123,9 @@ export class Completer {
   async report(task: TaskAttempt, result: TaskResult, log: Logger): Promise<ReportReceipt> {
     try {
       if (result.kind === "fail") {
-        return { outcome: await this.#fail(task, result.error, log, result.stack) };
+        return {
+          outcome: await this.#fail(task, result.error, log, result.stack, result.failRun),
+        };
       }
       try {
         await this.#retried("complete_task", log, () => this.#complete(task, result.output), {
@@ -165,11 +173,11 @@ export class Completer {
     return result;
   }
 
-  #fail(task: TaskAttempt, error: string, log: Logger, stack?: string) {
+  #fail(task: TaskAttempt, error: string, log: Logger, stack?: string, failRun = false) {
     return this.#retried(
       "fail_task",
       log,
-      () => failTask(this.#sql, task, error, this.#timeoutMs, stack),
+      () => failTask(this.#sql, task, error, this.#timeoutMs, stack, failRun),
     );
   }
 

@@ -70,6 +70,8 @@ export type FailOutcome = "retried" | "failed" | "ignored";
 /**
  * `pgflow.fail_task`: SQL decides between a retry and exhaustion, and says which it was. `stack`
  * (the error's stack trace) goes to the attempt's history row; SQL keeps 4,000 characters of it.
+ * With `failRun` the run fails at once with `message` (no retry, no `whenExhausted`): for a run
+ * input that failed its schema, which no retry can change.
  */
 export async function failTask(
   sql: Sql,
@@ -77,16 +79,22 @@ export async function failTask(
   message: string,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
   stack?: string,
+  failRun = false,
 ): Promise<FailOutcome> {
-  const rows = await bounded(
-    sql<{ status: string }[]>`
+  const storedStack = stack?.slice(0, 4_000) ?? null;
+  // Only a failing run names fail_run: the everyday call stays the statement it always was.
+  const query = failRun
+    ? sql<{ status: string }[]>`
+      select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
+                                          ${task.taskIndex}::integer, ${message},
+                                          ${task.attempt}::integer, ${storedStack}::text,
+                                          fail_run => true)`
+    : sql<{ status: string }[]>`
       select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
                                           ${task.taskIndex}::integer, ${message},
                                           ${task.attempt}::integer,
-                                          ${stack?.slice(0, 4_000) ?? null}::text)`,
-    "fail_task",
-    timeoutMs,
-  );
+                                          ${storedStack}::text)`;
+  const rows = await bounded(query, "fail_task", timeoutMs);
   if (rows.length === 0) return "ignored";
   return rows[0].status === "queued" ? "retried" : "failed";
 }

@@ -3,6 +3,7 @@ import type { Env, PgmqMessageRecord, StepContext, StepTaskRecord } from "../dsl
 import type { Json } from "../dsl/json.ts";
 import type { ClaimedTask } from "../claim/claim.ts";
 import type { FlowInputCache } from "./flow_input.ts";
+import type { RunInputChecks } from "./input_check.ts";
 
 /** What every handler context of one worker shares. */
 export interface ContextResources {
@@ -16,6 +17,8 @@ export interface ContextResources {
   readonly supabase: () => SupabaseClient;
   /** Run inputs by run id. */
   readonly flowInputs: FlowInputCache;
+  /** Whether run inputs pass their flow's schema, checked once per run. */
+  readonly inputChecks: RunInputChecks;
   /** Extra context the worker config provides (the flow's `TContext`). */
   readonly extra?: { readonly [key: string]: unknown };
 }

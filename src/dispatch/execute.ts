@@ -4,6 +4,7 @@ import type { Completer, TaskResult } from "../completion/completer.ts";
 import type { LogFields, Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { buildContext, type ContextResources } from "./context.ts";
+import { checkRunInput, RunInputRejected } from "./input_check.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
 
@@ -25,7 +26,9 @@ export interface ExecuteDeps {
 
 /**
  * Runs one claimed task: handler(input, context), then hands the result (the exact output, or the
- * error's text) to the completer; `handlerDone` is called between the two. A report the completer
+ * error's text) to the completer; `handlerDone` is called between the two. For a flow with an
+ * input schema, the run input is checked first (once per run): an input that fails it fails the
+ * run at once, without a retry, and no handler of the run sees it. A report the completer
  * cannot make leaves the task started for stalled recovery (never a second run from here).
  *
  * Logs: every line carries the task's identity (run id included). A completed task is a `debug`
@@ -64,6 +67,9 @@ export async function executeTask(
     }
     log.debug("task started");
     try {
+      if (registered.inputSchema !== undefined) {
+        await checkRunInput(deps.resources.inputChecks, task.runId, registered.inputSchema);
+      }
       const context = buildContext(deps.resources, deps.queue, task, message, signal);
       const output = await registered.handler(task.input, context);
       if (step.kind === "array" && !Array.isArray(output)) {
@@ -79,7 +85,9 @@ export async function executeTask(
         output: outputJson(output, `${task.flowSlug}.${task.stepSlug}`),
       };
     } catch (error) {
-      result = { kind: "fail", error: errorMessage(error), stack: errorStack(error) };
+      result = error instanceof RunInputRejected
+        ? { kind: "fail", error: errorMessage(error), failRun: true }
+        : { kind: "fail", error: errorMessage(error), stack: errorStack(error) };
       failFields = errorFields(error);
     }
   }

@@ -1,5 +1,6 @@
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { AnyStepHandler, StepDefinition } from "../dsl/types.ts";
+import type { StandardSchemaV1 } from "../dsl/input_schema.ts";
 
 /** The handler of one (flow, step) pair, as dispatch needs it. */
 export interface RegisteredStep {
@@ -9,6 +10,8 @@ export interface RegisteredStep {
   readonly step: StepDefinition;
   /** The handler. */
   readonly handler: AnyStepHandler;
+  /** The flow's input schema, if it has one: the run input is checked before the handler runs. */
+  readonly inputSchema: StandardSchemaV1 | undefined;
 }
 
 /**
@@ -26,6 +29,7 @@ export class HandlerRegistry {
           flowSlug: flow.slug,
           step,
           handler: step.handler,
+          inputSchema: flow.inputSchema,
         });
       }
     }

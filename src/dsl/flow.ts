@@ -11,6 +11,11 @@ import {
   type WhenMode,
 } from "./options.ts";
 import { validateSlug } from "./slug.ts";
+import {
+  checkInputSchema,
+  type FlowInputSchemaOption,
+  type StandardSchemaV1,
+} from "./input_schema.ts";
 import type {
   AnyStepHandler,
   AnySteps,
@@ -55,6 +60,7 @@ const FLOW_KEYS: ReadonlySet<string> = new Set([
   "maxAttempts",
   "baseDelay",
   "timeout",
+  "input",
 ]);
 
 function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
@@ -109,6 +115,18 @@ interface RawStepOptions extends StepRuntimeOptions {
  * Type parameters: `TInput` is the run input, `TContext` extra context your worker provides
  * to every handler, `TEnv` the environment's type. The last two are filled in by the builder.
  *
+ * With `input: schema` (any Standard Schema: zod, valibot, arktype, ...) `TInput` is the schema's
+ * output type, the client checks the input before starting a run (`InputValidationError`, no run
+ * created) and the worker before the run's steps run (the run fails: "input failed its schema").
+ *
+ * ```ts
+ * import { Flow, type StandardSchemaV1 } from "@pgflow/shared";
+ *
+ * declare const ThreadInput: StandardSchemaV1<unknown, { threadId: string }>; // e.g. a zod object
+ * const checked = new Flow({ slug: "thread_check_v1", input: ThreadInput })
+ *   .step({ slug: "load" }, (input) => input.threadId); // input: { threadId: string }
+ * ```
+ *
  * @example
  * ```ts
  * import { Flow } from "@pgflow/shared";
@@ -138,6 +156,11 @@ export class Flow<
   readonly alias: string | undefined;
   /** Flow-wide runtime options, only those that were set. */
   readonly options: RuntimeOptions;
+  /**
+   * The run input's schema (`input` of `new Flow`), if any: the client and the worker check run
+   * inputs with it. It is code, not part of the compiled shape.
+   */
+  readonly inputSchema: StandardSchemaV1 | undefined;
   /** Step slugs in definition order (frozen): the order of the shape and of step indexes. */
   readonly stepOrder: readonly (keyof TSteps & string)[];
   /** Compile-time only: the flow's type parameters, read by the helper types. */
@@ -148,9 +171,9 @@ export class Flow<
   /**
    * Starts an empty flow. Throws a {@link FlowDefinitionError} for an invalid slug or option.
    *
-   * @param options the concrete slug and flow-wide runtime options
+   * @param options the concrete slug, flow-wide runtime options, and the input schema
    */
-  constructor(options: FlowOptions) {
+  constructor(options: FlowOptions & FlowInputSchemaOption<TInput>) {
     const where = `flow "${String(options?.slug)}"`;
     if (options === null || typeof options !== "object") {
       throw new FlowDefinitionError(
@@ -161,9 +184,10 @@ export class Flow<
     validateSlug(options.slug, "flow slug");
     if (options.alias !== undefined) validateSlug(options.alias, `alias of ${where}`);
     validateRuntimeOptions(options, where);
+    this.inputSchema = checkInputSchema(options.input, where);
     this.slug = options.slug;
     this.alias = options.alias;
-    const { slug: _slug, alias: _alias, ...runtime } = options;
+    const { slug: _slug, alias: _alias, input: _input, ...runtime } = options;
     this.options = pickStepRuntimeOptions(runtime);
     this.stepOrder = Object.freeze([]);
     this.#steps = new Map();
@@ -394,6 +418,7 @@ export class Flow<
     // The copy is private to this method, so assigning its read-only fields here is safe.
     (next as { stepOrder: readonly string[] }).stepOrder = Object.freeze([...this.stepOrder, slug]);
     next.#steps = steps;
+    (next as { inputSchema: StandardSchemaV1 | undefined }).inputSchema = this.inputSchema;
     return next;
   }
 

@@ -10,6 +10,7 @@ import type { ContextResources } from "../dispatch/context.ts";
 import { Completer } from "../completion/completer.ts";
 import { executeTask } from "../dispatch/execute.ts";
 import { FlowInputCache } from "../dispatch/flow_input.ts";
+import { RunInputChecks } from "../dispatch/input_check.ts";
 import { HandlerRegistry } from "../dispatch/registry.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { type ConnectionInfo, describeConnection } from "../platform/connection_kind.ts";
@@ -275,12 +276,14 @@ class Worker implements FlowWorker {
 
   #launch(sql: Sql, registry: HandlerRegistry, supabase: () => SupabaseClient): void {
     const config = this.#config;
+    const flowInputs = new FlowInputCache(sql, undefined, config.queryTimeoutMs);
     const resources: ContextResources = {
       env: this.#env,
       shutdownSignal: this.#shutdown.signal,
       sql,
       supabase,
-      flowInputs: new FlowInputCache(sql, undefined, config.queryTimeoutMs),
+      flowInputs,
+      inputChecks: new RunInputChecks(flowInputs),
       extra: config.context,
     };
     // At most half the pool reports at once, so reads and claims always find a connection.

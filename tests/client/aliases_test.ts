@@ -37,7 +37,7 @@ db.test("client: a run started through an alias is its target's, typed as the un
     expectTypeOf(output).toEqualTypeOf<
       { classify: { v1: number } } | { classify: { v2: string } }
     >();
-    const done = (await run.state());
+    const done = await run.state();
     assert.deepEqual([done.flowSlug, done.startedAs, output], [
       "ca_v1",
       "ca_triage",

@@ -35,6 +35,7 @@ const MAIN_RUNTIME = [
   // The client.
   "ClientClosedError",
   "ClientConfigError",
+  "InputValidationError",
   "RunActionError",
   "RunCancelledError",
   "RunError",
