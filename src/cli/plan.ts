@@ -99,11 +99,12 @@ export function formatPlan(found: DeployPlan, target: string): string[] {
   const out: string[] = [`plan for ${target}; nothing was changed`];
   const row = (label: string, value: string) => out.push(`${label.padEnd(24)}  ${value}`);
   const width = Math.max(...found.flows.map((f) => f.slug.length));
+  const exportWidth = Math.max(...found.flows.map((f) => f.exportName.length));
   out.push("flows");
   for (const f of found.flows) {
     out.push(
       `  ${VERDICT[f.verdict].padEnd(10)} ${f.slug.padEnd(width)}  ${f.mode.padEnd(6)}  ` +
-        `export ${f.exportName}${queuesText(f)}`,
+        `export ${f.exportName.padEnd(exportWidth)}${queuesText(f)}`.trimEnd(),
     );
     for (const line of detail(f)) out.push(`      ${line}`);
   }

@@ -58,7 +58,7 @@ export interface FlowPlan {
 
 /** The whole plan. */
 export interface DeployPlan {
-  /** One entry per definition, in the module's order. */
+  /** One entry per definition, in the order of the module's export names. */
   readonly flows: readonly FlowPlan[];
   /** Shared queues a deploy would create (and declare). */
   readonly sharedQueuesToCreate: readonly string[];
