@@ -23,7 +23,12 @@
  * @module
  */
 
-export { extractFlowOptions, extractFlowShape, extractRoutePlan } from "./src/compile/shape.ts";
+export {
+  extractAlias,
+  extractFlowOptions,
+  extractFlowShape,
+  extractRoutePlan,
+} from "./src/compile/shape.ts";
 export type {
   CompilableFlow,
   FlowOptionsPlan,

@@ -110,6 +110,22 @@ export interface RoutePlan {
  */
 export type CompilableFlow = AnyFlow | StepQueuedFlow | RoutedFlow;
 
+/**
+ * The alias a flow is compiled with (`FlowOptions.alias`), or `null` for none.
+ *
+ * @param target a plain, step-queued or routed flow
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ * import { extractAlias } from "@pgflow/shared/tools";
+ *
+ * extractAlias(new Flow({ slug: "triage_v2", alias: "triage" })); // "triage"
+ * ```
+ */
+export function extractAlias(target: CompilableFlow): string | null {
+  return unwrap(target).alias ?? null;
+}
+
 function unwrap(target: CompilableFlow): AnyFlow {
   return "mode" in target && (target.mode === "routed" || target.mode === "step")
     ? target.flow

@@ -24,6 +24,13 @@ import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
 export interface FlowOptions extends RuntimeOptions {
   /** The concrete flow slug; a new version is a new slug (`thread_triage_v2`). */
   readonly slug: string;
+  /**
+   * The stable name callers start (`thread_triage`), shared by every version of the flow. The first
+   * version compiled with an alias creates it pointing at that version; an operator moves it to
+   * another version with `pgflow.activate_alias` (docs/operations.md). Without one, the flow is
+   * started by its slug. Same rules as a slug.
+   */
+  readonly alias?: string;
 }
 
 /** Rejects a slug already in the step table (exact match; case is checked at run time). */

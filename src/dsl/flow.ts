@@ -49,7 +49,13 @@ const STEP_KEYS: ReadonlySet<string> = new Set([
 const MAP_KEYS: ReadonlySet<string> = new Set(
   [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
 );
-const FLOW_KEYS: ReadonlySet<string> = new Set(["slug", "maxAttempts", "baseDelay", "timeout"]);
+const FLOW_KEYS: ReadonlySet<string> = new Set([
+  "slug",
+  "alias",
+  "maxAttempts",
+  "baseDelay",
+  "timeout",
+]);
 
 function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
   for (const key of Object.keys(options)) {
@@ -128,6 +134,8 @@ export class Flow<
 > {
   /** The concrete flow slug. */
   readonly slug: string;
+  /** The alias callers start this version through, if it has one (see `FlowOptions.alias`). */
+  readonly alias: string | undefined;
   /** Flow-wide runtime options, only those that were set. */
   readonly options: RuntimeOptions;
   /** Step slugs in definition order (frozen): the order of the shape and of step indexes. */
@@ -151,9 +159,11 @@ export class Flow<
     }
     rejectUnknownKeys(options, FLOW_KEYS, where);
     validateSlug(options.slug, "flow slug");
+    if (options.alias !== undefined) validateSlug(options.alias, `alias of ${where}`);
     validateRuntimeOptions(options, where);
     this.slug = options.slug;
-    const { slug: _slug, ...runtime } = options;
+    this.alias = options.alias;
+    const { slug: _slug, alias: _alias, ...runtime } = options;
     this.options = pickStepRuntimeOptions(runtime);
     this.stepOrder = Object.freeze([]);
     this.#steps = new Map();
@@ -376,6 +386,7 @@ export class Flow<
     });
     const next = new Flow<TInput, TContext, TEnv, TSteps, TDeps>({
       slug: this.slug,
+      ...(this.alias === undefined ? {} : { alias: this.alias }),
       ...this.options,
     });
     const steps = new Map(this.#steps);

@@ -2,6 +2,7 @@ import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql } from "../platform/types.ts";
 import {
   type CompilableFlow,
+  extractAlias,
   extractFlowOptions,
   extractFlowShape,
   extractRoutePlan,
@@ -94,7 +95,8 @@ export async function compileDefinitions(
           select pgflow.ensure_flow_compiled(
             ${slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
             ${JSON.stringify(extractRoutePlan(definition))}::text::jsonb,
-            ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb) as result`,
+            ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb,
+            ${extractAlias(definition)}::text) as result`,
         "ensure_flow_compiled",
         timeoutMs,
       );

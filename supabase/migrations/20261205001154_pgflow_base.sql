@@ -212,13 +212,16 @@ create table if not exists pgflow.flows (
   opt_base_delay integer not null default pgflow.flow_option_default('baseDelay'),
   opt_timeout integer not null default pgflow.flow_option_default('timeout'),
   queue_mode text not null default 'flow',
+  -- The stable name callers may start this version through (pgflow.aliases), or NULL.
+  alias text,
   created_at timestamptz not null default now(),
   constraint flows_pkey primary key (flow_slug),
   constraint flows_slug_is_valid check (pgflow.is_valid_slug(flow_slug)),
   constraint flows_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
   constraint flows_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
   constraint flows_timeout_range check (pgflow.option_in_bounds('timeout', opt_timeout)),
-  constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed'))
+  constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed')),
+  constraint flows_alias_is_valid check (alias is null or pgflow.is_valid_slug(alias))
 );
 
 -- Flow slugs are unique case-insensitively: 'Triage' and 'triage' would share a default queue.
@@ -273,6 +276,32 @@ create table if not exists pgflow.deps (
 );
 
 create index if not exists deps_step_idx on pgflow.deps (flow_slug, step_slug);
+
+-- Aliases: a stable name that points at exactly one concrete version (a flow carrying that alias).
+-- Created by the first compile of a flow with the alias; only pgflow.activate_alias moves it. No
+-- foreign key to flows: a local-development recompile deletes and recreates the flow it points at;
+-- start_flow names a missing target instead.
+create table if not exists pgflow.aliases (
+  alias text not null,
+  flow_slug text not null,
+  updated_at timestamptz not null default now(),
+  constraint aliases_pkey primary key (alias),
+  constraint aliases_alias_is_valid check (pgflow.is_valid_slug(alias))
+);
+
+-- Every move of an alias: who, when, from, to, and the target's pairs no live worker served.
+create table if not exists pgflow.alias_activations (
+  activation_id bigint generated always as identity,
+  alias text not null,
+  from_slug text not null,
+  to_slug text not null,
+  activated_by text not null default current_user,
+  activated_at timestamptz not null default now(),
+  forced boolean not null default false,
+  uncovered jsonb not null default '[]'::jsonb,
+  constraint alias_activations_pkey primary key (activation_id)
+);
+create index if not exists alias_activations_alias_idx on pgflow.alias_activations (alias, activated_at);
 
 -- ---- schemas/0035_workers.sql
 -- Workers and the functions that host them. A worker polls exactly one queue. worker_functions
@@ -359,6 +388,9 @@ create table if not exists pgflow.runs (
   -- foreign key, so the source can be pruned before its restarts.
   restart_of_run_id uuid,
   restart_mode text,
+  -- The alias the run was started through (start_flow with an alias), NULL when started by its
+  -- concrete slug.
+  started_as text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
@@ -1282,8 +1314,21 @@ declare
   flow pgflow.flows;
   new_run_id uuid := coalesce(start_flow.run_id, gen_random_uuid());
   result pgflow.runs;
+  target text;
+  started_as text;
 begin
-  select * into flow from pgflow.flows f where f.flow_slug = start_flow.flow_slug;
+  -- An alias wins over a slug (no flow may take an alias's name unless it carries that alias).
+  select a.flow_slug into target from pgflow.aliases a where a.alias = start_flow.flow_slug;
+  if found then
+    started_as := start_flow.flow_slug;
+  else
+    target := start_flow.flow_slug;
+  end if;
+  select * into flow from pgflow.flows f where f.flow_slug = target;
+  if not found and started_as is not null then
+    raise exception 'alias % points at flow %, which does not exist', started_as, target
+      using errcode = '22023', hint = 'compile that version, or activate another (pgflow.activate_alias)';
+  end if;
   if not found then
     raise exception 'flow % does not exist', coalesce(quote_literal(start_flow.flow_slug), 'NULL')
       using errcode = '22023', hint = 'check the slug, or start a worker for the flow so it is compiled';
@@ -1296,9 +1341,9 @@ begin
     raise exception 'run % already exists', new_run_id using errcode = '23505';
   end if;
 
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as)
   values (new_run_id, flow.flow_slug, start_flow.input,
-          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug));
+          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug), started_as);
 
   insert into pgflow.step_states (run_id, flow_slug, step_slug, remaining_deps)
   select new_run_id, s.flow_slug, s.step_slug, s.deps_count
@@ -2192,10 +2237,11 @@ $$;
 
 -- Like complete_task, a report for an attempt other than the current one is late and changes
 -- nothing, and the attempt is required (see complete_task). error_stack (the handler error's stack
--- trace, at most 4,000 characters kept) goes to the attempt's history row only.
+-- trace, at most 4,000 characters kept) goes to the attempt's history row only. fail_run: the run
+-- fails at once with this error, no retry and no whenExhausted (a run input that fails its schema).
 create or replace function pgflow.fail_task(
   run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null,
-  error_stack text default null
+  error_stack text default null, fail_run boolean default false
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -2221,6 +2267,16 @@ begin
   where t.run_id = fail_task.run_id and t.step_slug = fail_task.step_slug and t.task_index = fail_task.task_index
   for update;
   if not found or task.status <> 'started' or task.attempts_count <> fail_task.attempt then
+    return;
+  end if;
+  if fail_task.fail_run then
+    perform pgflow._record_attempt(task, 'failed', fail_task.error_message, fail_task.error_stack);
+    update pgflow.step_tasks t
+    set status = 'failed', error_message = left(fail_task.error_message, 2000), failed_at = clock_timestamp()
+    where t.run_id = task.run_id and t.step_slug = task.step_slug and t.task_index = task.task_index
+    returning * into task;
+    perform pgflow._fail_run(task.run_id, task.step_slug, coalesce(fail_task.error_message, 'unknown error'));
+    return next task;
     return;
   end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
@@ -2877,6 +2933,109 @@ as $$
   ) d
 $$;
 
+-- ---- schemas/0715_aliases.sql
+-- Aliases: callers start a stable name (thread_triage); runs, tasks, queues and history keep the
+-- concrete slug (thread_triage_v2). Compiling a version never moves an alias; an operator moves it
+-- with a compare-and-swap after checking that the new version's handlers are deployed.
+
+-- Records the alias a compiled flow carries: the first compile of a flow with an alias creates the
+-- alias pointing at it; a later version with the same alias leaves it where it is. An alias may not
+-- take the name of another flow (start_flow would then start the alias's target instead of it).
+create or replace function pgflow._register_alias(p_flow_slug text, p_alias text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  named text;
+begin
+  if p_alias is null then
+    return;
+  end if;
+  select f.flow_slug into named from pgflow.flows f
+  where lower(f.flow_slug) = lower(p_alias) and f.alias is distinct from p_alias
+    and f.flow_slug <> p_flow_slug;
+  if named is not null then
+    raise exception 'flow %: alias % is the slug of flow %, which does not carry it', p_flow_slug, p_alias, named
+      using errcode = '23505',
+        hint = 'pick an alias no flow uses as its slug, or give that flow the same alias';
+  end if;
+  insert into pgflow.aliases (alias, flow_slug) values (p_alias, p_flow_slug)
+  on conflict on constraint aliases_pkey do nothing;
+end;
+$$;
+
+-- Moves an alias to another version of it: only if it still points at expected_current (a lost
+-- race is an error, nothing changes), only to a compiled flow carrying this alias, and only when
+-- a live worker serves every (queue, flow, step) pair of the target's routes, unless forced. The
+-- activation is recorded either way it goes through.
+create or replace function pgflow.activate_alias(
+  alias text, expected_current text, new_target text, force boolean default false
+)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  current_target text;
+  target_alias text;
+  uncovered jsonb;
+begin
+  select a.flow_slug into current_target from pgflow.aliases a where a.alias = activate_alias.alias for update;
+  if not found then
+    raise exception 'alias % does not exist', coalesce(quote_literal(activate_alias.alias), 'NULL')
+      using errcode = 'P0002', hint = 'an alias is created by the first compile of a flow that carries it';
+  end if;
+  if current_target is distinct from expected_current then
+    raise exception 'alias % points at %, not %: another activation won', activate_alias.alias,
+      current_target, coalesce(expected_current, 'NULL')
+      using errcode = '40001', hint = 'read it again (pgflow.list_aliases()) and decide again';
+  end if;
+  select f.alias into target_alias from pgflow.flows f where f.flow_slug = new_target;
+  if not found or target_alias is distinct from activate_alias.alias then
+    raise exception 'alias %: % is not a compiled version of it', activate_alias.alias, coalesce(new_target, 'NULL')
+      using errcode = '22023',
+        hint = 'start a worker of the new version (it compiles the flow with its alias), then activate';
+  end if;
+  select coalesce(jsonb_agg(jsonb_build_object('queue', c.queue_name, 'flow', c.flow_slug, 'step', c.step_slug)
+                            order by c.queue_name, c.step_slug), '[]'::jsonb)
+  into uncovered
+  from pgflow.queue_coverage() c
+  where c.flow_slug = new_target and not c.served;
+  if jsonb_array_length(uncovered) > 0 and not force then
+    raise exception 'alias %: no live worker serves % of %; nothing changed', activate_alias.alias,
+      (select string_agg(format('%s/%s on %s', u ->> 'flow', u ->> 'step', u ->> 'queue'), ', ')
+       from jsonb_array_elements(uncovered) u), new_target
+      using errcode = '55000',
+        hint = 'deploy workers for those steps (pgflow coverage shows them), or pass force => true';
+  end if;
+  update pgflow.aliases a set flow_slug = new_target, updated_at = now() where a.alias = activate_alias.alias;
+  insert into pgflow.alias_activations (alias, from_slug, to_slug, forced, uncovered)
+  values (activate_alias.alias, current_target, new_target, force and jsonb_array_length(uncovered) > 0, uncovered);
+  return jsonb_build_object('alias', activate_alias.alias, 'from', current_target, 'to', new_target,
+                            'forced', force and jsonb_array_length(uncovered) > 0, 'uncovered', uncovered);
+end;
+$$;
+
+-- Every alias with its target and the compiled versions that carry it.
+create or replace function pgflow.list_aliases()
+returns setof jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'alias', a.alias,
+    'flow_slug', a.flow_slug,
+    'updated_at', to_char(a.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'versions', coalesce((select jsonb_agg(f.flow_slug order by f.created_at, f.flow_slug)
+                          from pgflow.flows f where f.alias = a.alias), '[]'::jsonb))
+  from pgflow.aliases a
+  order by a.alias
+$$;
+
 -- ---- schemas/0720_ensure_flow_compiled.sql
 -- The startup compiler. A worker sends each flow it serves: the shape, the route plan and the
 -- runtime options. SQL validates all of it itself, then, under a per-slug transaction lock:
@@ -3121,11 +3280,28 @@ as $$
   where d.stored is distinct from d.supplied
 $$;
 
+-- Gives a flow just created its alias, and creates the alias if it is the first version of it.
+create or replace function pgflow._set_flow_alias(p_flow_slug text, p_alias text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if p_alias is null then
+    return;
+  end if;
+  perform pgflow._register_alias(p_flow_slug, p_alias);
+  update pgflow.flows f set alias = p_alias where f.flow_slug = p_flow_slug;
+end;
+$$;
+
 create or replace function pgflow.ensure_flow_compiled(
   flow_slug text,
   shape jsonb,
   route_plan jsonb,
-  options jsonb default '{}'::jsonb
+  options jsonb default '{}'::jsonb,
+  alias text default null
 )
 returns jsonb
 language plpgsql
@@ -3144,7 +3320,12 @@ declare
   withdrawn integer;
 begin
   problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
-              || pgflow._option_problems(options);
+              || pgflow._option_problems(options)
+              || case when ensure_flow_compiled.alias is not null
+                           and not pgflow.is_valid_slug(ensure_flow_compiled.alias)
+                      then array[format('alias %s is not a valid slug (letters, digits and single underscores, starting with a letter)',
+                                        quote_literal(ensure_flow_compiled.alias))]
+                      else '{}'::text[] end;
   if cardinality(problems) > 0 then
     raise exception 'flow %: invalid definition: %', coalesce(ensure_flow_compiled.flow_slug, 'NULL'),
       array_to_string(problems, '; ') using errcode = '22023';
@@ -3154,7 +3335,14 @@ begin
 
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then
+    -- start_flow resolves an alias before a slug: a new flow may not take another alias's name.
+    if exists (select 1 from pgflow.aliases a where lower(a.alias) = lower(ensure_flow_compiled.flow_slug)
+               and a.alias is distinct from ensure_flow_compiled.alias) then
+      raise exception 'flow %: an alias of that name exists (it points at another version)', ensure_flow_compiled.flow_slug
+        using errcode = '23505', hint = 'use a new concrete slug, e.g. with a version suffix (_v2)';
+    end if;
     perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
+    perform pgflow._set_flow_alias(ensure_flow_compiled.flow_slug, ensure_flow_compiled.alias);
     return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
                               'optionDifferences', '[]'::jsonb);
   end if;
@@ -3166,6 +3354,11 @@ begin
   differences := pgflow._definition_differences(
     pgflow._flow_shape(existing), shape, pgflow._flow_route_plan(existing), route_plan);
   option_differences := pgflow._option_differences(existing, options);
+  -- The alias is part of the definition: a version is deployed under one alias for good.
+  differences := differences || array(
+    select format('alias: %s stored, %s new', coalesce(f.alias, 'none'), coalesce(ensure_flow_compiled.alias, 'none'))
+    from pgflow.flows f
+    where f.flow_slug = existing and f.alias is distinct from ensure_flow_compiled.alias);
   if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
                                        or not pgflow.is_local_development()) then
     -- Options that differ are reported, not applied (see the top of this file).
@@ -3192,6 +3385,7 @@ begin
   select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
   perform pgflow.delete_flow_and_data(existing);
   perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
+  perform pgflow._set_flow_alias(existing, ensure_flow_compiled.alias);
   -- Live workers registered for the old definition (the compiling worker registers after this):
   -- their claims on the flow are withdrawn. Local development only, so reading every live
   -- worker's pairs here costs nothing that matters.
@@ -3806,6 +4000,7 @@ as $$
     'cancel_reason', r.cancel_reason,
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
+    'started_as', r.started_as,
     'steps', coalesce((
       select jsonb_agg(jsonb_build_object(
         'step_slug', ss.step_slug,
@@ -3889,6 +4084,7 @@ begin
     'cancelled_at', to_char(r.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
+    'started_as', r.started_as,
     'error_message', r.error_message
   )
   from pgflow.runs r
@@ -3931,8 +4127,9 @@ begin
     grant execute on function pgflow.retry_run(uuid) to service_role;
     grant execute on function pgflow.resume_run(uuid) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
+    grant execute on function pgflow.list_aliases() to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
   end if;
 end
 $$;

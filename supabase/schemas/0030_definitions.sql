@@ -8,13 +8,16 @@ create table if not exists pgflow.flows (
   opt_base_delay integer not null default pgflow.flow_option_default('baseDelay'),
   opt_timeout integer not null default pgflow.flow_option_default('timeout'),
   queue_mode text not null default 'flow',
+  -- The stable name callers may start this version through (pgflow.aliases), or NULL.
+  alias text,
   created_at timestamptz not null default now(),
   constraint flows_pkey primary key (flow_slug),
   constraint flows_slug_is_valid check (pgflow.is_valid_slug(flow_slug)),
   constraint flows_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
   constraint flows_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
   constraint flows_timeout_range check (pgflow.option_in_bounds('timeout', opt_timeout)),
-  constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed'))
+  constraint flows_queue_mode_known check (queue_mode in ('flow', 'step', 'routed')),
+  constraint flows_alias_is_valid check (alias is null or pgflow.is_valid_slug(alias))
 );
 
 -- Flow slugs are unique case-insensitively: 'Triage' and 'triage' would share a default queue.
@@ -69,3 +72,29 @@ create table if not exists pgflow.deps (
 );
 
 create index if not exists deps_step_idx on pgflow.deps (flow_slug, step_slug);
+
+-- Aliases: a stable name that points at exactly one concrete version (a flow carrying that alias).
+-- Created by the first compile of a flow with the alias; only pgflow.activate_alias moves it. No
+-- foreign key to flows: a local-development recompile deletes and recreates the flow it points at;
+-- start_flow names a missing target instead.
+create table if not exists pgflow.aliases (
+  alias text not null,
+  flow_slug text not null,
+  updated_at timestamptz not null default now(),
+  constraint aliases_pkey primary key (alias),
+  constraint aliases_alias_is_valid check (pgflow.is_valid_slug(alias))
+);
+
+-- Every move of an alias: who, when, from, to, and the target's pairs no live worker served.
+create table if not exists pgflow.alias_activations (
+  activation_id bigint generated always as identity,
+  alias text not null,
+  from_slug text not null,
+  to_slug text not null,
+  activated_by text not null default current_user,
+  activated_at timestamptz not null default now(),
+  forced boolean not null default false,
+  uncovered jsonb not null default '[]'::jsonb,
+  constraint alias_activations_pkey primary key (activation_id)
+);
+create index if not exists alias_activations_alias_idx on pgflow.alias_activations (alias, activated_at);

@@ -19,6 +19,9 @@ create table if not exists pgflow.runs (
   -- foreign key, so the source can be pruned before its restarts.
   restart_of_run_id uuid,
   restart_mode text,
+  -- The alias the run was started through (start_flow with an alias), NULL when started by its
+  -- concrete slug.
+  started_as text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),

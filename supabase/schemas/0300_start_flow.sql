@@ -18,8 +18,21 @@ declare
   flow pgflow.flows;
   new_run_id uuid := coalesce(start_flow.run_id, gen_random_uuid());
   result pgflow.runs;
+  target text;
+  started_as text;
 begin
-  select * into flow from pgflow.flows f where f.flow_slug = start_flow.flow_slug;
+  -- An alias wins over a slug (no flow may take an alias's name unless it carries that alias).
+  select a.flow_slug into target from pgflow.aliases a where a.alias = start_flow.flow_slug;
+  if found then
+    started_as := start_flow.flow_slug;
+  else
+    target := start_flow.flow_slug;
+  end if;
+  select * into flow from pgflow.flows f where f.flow_slug = target;
+  if not found and started_as is not null then
+    raise exception 'alias % points at flow %, which does not exist', started_as, target
+      using errcode = '22023', hint = 'compile that version, or activate another (pgflow.activate_alias)';
+  end if;
   if not found then
     raise exception 'flow % does not exist', coalesce(quote_literal(start_flow.flow_slug), 'NULL')
       using errcode = '22023', hint = 'check the slug, or start a worker for the flow so it is compiled';
@@ -32,9 +45,9 @@ begin
     raise exception 'run % already exists', new_run_id using errcode = '23505';
   end if;
 
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as)
   values (new_run_id, flow.flow_slug, start_flow.input,
-          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug));
+          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug), started_as);
 
   insert into pgflow.step_states (run_id, flow_slug, step_slug, remaining_deps)
   select new_run_id, s.flow_slug, s.step_slug, s.deps_count

@@ -84,10 +84,11 @@ $$;
 
 -- Like complete_task, a report for an attempt other than the current one is late and changes
 -- nothing, and the attempt is required (see complete_task). error_stack (the handler error's stack
--- trace, at most 4,000 characters kept) goes to the attempt's history row only.
+-- trace, at most 4,000 characters kept) goes to the attempt's history row only. fail_run: the run
+-- fails at once with this error, no retry and no whenExhausted (a run input that fails its schema).
 create or replace function pgflow.fail_task(
   run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null,
-  error_stack text default null
+  error_stack text default null, fail_run boolean default false
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -113,6 +114,16 @@ begin
   where t.run_id = fail_task.run_id and t.step_slug = fail_task.step_slug and t.task_index = fail_task.task_index
   for update;
   if not found or task.status <> 'started' or task.attempts_count <> fail_task.attempt then
+    return;
+  end if;
+  if fail_task.fail_run then
+    perform pgflow._record_attempt(task, 'failed', fail_task.error_message, fail_task.error_stack);
+    update pgflow.step_tasks t
+    set status = 'failed', error_message = left(fail_task.error_message, 2000), failed_at = clock_timestamp()
+    where t.run_id = task.run_id and t.step_slug = task.step_slug and t.task_index = task.task_index
+    returning * into task;
+    perform pgflow._fail_run(task.run_id, task.step_slug, coalesce(fail_task.error_message, 'unknown error'));
+    return next task;
     return;
   end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,

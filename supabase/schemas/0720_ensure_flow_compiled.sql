@@ -241,11 +241,28 @@ as $$
   where d.stored is distinct from d.supplied
 $$;
 
+-- Gives a flow just created its alias, and creates the alias if it is the first version of it.
+create or replace function pgflow._set_flow_alias(p_flow_slug text, p_alias text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if p_alias is null then
+    return;
+  end if;
+  perform pgflow._register_alias(p_flow_slug, p_alias);
+  update pgflow.flows f set alias = p_alias where f.flow_slug = p_flow_slug;
+end;
+$$;
+
 create or replace function pgflow.ensure_flow_compiled(
   flow_slug text,
   shape jsonb,
   route_plan jsonb,
-  options jsonb default '{}'::jsonb
+  options jsonb default '{}'::jsonb,
+  alias text default null
 )
 returns jsonb
 language plpgsql
@@ -264,7 +281,12 @@ declare
   withdrawn integer;
 begin
   problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
-              || pgflow._option_problems(options);
+              || pgflow._option_problems(options)
+              || case when ensure_flow_compiled.alias is not null
+                           and not pgflow.is_valid_slug(ensure_flow_compiled.alias)
+                      then array[format('alias %s is not a valid slug (letters, digits and single underscores, starting with a letter)',
+                                        quote_literal(ensure_flow_compiled.alias))]
+                      else '{}'::text[] end;
   if cardinality(problems) > 0 then
     raise exception 'flow %: invalid definition: %', coalesce(ensure_flow_compiled.flow_slug, 'NULL'),
       array_to_string(problems, '; ') using errcode = '22023';
@@ -274,7 +296,14 @@ begin
 
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then
+    -- start_flow resolves an alias before a slug: a new flow may not take another alias's name.
+    if exists (select 1 from pgflow.aliases a where lower(a.alias) = lower(ensure_flow_compiled.flow_slug)
+               and a.alias is distinct from ensure_flow_compiled.alias) then
+      raise exception 'flow %: an alias of that name exists (it points at another version)', ensure_flow_compiled.flow_slug
+        using errcode = '23505', hint = 'use a new concrete slug, e.g. with a version suffix (_v2)';
+    end if;
     perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
+    perform pgflow._set_flow_alias(ensure_flow_compiled.flow_slug, ensure_flow_compiled.alias);
     return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
                               'optionDifferences', '[]'::jsonb);
   end if;
@@ -286,6 +315,11 @@ begin
   differences := pgflow._definition_differences(
     pgflow._flow_shape(existing), shape, pgflow._flow_route_plan(existing), route_plan);
   option_differences := pgflow._option_differences(existing, options);
+  -- The alias is part of the definition: a version is deployed under one alias for good.
+  differences := differences || array(
+    select format('alias: %s stored, %s new', coalesce(f.alias, 'none'), coalesce(ensure_flow_compiled.alias, 'none'))
+    from pgflow.flows f
+    where f.flow_slug = existing and f.alias is distinct from ensure_flow_compiled.alias);
   if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
                                        or not pgflow.is_local_development()) then
     -- Options that differ are reported, not applied (see the top of this file).
@@ -312,6 +346,7 @@ begin
   select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
   perform pgflow.delete_flow_and_data(existing);
   perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
+  perform pgflow._set_flow_alias(existing, ensure_flow_compiled.alias);
   -- Live workers registered for the old definition (the compiling worker registers after this):
   -- their claims on the flow are withdrawn. Local development only, so reading every live
   -- worker's pairs here costs nothing that matters.

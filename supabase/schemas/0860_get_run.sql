@@ -31,6 +31,7 @@ as $$
     'cancel_reason', r.cancel_reason,
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
+    'started_as', r.started_as,
     'steps', coalesce((
       select jsonb_agg(jsonb_build_object(
         'step_slug', ss.step_slug,
@@ -114,6 +115,7 @@ begin
     'cancelled_at', to_char(r.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
+    'started_as', r.started_as,
     'error_message', r.error_message
   )
   from pgflow.runs r

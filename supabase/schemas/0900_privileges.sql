@@ -27,8 +27,9 @@ begin
     grant execute on function pgflow.retry_run(uuid) to service_role;
     grant execute on function pgflow.resume_run(uuid) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
+    grant execute on function pgflow.list_aliases() to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
   end if;
 end
 $$;

@@ -52,6 +52,7 @@ const TOOLS_RUNTIME = [
   "bounded",
   "coverageCounts",
   "describeConnection",
+  "extractAlias",
   "extractFlowOptions",
   "extractFlowShape",
   "extractRoutePlan",

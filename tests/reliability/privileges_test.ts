@@ -184,6 +184,7 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
   assert.deepEqual(functions.map((r) => r.fn), [
     "pgflow.cancel_run(uuid,text)",
     "pgflow.get_run(uuid)",
+    "pgflow.list_aliases()",
     "pgflow.list_runs(text,text,timestamp with time zone,text,integer)",
     "pgflow.resume_run(uuid)",
     "pgflow.retry_run(uuid)",
@@ -197,6 +198,7 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
   assert.deepEqual(
     tables.map((t) => `${t.relname}: ${t.privileges.join(",")}`),
     [
+      "aliases: SELECT",
       "deps: SELECT",
       "flows: SELECT",
       "runs: SELECT",

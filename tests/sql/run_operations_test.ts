@@ -301,6 +301,7 @@ db.test("list_runs: newest first, by flow, status, time and id prefix; bad filte
     "restart_mode",
     "restart_of_run_id",
     "run_id",
+    "started_as",
     "started_at",
     "status",
   ]);

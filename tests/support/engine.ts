@@ -7,6 +7,7 @@
 import type postgres from "postgres";
 import {
   type CompilableFlow,
+  extractAlias,
   extractFlowOptions,
   extractFlowShape,
   extractRoutePlan,
@@ -226,6 +227,6 @@ export async function compileFlow(sql: Sql, target: CompilableFlow): Promise<Com
     sql.json(extractFlowShape(target) as never)
   }, ${sql.json(extractRoutePlan(target) as never)}, ${
     sql.json(extractFlowOptions(target) as never)
-  }) as result`;
+  }, ${extractAlias(target)}::text) as result`;
   return result as CompileResult;
 }
