@@ -1,7 +1,8 @@
 /**
  * `pgflow plan <module> [--flow NAME]... [--database-url URL] [--json]`: what deploying the flows a
  * module exports would do to a database, without changing it: flows to create, verified or
- * refused (with the differences), queues to create, names that collide, aliases. For CI.
+ * refused (with the differences), queues to create, names that collide, aliases and their
+ * targets. For CI.
  *
  * @module
  */
@@ -111,6 +112,15 @@ export function formatPlan(found: DeployPlan, target: string): string[] {
   row("shared queues to create", found.sharedQueuesToCreate.join(", ") || "none");
   row("queues to create", found.queuesToCreate.join(", ") || "none");
   row(
+    "aliases",
+    found.aliases.map((a) =>
+      a.action === "create"
+        ? `${a.alias} → ${a.target} (create)`
+        : `${a.alias} → ${a.target} (exists; a deploy never moves it: pgflow.activate_alias does` +
+          `${a.flows.some((f) => f !== a.target) ? `; versions here: ${a.flows.join(", ")}` : ""})`
+    ).join("; ") || "none",
+  );
+  row(
     "collisions",
     found.collisions.map((c) => `${c.queue} (wanted by ${c.flow})`).join(", ") || "none",
   );
@@ -136,8 +146,9 @@ const VERDICT: Record<FlowPlan["verdict"], string> = {
 };
 
 function queuesText(f: FlowPlan): string {
-  if (f.queues.length === 0) return "";
-  return `  queues: ${f.queues.map((q) => `${q.queue} (${q.action})`).join(", ")}`;
+  const alias = f.alias === null ? "" : `  alias: ${f.alias.alias} (${f.alias.action})`;
+  if (f.queues.length === 0) return alias;
+  return `  queues: ${f.queues.map((q) => `${q.queue} (${q.action})`).join(", ")}${alias}`;
 }
 
 function detail(f: FlowPlan): string[] {

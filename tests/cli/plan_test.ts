@@ -204,3 +204,59 @@ db.test("plan and compile work through PgBouncer in transaction mode", async ({ 
     await bouncer.destroy();
   }
 });
+
+db.test("plan shows the aliases a deploy would create and where existing ones stay", async ({ sql, url }) => {
+  await compileNow(
+    sql,
+    new Flow({ slug: "al_v1", alias: "al_triage" }).step({ slug: "a" }, () => 1),
+  );
+  const module = await flowsModule(`
+    export const v1 = new Flow({ slug: "al_v1", alias: "al_triage" }).step({ slug: "a" }, () => 1);
+    export const v2 = new Flow({ slug: "al_v2", alias: "al_triage" }).step({ slug: "a" }, () => 1)
+      .step({ slug: "b", dependsOn: ["a"] }, () => 2);
+    export const fresh = routeFlow(
+      new Flow({ slug: "al_fresh_v1", alias: "al_fresh" }).step({ slug: "a" }, () => 1),
+      { queues: { a: "al_work" } });
+    export const plain = new Flow({ slug: "al_plain" }).step({ slug: "a" }, () => 1);`);
+  const before = await databaseState(url);
+  const text = await runCli(["plan", module, "--database-url", url]);
+  assert.equal(text.code, 0, shown(text));
+  assert.match(
+    text.stdout,
+    /^ {2}create\s+al_v2\s+flow\s+export v2\s+queues: al_v2 \(create\)\s+alias: al_triage \(exists\)$/m,
+  );
+  assert.match(text.stdout, /^ {2}verified\s+al_v1\s+.*alias: al_triage \(exists\)$/m);
+  assert.match(text.stdout, /^ {2}create\s+al_fresh_v1\s+.*alias: al_fresh \(create\)$/m);
+  assert.match(
+    text.stdout,
+    /^ {2}create\s+al_plain\s+flow\s+export plain\s+queues: al_plain \(create\)$/m,
+  );
+  assert.match(
+    text.stdout,
+    /^aliases\s+al_fresh → al_fresh_v1 \(create\); al_triage → al_v1 \(exists; a deploy never moves it: pgflow\.activate_alias does; versions here: al_v1, al_v2\)$/m,
+  );
+  const json = JSON.parse((await runCli(["plan", module, "--database-url", url, "--json"])).stdout);
+  assert.deepEqual(json.aliases, [
+    { alias: "al_fresh", action: "create", target: "al_fresh_v1", flows: ["al_fresh_v1"] },
+    { alias: "al_triage", action: "exists", target: "al_v1", flows: ["al_v1", "al_v2"] },
+  ]);
+  assert.deepEqual(await databaseState(url), before, "plan changes nothing");
+
+  // A compiled flow given another alias is refused, naming both (the SQL's words).
+  const moved = await flowsModule(`
+    export const v1 = new Flow({ slug: "al_v1", alias: "al_other" }).step({ slug: "a" }, () => 1);`);
+  const refused = await runCli(["plan", moved, "--database-url", url]);
+  assert.equal(refused.code, 1, shown(refused));
+  assert.match(refused.stdout, /^ {2}REFUSED\s+al_v1\b/m);
+  assert.match(refused.stdout, /al_triage/);
+  assert.match(refused.stdout, /al_other/);
+
+  const compiled = await runCli(["compile", module, "--database-url", url]);
+  assert.equal(compiled.code, 0, shown(compiled));
+  const aliases = await sql<{ alias: string; flow_slug: string }[]>`
+    select alias, flow_slug from pgflow.aliases order by alias`;
+  assert.deepEqual(aliases.map((a) => [a.alias, a.flow_slug]), [
+    ["al_fresh", "al_fresh_v1"],
+    ["al_triage", "al_v1"],
+  ]);
+});

@@ -6,7 +6,12 @@
  * @module
  */
 import type { CompilableFlow } from "../../compile/shape.ts";
-import { extractFlowOptions, extractFlowShape, extractRoutePlan } from "../../compile/shape.ts";
+import {
+  extractAlias,
+  extractFlowOptions,
+  extractFlowShape,
+  extractRoutePlan,
+} from "../../compile/shape.ts";
 import { resolveTarget } from "../../worker/target.ts";
 import type { WorkerTarget } from "../../routing/selection.ts";
 import { CliError, UsageError } from "../output.ts";
@@ -136,12 +141,11 @@ function selectionFor(value: unknown): { queueName?: string; stepSlug?: string }
 
 /** What the database receives for a definition: equal keys mean one definition. */
 function compileKey(definition: CompilableFlow): string {
-  const alias = (unwrap(definition) as { alias?: unknown }).alias ?? null;
   return JSON.stringify([
     extractFlowShape(definition),
     extractRoutePlan(definition),
     extractFlowOptions(definition),
-    alias,
+    extractAlias(definition),
   ]);
 }
 

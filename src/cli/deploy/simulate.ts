@@ -9,6 +9,7 @@
  */
 import {
   type CompilableFlow,
+  extractAlias,
   extractFlowOptions,
   extractFlowShape,
   extractRoutePlan,
@@ -32,6 +33,19 @@ export interface QueuePlan {
   readonly action: "create" | "reuse" | "collision";
 }
 
+/** The alias a definition carries, and what a deploy would do with it. */
+export interface AliasPlan {
+  /** The alias. */
+  readonly alias: string;
+  /**
+   * `create`: the first version with this alias, the alias would point at it; `exists`: the alias
+   * is there and stays where it points (a deploy never moves it: `pgflow.activate_alias` does).
+   */
+  readonly action: "create" | "exists";
+  /** Where the alias would point after the deploy. */
+  readonly target: string;
+}
+
 /** One definition's line of the plan. */
 export interface FlowPlan {
   /** The concrete slug. */
@@ -50,6 +64,8 @@ export interface FlowPlan {
   readonly optionDifferences: readonly OptionDifference[];
   /** Its queues (none listed for a changed definition: nothing about them would change). */
   readonly queues: readonly QueuePlan[];
+  /** Its alias, if it carries one (none listed for a refused flow whose alias does not exist). */
+  readonly alias: AliasPlan | null;
   /** Under `recompile` (local development): runs and tasks that would be deleted. */
   readonly deletedRuns?: number;
   /** Under `recompile`: tasks that would be deleted. */
@@ -66,6 +82,8 @@ export interface DeployPlan {
   readonly queuesToCreate: readonly string[];
   /** Queue names that are taken, with the flow that wants them and the database's refusal. */
   readonly collisions: readonly { queue: string; flow: string; message: string }[];
+  /** Each alias the definitions carry: its action and target, and the versions of it deployed. */
+  readonly aliases: readonly (AliasPlan & { readonly flows: readonly string[] })[];
   /** How many definitions get each verdict. */
   readonly counts: Readonly<Record<Verdict, number>>;
 }
@@ -115,6 +133,16 @@ async function simulateOne(tx: postgres.TransactionSql, flow: LoadedFlow): Promi
     optionDifferences: [] as OptionDifference[],
     queues: [] as QueuePlan[],
   };
+  const alias = extractAlias(definition);
+  const aliasBefore = alias === null ? null : await aliasTarget(tx, alias);
+  const aliasPlan = (after: string | null): AliasPlan | null =>
+    alias === null
+      ? null
+      : aliasBefore !== null
+      ? { alias, action: "exists", target: aliasBefore }
+      : after !== null
+      ? { alias, action: "create", target: after }
+      : null;
   const before = await listedQueues(tx);
   let result: CompileResult;
   try {
@@ -123,7 +151,8 @@ async function simulateOne(tx: postgres.TransactionSql, flow: LoadedFlow): Promi
         select pgflow.ensure_flow_compiled(
           ${flow.slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
           ${JSON.stringify(routes)}::text::jsonb,
-          ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb) as result`;
+          ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb,
+          ${alias}::text) as result`;
       return row.result;
     });
   } catch (error) {
@@ -139,13 +168,20 @@ async function simulateOne(tx: postgres.TransactionSql, flow: LoadedFlow): Promi
       ...base,
       verdict: "refused",
       error: { code: e.code, message },
+      alias: aliasPlan(null),
       queues: named.map((queue) => ({ queue, kind, action: "collision" })),
     };
   }
   if (result.status === "mismatch") {
-    return { ...base, verdict: "refused", differences: result.differences };
+    return {
+      ...base,
+      verdict: "refused",
+      differences: result.differences,
+      alias: aliasPlan(null),
+    };
   }
   const after = await listedQueues(tx);
+  const aliased = aliasPlan(alias === null ? null : await aliasTarget(tx, alias));
   const queues: QueuePlan[] = names.map((queue) => ({
     queue,
     kind,
@@ -157,6 +193,7 @@ async function simulateOne(tx: postgres.TransactionSql, flow: LoadedFlow): Promi
       verdict: "verified",
       optionDifferences: result.optionDifferences ?? [],
       queues,
+      alias: aliased,
     };
   }
   if (result.status === "recompiled") {
@@ -165,11 +202,12 @@ async function simulateOne(tx: postgres.TransactionSql, flow: LoadedFlow): Promi
       verdict: "recompile",
       differences: result.differences,
       queues,
+      alias: aliased,
       deletedRuns: result.deletedRuns ?? 0,
       deletedTasks: result.deletedTasks ?? 0,
     };
   }
-  return { ...base, verdict: "create", queues };
+  return { ...base, verdict: "create", queues, alias: aliased };
 }
 
 /** The queue names PGMQ lists now (in this transaction), lowercased as pgflow compares them. */
@@ -178,6 +216,13 @@ async function listedQueues(tx: postgres.TransactionSql): Promise<Set<string>> {
     { name: string }[]
   >`select queue_name::text as name from pgmq.list_queues()`;
   return new Set(rows.map((r) => r.name.toLowerCase()));
+}
+
+/** Where `alias` points now (in this transaction), or `null` when there is no such alias. */
+async function aliasTarget(tx: postgres.TransactionSql, alias: string): Promise<string | null> {
+  const [row] = await tx<{ target: string }[]>`
+    select flow_slug as target from pgflow.aliases where alias = ${alias}`;
+  return row?.target ?? null;
 }
 
 /** Whether `message` names `queue` as a whole word (not inside a longer slug). */
@@ -214,6 +259,19 @@ function summarise(flows: readonly FlowPlan[]): DeployPlan {
         message: f.error?.message ?? "",
       }))
     ),
+    aliases: aliasesOf(flows),
     counts,
   };
+}
+
+/** One entry per alias: where it would point (its first deployment creates it), and its versions. */
+function aliasesOf(flows: readonly FlowPlan[]): DeployPlan["aliases"] {
+  const byAlias = new Map<string, AliasPlan & { flows: string[] }>();
+  for (const f of flows) {
+    if (f.alias === null) continue;
+    const seen = byAlias.get(f.alias.alias);
+    if (seen === undefined) byAlias.set(f.alias.alias, { ...f.alias, flows: [f.slug] });
+    else seen.flows.push(f.slug);
+  }
+  return [...byAlias.values()];
 }
