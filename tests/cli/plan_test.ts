@@ -126,6 +126,18 @@ db.test("plan: a module that is missing, does not load or exports no flow is a o
   assert.equal(none.code, 2, shown(none));
   assert.match(none.stderr, /^pgflow: error: pgflow plan needs the module that exports your flows/);
 
+  for (const command of ["plan", "compile"]) {
+    const badUrl = await runCli([
+      command,
+      "./x.ts",
+      "--database-url",
+      "postgres://u:PLAN_SECRET@h:port/d",
+    ]);
+    assert.equal(badUrl.code, 2, shown(badUrl));
+    assert.match(badUrl.stderr, /^pgflow: error: --database-url [^\n]*\n$/, shown(badUrl));
+    assert.doesNotMatch(badUrl.stderr + badUrl.stdout, /PLAN_SECRET/);
+  }
+
   const missing = await runCli(["plan", "./no/such/flows.ts", "--database-url", url]);
   assert.equal(missing.code, 2, shown(missing));
   assert.match(missing.stderr, /^pgflow: error: module \.\/no\/such\/flows\.ts not found/);

@@ -145,7 +145,16 @@ db.test("bad flags are usage errors; a role without privileges is told what to d
 
 Deno.test("every command has --help; an unknown command is a usage error", async () => {
   for (
-    const command of [["install"], ["migrate"], ["db"], ["db", "start"], ["status"], ["coverage"]]
+    const command of [
+      ["install"],
+      ["migrate"],
+      ["db"],
+      ["db", "start"],
+      ["status"],
+      ["coverage"],
+      ["compile"],
+      ["plan"],
+    ]
   ) {
     const r = await runCli([...command, "--help"]);
     assert.equal(r.code, 0, shown(r));
