@@ -8,6 +8,7 @@
  * deno run -A jsr:@pgflow/shared/cli db start         # a local database for your app
  * deno run -A jsr:@pgflow/shared/cli status
  * deno run -A jsr:@pgflow/shared/cli dashboard        # http://127.0.0.1:8765/
+ * deno run -A jsr:@pgflow/shared/cli plan ./flows.ts  # in CI: what a deploy would do
  * ```
  *
  * @module
@@ -15,12 +16,14 @@
 import { maskSecrets } from "../platform/database_url.ts";
 import { databaseUrlSource } from "../platform/env.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
+import { compile } from "./compile.ts";
 import { coverage } from "./coverage.ts";
 import { dashboard } from "./dashboard.ts";
 import { db } from "./db.ts";
 import { install } from "./install.ts";
 import { migrate } from "./migrate.ts";
 import { CliError, result, UsageError } from "./output.ts";
+import { plan } from "./plan.ts";
 import { runs } from "./runs.ts";
 import { status } from "./status.ts";
 
@@ -39,6 +42,8 @@ commands:
   dashboard a live web page of queues, runs, failures, stuck tasks, workers and run graphs
             (read-only unless started with --allow-actions)
   runs      list | show | cancel | retry | resume runs, one by id or many by filters
+  compile   compile the flows a module exports into a database, without starting a worker
+  plan      what deploying a module's flows would do (create, verified, refused), changing nothing
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
 error (pgflow runs adds 3 nothing matched and 4 not confirmed). Progress goes to stderr, results to
@@ -52,6 +57,8 @@ const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   coverage,
   dashboard,
   runs,
+  compile,
+  plan,
 };
 
 /**

@@ -1,7 +1,8 @@
 /**
  * `pgflow status [--database-url URL] [--stale-after SECONDS]`: one screen about a database: the
- * engine version, queues with their depth and live workers, runs by status, and whether every
- * (flow, step) pair that needs a handler has a live worker (the coverage check).
+ * engine version, queues with their depth and live workers, runs by status, aliases and their
+ * targets, and whether every (flow, step) pair that needs a handler has a live worker (the
+ * coverage check).
  *
  * @module
  */
@@ -12,6 +13,7 @@ import { queueDepths } from "../operations/queue_depths.ts";
 import { readSchemaVersion, schemaVersionProblem } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
 import { parseArgs } from "./args.ts";
+import { aliasLine, readAliases } from "./deploy/aliases.ts";
 import { databaseUrl, openDatabase, redact } from "./database.ts";
 import { describeError } from "./migrator.ts";
 import { CliError, result, UsageError } from "./output.ts";
@@ -20,8 +22,9 @@ import { CliError, result, UsageError } from "./output.ts";
 export const STATUS_HELP = `pgflow status [--database-url URL] [--stale-after SECONDS]
 
 Prints one screen about a database: the engine version (and whether it matches this CLI), every
-queue with its depth and live workers, runs by status, and whether coverage is complete (every
-(flow, step) pair that needs a handler has a live worker; details: pgflow coverage).
+queue with its depth and live workers, runs by status, each alias and the version it starts (and
+its other versions), and whether coverage is complete (every (flow, step) pair that needs a
+handler has a live worker; details: pgflow coverage).
 
   --database-url URL     the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --stale-after SECONDS  a worker is live if it sent a heartbeat this recently; default 30
@@ -127,6 +130,9 @@ export async function statusLines(
   const runs = await sql<{ status: string; n: number }[]>`
     select status, count(*)::int as n from pgflow.runs group by status order by status`;
   row("runs", runs.length ? runs.map((r) => `${r.status} ${r.n}`).join(", ") : "none");
+  const aliases = await readAliases(sql);
+  if (aliases.length === 0) row("aliases", "none");
+  else aliases.forEach((a, i) => row(i === 0 ? "aliases" : "", aliasLine(a)));
   const coverage = await queueCoverage(sql, undefined, staleAfter);
   row("coverage", coverageLine(coverage));
   const ok = problem === undefined && coverageCounts(coverage).MISSING === 0;

@@ -18,6 +18,8 @@ import { testDatabase, waitFor } from "../support/db.ts";
 import type postgres from "postgres";
 import { startDashboardCli } from "./dashboard_cli.ts";
 import { databaseState, runCli, servePublished, shown } from "./helpers.ts";
+import { compileNow } from "./deploy_helpers.ts";
+import { Flow } from "../../mod.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -931,6 +933,32 @@ db.test("a resumed run: its reused steps are marked, and both runs name each oth
     assert.deepEqual(source.restartedAs.map((r) => [r.runId, r.mode, r.status]), [
       [resumed, "resume", "started"],
     ]);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("the aliases panel: each alias, the version it starts, its other versions", async ({ sql, url }) => {
+  await compileNow(
+    sql,
+    new Flow({ slug: "dal_v1", alias: "dal_triage" }).step({ slug: "a" }, () => 1),
+    new Flow({ slug: "dal_v2", alias: "dal_triage" }).step({ slug: "a" }, () => 1)
+      .step({ slug: "b", dependsOn: ["a"] }, () => 2),
+  );
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const o: Overview = await (await fetch(new URL("api/overview", dashboard.url))).json();
+    const mine = o.aliases.filter((a) => a.alias === "dal_triage");
+    assert.deepEqual(mine.map((a) => [a.alias, a.flowSlug, a.versions]), [
+      ["dal_triage", "dal_v1", ["dal_v1", "dal_v2"]],
+    ]);
+    assert.match(mine[0].updatedAt, /^\d{4}-\d\d-\d\dT/);
+    const page = await (await fetch(dashboard.url)).text();
+    assert.match(page, /<section id="aliases"[^>]*><h2>Aliases<\/h2>/);
+    const script = await (await fetch(new URL("dashboard.js", dashboard.url))).text();
+    assert.match(script, /renderAliases\(o\)/);
   } finally {
     await dashboard.shutdown();
     await pool.end({ timeout: 5 });

@@ -8,6 +8,8 @@ import { ENGINE_VERSION } from "../../src/util/version.ts";
 import { defineFlow } from "../support/engine.ts";
 import { testDatabase } from "../support/db.ts";
 import { databaseState, runCli, shown } from "./helpers.ts";
+import { compileNow } from "./deploy_helpers.ts";
+import { Flow } from "../../mod.ts";
 
 const db = testDatabase(import.meta.url);
 const empty = testDatabase(import.meta.url, { template: "empty" });
@@ -143,7 +145,16 @@ db.test("bad flags are usage errors; a role without privileges is told what to d
 
 Deno.test("every command has --help; an unknown command is a usage error", async () => {
   for (
-    const command of [["install"], ["migrate"], ["db"], ["db", "start"], ["status"], ["coverage"]]
+    const command of [
+      ["install"],
+      ["migrate"],
+      ["db"],
+      ["db", "start"],
+      ["status"],
+      ["coverage"],
+      ["compile"],
+      ["plan"],
+    ]
   ) {
     const r = await runCli([...command, "--help"]);
     assert.equal(r.code, 0, shown(r));
@@ -160,5 +171,23 @@ Deno.test("every command has --help; an unknown command is a usage error", async
   assert.match(
     unknown.stderr,
     /unknown command "instal"; the commands are install, migrate, db, status, coverage/,
+  );
+});
+
+db.test("status lists each alias, the version it starts and its other versions", async ({ sql, url }) => {
+  const none = await runCli(["status", "--database-url", url]);
+  assert.match(none.stdout, /^aliases\s+none$/m, shown(none));
+  await compileNow(
+    sql,
+    new Flow({ slug: "st_triage_v1", alias: "st_triage" }).step({ slug: "a" }, () => 1),
+    new Flow({ slug: "st_triage_v2", alias: "st_triage" }).step({ slug: "a" }, () => 1)
+      .step({ slug: "b", dependsOn: ["a"] }, () => 2),
+    new Flow({ slug: "st_billing_v1", alias: "st_billing" }).step({ slug: "a" }, () => 1),
+  );
+  const out = await runCli(["status", "--database-url", url]);
+  assert.match(
+    out.stdout,
+    /^aliases\s+st_billing → st_billing_v1\n\s+st_triage → st_triage_v1 \(other versions: st_triage_v2\)$/m,
+    shown(out),
   );
 });

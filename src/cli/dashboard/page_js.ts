@@ -162,6 +162,15 @@ export const PAGE_JS: string = String.raw`"use strict";
         }), [false, false, false, true, true, true, true, false]);
     }, "No routes and nothing in flight."));
   }
+  function renderAliases(o) {
+    fill("aliases", orEmpty(o.aliases || [], function () {
+      return table(["alias", "starts", "other versions", "since"], o.aliases.map(function (a) {
+        var others = a.versions.filter(function (v) { return v !== a.flowSlug; });
+        return { data: { alias: a.alias }, cells: [a.alias, a.flowSlug,
+          others.length ? others.join(", ") : "-", time(a.updatedAt)] };
+      }));
+    }, "No aliases."));
+  }
   function renderRunCounts(o) {
     fill("runs", orEmpty(o.runCounts, function () {
       return table(["flow", "started", "completed", "failed", "cancelled"],
@@ -501,8 +510,8 @@ export const PAGE_JS: string = String.raw`"use strict";
   async function refresh() {
     try {
       var o = await getJson("/api/overview");
-      renderQueues(o); renderWorkers(o); renderCoverage(o); renderRunCounts(o); renderStuck(o);
-      renderFailures(o);
+      renderQueues(o); renderWorkers(o); renderCoverage(o); renderAliases(o); renderRunCounts(o);
+      renderStuck(o); renderFailures(o);
       await refreshSearch();
       await refreshRun();
       setStatus("ok", session.actions ? "live · actions allowed" : "live");

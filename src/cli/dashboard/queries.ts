@@ -6,6 +6,7 @@
  */
 import { type CoverageRow, queueCoverage } from "../../operations/coverage.ts";
 import { type QueueDepth, queueDepths } from "../../operations/queue_depths.ts";
+import { type AliasInfo, readAliases } from "../deploy/aliases.ts";
 import type { ReadTx } from "./read_only.ts";
 
 /** Thresholds of the overview. */
@@ -95,6 +96,8 @@ export interface Overview {
   readonly stuck: readonly StuckTask[];
   /** Live workers by queue, function, worker. */
   readonly workers: readonly WorkerInfo[];
+  /** Aliases by name: the version each starts, and the versions that carry it. */
+  readonly aliases: readonly AliasInfo[];
 }
 
 /** A live worker. */
@@ -120,7 +123,8 @@ export interface WorkerInfo {
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
 
 /**
- * Reads the overview: queues, coverage, run counts, recent failures, stuck tasks, live workers.
+ * Reads the overview: queues, coverage, run counts, recent failures, stuck tasks, live workers,
+ * aliases.
  * (The runs themselves are searched: `search.ts`.)
  *
  * @example
@@ -141,6 +145,7 @@ export async function readOverview(tx: ReadTx, options: OverviewOptions): Promis
     failures: await readFailures(tx, options.limit),
     stuck: await readStuck(tx, options),
     workers: await readWorkers(tx, options.staleAfterSeconds),
+    aliases: await readAliases(tx),
   };
 }
 
