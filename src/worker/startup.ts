@@ -1,12 +1,11 @@
 import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql } from "../platform/types.ts";
+import type { CompilableFlow } from "../compile/shape.ts";
 import {
-  type CompilableFlow,
-  extractAlias,
-  extractFlowOptions,
-  extractFlowShape,
-  extractRoutePlan,
-} from "../compile/shape.ts";
+  type CompileResult,
+  ensureFlowCompiled,
+  type OptionDifference,
+} from "../compile/ensure.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 import {
@@ -42,37 +41,7 @@ export async function verifySchemaVersion(
   log.info("engine schema", { version: ENGINE_VERSION });
 }
 
-/** A runtime option whose supplied value differs from the stored one. */
-export interface OptionDifference {
-  /** The step, or `null` for a flow-wide option. */
-  readonly step: string | null;
-  /** The option as the DSL spells it (`maxAttempts`, `baseDelay`, `timeout`, `startDelay`). */
-  readonly option: string;
-  /** The stored value; `null` for a step option that inherits the flow's. */
-  readonly stored: number | null;
-  /** The value the worker's definition gives; `null` for inherit. */
-  readonly supplied: number | null;
-}
-
-/** What `pgflow.ensure_flow_compiled` answers. */
-export interface CompileResult {
-  /** What the database did. */
-  readonly status: "compiled" | "verified" | "mismatch" | "recompiled";
-  /** The differences found, one line each. */
-  readonly differences: readonly string[];
-  /**
-   * Options that differ from the stored ones. SQL decides what they mean: under `verified` they
-   * were not applied (the stored options govern the slug; the worker warns about each), under
-   * `recompiled` (local development) they were.
-   */
-  readonly optionDifferences?: readonly OptionDifference[];
-  /** Under `recompiled`: the runs of the old definition deleted with it. */
-  readonly deletedRuns?: number;
-  /** Under `recompiled`: the tasks of the old definition deleted with it. */
-  readonly deletedTasks?: number;
-  /** Under `recompiled`: live workers of the old definition that no longer claim the flow. */
-  readonly withdrawnWorkers?: number;
-}
+export type { CompileResult, OptionDifference } from "../compile/ensure.ts";
 
 /**
  * Sends each supplied definition (shape, routes, options) to `pgflow.ensure_flow_compiled`. Every
@@ -90,17 +59,7 @@ export async function compileDefinitions(
     const slug = definition.slug;
     let result: CompileResult;
     try {
-      const [row] = await bounded(
-        sql<{ result: CompileResult }[]>`
-          select pgflow.ensure_flow_compiled(
-            ${slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
-            ${JSON.stringify(extractRoutePlan(definition))}::text::jsonb,
-            ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb,
-            ${extractAlias(definition)}::text) as result`,
-        "ensure_flow_compiled",
-        timeoutMs,
-      );
-      result = row.result;
+      result = await ensureFlowCompiled(sql, definition, timeoutMs);
     } catch (error) {
       throw new WorkerStartupError(
         `flow "${slug}" could not be compiled: ${pgMessage(error)}`,

@@ -7,17 +7,15 @@
  *
  * @module
  */
-import {
-  type CompilableFlow,
-  extractAlias,
-  extractFlowOptions,
-  extractFlowShape,
-  extractRoutePlan,
-} from "../../compile/shape.ts";
+import { type CompilableFlow, extractAlias, extractRoutePlan } from "../../compile/shape.ts";
 import { pgMessage } from "../../platform/pg_message.ts";
 import type { Sql } from "../../platform/types.ts";
 import type postgres from "npm:postgres@3.4.7";
-import type { CompileResult, OptionDifference } from "../../worker/startup.ts";
+import {
+  type CompileResult,
+  ensureFlowCompiled,
+  type OptionDifference,
+} from "../../compile/ensure.ts";
 import type { LoadedFlow } from "./load.ts";
 
 /** What a deploy would do with one definition. */
@@ -147,13 +145,7 @@ async function simulateOne(tx: postgres.TransactionSql, flow: LoadedFlow): Promi
   let result: CompileResult;
   try {
     result = await tx.savepoint(async (sp) => {
-      const [row] = await sp<{ result: CompileResult }[]>`
-        select pgflow.ensure_flow_compiled(
-          ${flow.slug}, ${JSON.stringify(extractFlowShape(definition))}::text::jsonb,
-          ${JSON.stringify(routes)}::text::jsonb,
-          ${JSON.stringify(extractFlowOptions(definition))}::text::jsonb,
-          ${alias}::text) as result`;
-      return row.result;
+      return await ensureFlowCompiled(sp as unknown as Sql, definition);
     });
   } catch (error) {
     const e = error as { name?: string; code?: string };
