@@ -78,24 +78,22 @@ export type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDe
  */
 export type FlowOutputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true
   // Distributed over a union (the versions of an alias): one of their outputs, each whole.
-  ? F extends FlowCarrier ? LeafOutputs<F> : never
+  ? F extends FlowCarrier ? Simplify<
+      & {
+        -readonly [
+          K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
+            : K
+        ]: ExtractFlowStepsMeta<F>[K]["output"];
+      }
+      & {
+        -readonly [
+          K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
+            : never
+        ]?: ExtractFlowStepsMeta<F>[K]["output"];
+      }
+    >
+  : never
   : Json;
-
-/** The leaf outputs of one typed flow (see {@link FlowOutputOf}). */
-type LeafOutputs<F extends FlowCarrier> = Simplify<
-  & {
-    -readonly [
-      K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
-        : K
-    ]: ExtractFlowStepsMeta<F>[K]["output"];
-  }
-  & {
-    -readonly [
-      K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
-        : never
-    ]?: ExtractFlowStepsMeta<F>[K]["output"];
-  }
->;
 
 /**
  * Step slugs of `F` (`string` when `F` is not given).
