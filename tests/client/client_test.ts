@@ -7,7 +7,6 @@ import assert from "node:assert/strict";
 import {
   createClient,
   type FlowWorker,
-  type PgflowClient,
   type RunEvent,
   RunFailedError,
   RunNotFoundError,
@@ -17,23 +16,9 @@ import {
 } from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
 import { startWorker, stopAll } from "../worker/helpers.ts";
-import { conditional, failing, greet, slow, words } from "./fixtures.ts";
+import { conditional, failing, greet, slow, withClient, words } from "./fixtures.ts";
 
 const db = testDatabase(import.meta.url);
-
-async function withClient(
-  url: string,
-  fn: (client: PgflowClient, workers: FlowWorker[]) => Promise<void>,
-): Promise<void> {
-  const client = createClient({ connectionString: url });
-  const workers: FlowWorker[] = [];
-  try {
-    await fn(client, workers);
-  } finally {
-    await stopAll(workers);
-    await client.close();
-  }
-}
 
 /** What an event says, as one line. */
 function line(e: RunEvent): string {

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { Flow, routeFlow } from "../../mod.ts";
+import { createClient, Flow, type FlowWorker, type PgflowClient, routeFlow } from "../../mod.ts";
+import { stopAll } from "../worker/helpers.ts";
 
 /** One step: `hello` greets the input's name. */
 export const greet = new Flow<{ name: string }>({ slug: "cl_greet" })
@@ -56,3 +57,18 @@ export const flaky = new Flow<{ n: number }>({ slug: "cl_flaky", maxAttempts: 1 
     if (flakyState.secondFails) throw new Error("the API is down");
     return deps.first + 1;
   });
+
+/** Runs `fn` with a client on `url` and a list of workers, then stops them and closes it. */
+export async function withClient(
+  url: string,
+  fn: (client: PgflowClient, workers: FlowWorker[]) => Promise<void>,
+): Promise<void> {
+  const client = createClient({ connectionString: url });
+  const workers: FlowWorker[] = [];
+  try {
+    await fn(client, workers);
+  } finally {
+    await stopAll(workers);
+    await client.close();
+  }
+}

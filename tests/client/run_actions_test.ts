@@ -9,8 +9,6 @@ import postgres from "postgres";
 import {
   ClientConfigError,
   createClient,
-  type FlowWorker,
-  type PgflowClient,
   RunActionError,
   RunCancelledError,
   type RunEvent,
@@ -20,24 +18,10 @@ import {
 } from "../../mod.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, makeVisible, readAndStart, registerWorker } from "../support/engine.ts";
-import { startWorker, stopAll } from "../worker/helpers.ts";
-import { flaky, flakyState, greet, slow } from "./fixtures.ts";
+import { startWorker } from "../worker/helpers.ts";
+import { flaky, flakyState, greet, slow, withClient } from "./fixtures.ts";
 
 const db = testDatabase(import.meta.url);
-
-async function withClient(
-  url: string,
-  fn: (client: PgflowClient, workers: FlowWorker[]) => Promise<void>,
-): Promise<void> {
-  const client = createClient({ connectionString: url });
-  const workers: FlowWorker[] = [];
-  try {
-    await fn(client, workers);
-  } finally {
-    await stopAll(workers);
-    await client.close();
-  }
-}
 
 function line(e: RunEvent): string {
   if (e.type === "run:cancelled") return `run:cancelled ${e.reason}`;
