@@ -6,7 +6,7 @@ import {
   ensureFlowCompiled,
   type OptionDifference,
 } from "../compile/ensure.ts";
-import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
+import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 import {
   readSchemaVersion,
