@@ -107,7 +107,18 @@ db.test("PgBouncer restarted mid-run: workers reconnect and finish", async ({ sq
     await bouncer.stop();
     await new Promise((r) => setTimeout(r, 1500));
     await bouncer.start();
-    const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000));
+    const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000)).catch(
+      async (error) => {
+        // What the workers and PgBouncer last said, to tell a wedged worker from a dead one.
+        const said = childLogs(children).filter((l) => l.level !== "debug").slice(-30);
+        console.error(JSON.stringify({
+          workers: said,
+          lastOutput: children.map((c) => c.output().slice(-1500)),
+          bouncer: (await bouncer.log()).slice(-3000),
+        }));
+        throw error;
+      },
+    );
     const figures = await checkInvariants(sql);
     console.log(JSON.stringify({ seed, backdated, ...figures }));
     assert.equal(figures.runs, 20);
