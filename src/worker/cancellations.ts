@@ -2,6 +2,7 @@ import type { Sql } from "../platform/types.ts";
 import type { Logger } from "../platform/logger.ts";
 import { bounded } from "../platform/deadline.ts";
 import { databaseErrorText } from "../platform/pg_message.ts";
+import type { ClaimedTask } from "../claim/claim.ts";
 
 /**
  * How often a worker with tasks in flight asks whether their runs were cancelled: one small keyed
@@ -18,7 +19,7 @@ export class RunCancellations {
   readonly #sql: Sql;
   readonly #log: Logger;
   readonly #timeoutMs: number;
-  readonly #byRun = new Map<string, Set<AbortController>>();
+  readonly #byRun = new Map<string, Map<AbortController, ClaimedTask>>();
 
   constructor(sql: Sql, log: Logger, timeoutMs: number) {
     this.#sql = sql;
@@ -27,14 +28,15 @@ export class RunCancellations {
   }
 
   /**
-   * Tracks one task of `runId` until `done` is called; its signal aborts when the run is cancelled
-   * or `shutdown` aborts.
+   * Tracks `task` until `done` is called; its signal aborts when its run is cancelled or `shutdown`
+   * aborts.
    */
-  track(runId: string, shutdown: AbortSignal): { signal: AbortSignal; done(): void } {
+  track(task: ClaimedTask, shutdown: AbortSignal): { signal: AbortSignal; done(): void } {
+    const runId = task.runId;
     const controller = new AbortController();
     let tasks = this.#byRun.get(runId);
-    if (tasks === undefined) this.#byRun.set(runId, tasks = new Set());
-    tasks.add(controller);
+    if (tasks === undefined) this.#byRun.set(runId, tasks = new Map());
+    tasks.set(controller, task);
     const held = tasks;
     // A listener removed when the task ends, rather than AbortSignal.any: a worker lives long and
     // runs many tasks, and nothing of a finished task may stay attached to its shutdown signal.
@@ -49,6 +51,11 @@ export class RunCancellations {
         if (held.size === 0 && this.#byRun.get(runId) === held) this.#byRun.delete(runId);
       },
     };
+  }
+
+  /** The tasks in flight now (claimed and not yet reported). */
+  tasks(): ClaimedTask[] {
+    return [...this.#byRun.values()].flatMap((tasks) => [...tasks.values()]);
   }
 
   /** One check: aborts the handlers of the in-flight runs that were cancelled. Never throws. */
@@ -76,7 +83,7 @@ export class RunCancellations {
         runId,
         tasks: tasks.size,
       });
-      for (const controller of tasks) controller.abort(new RunCancelledSignal(runId));
+      for (const controller of tasks.keys()) controller.abort(new RunCancelledSignal(runId));
     }
   }
 }

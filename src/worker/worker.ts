@@ -2,7 +2,7 @@ import { pairServers } from "../operations/coverage.ts";
 import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { AnyFlow } from "../dsl/extract.ts";
-import type { ClaimedTask, SupportedPair } from "../claim/claim.ts";
+import type { SupportedPair } from "../claim/claim.ts";
 import { runPollLoop } from "../claim/poll_loop.ts";
 import { Slots } from "../util/slots.ts";
 import { queueSupportSet } from "../claim/support.ts";
@@ -152,11 +152,10 @@ class Worker implements FlowWorker {
   #activity?: ActivityLog;
   #wakeups?: WorkerWakeups;
   #resolveDone!: () => void;
-  /** Tasks claimed and not yet reported, for the log of what a bounded drain abandons. */
-  readonly #inFlightTasks = new Set<ClaimedTask>();
   /** The platform's `beforeunload` reason, once it came: no handler starts after it. */
   #unloading?: string;
   #leftAtUnload = 0;
+  #cancellations?: RunCancellations;
 
   constructor(target: WorkerTarget, config: EdgeWorkerConfig & SelectionInput) {
     this.#env = readWorkerEnv(config?.env);
@@ -303,7 +302,9 @@ class Worker implements FlowWorker {
       completer,
       activity,
     };
+    // The tasks in flight, by run: for ctx.signal, and for the log of what a bounded drain abandons.
     const cancellations = new RunCancellations(sql, this.#log, config.queryTimeoutMs);
+    this.#cancellations = cancellations;
     const loop = runPollLoop({
       sql,
       queue: this.queueName,
@@ -322,13 +323,11 @@ class Worker implements FlowWorker {
       signal: this.#pollStop.signal,
       execute: async (task, message, handlerDone) => {
         if (this.#unloading !== undefined) return this.#leaveAtUnload(handlerDone);
-        this.#inFlightTasks.add(task);
-        const tracked = cancellations.track(task.runId, this.#shutdown.signal);
+        const tracked = cancellations.track(task, this.#shutdown.signal);
         try {
           await executeTask(execute, task, message, handlerDone, tracked.signal);
         } finally {
           tracked.done();
-          this.#inFlightTasks.delete(task);
         }
       },
     });
@@ -458,7 +457,7 @@ class Worker implements FlowWorker {
     ]);
     clearTimeout(timer);
     if (drained) return;
-    const abandoned = [...this.#inFlightTasks];
+    const abandoned = this.#cancellations?.tasks() ?? [];
     this.#log.error("shutdown: in-flight tasks abandoned to stalled recovery", {
       timeoutMs: bound,
       abandoned: abandoned.length,
