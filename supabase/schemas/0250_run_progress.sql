@@ -80,8 +80,8 @@ as $$
 $$;
 
 -- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
--- keyed by step slug; skipped leaves are absent. plpgsql, so a session plans the query once: the
--- completion path calls this for every run it completes.
+-- keyed by step slug; skipped leaves are absent. The batch completion path (complete_tasks) writes
+-- the same query inline, as it runs for every run a batch completes.
 create or replace function pgflow._run_output(p_run_id uuid)
 returns jsonb
 language plpgsql
