@@ -52,7 +52,7 @@ export async function openWakeups(
   const shared = ProcessListener.acquire(sql);
   try {
     const wakeups = await bounded(
-      QueueWakeups.open(shared, queue, supported),
+      QueueWakeups.open(shared, queue, supported, log),
       "LISTEN",
       timeoutMs,
     );
@@ -136,6 +136,7 @@ export class QueueWakeups {
   readonly #shared: ProcessListener;
   readonly #group: WakeGroup;
   readonly #serves: ReadonlySet<string>;
+  readonly #log: Logger | undefined;
   #pending = false;
   #waiter: (() => void) | undefined;
 
@@ -143,10 +144,12 @@ export class QueueWakeups {
     shared: ProcessListener,
     group: WakeGroup,
     supported: readonly SupportedPair[],
+    log: Logger | undefined,
   ) {
     this.#shared = shared;
     this.#group = group;
     this.#serves = new Set(supported.map(pairKey));
+    this.#log = log;
   }
 
   /**
@@ -157,9 +160,10 @@ export class QueueWakeups {
     shared: ProcessListener,
     queue: string,
     supported: readonly SupportedPair[] = [],
+    log?: Logger,
   ): Promise<QueueWakeups> {
     const group = await WakeGroup.of(shared, queueChannel(queue));
-    const wakeups = new QueueWakeups(shared, group, supported);
+    const wakeups = new QueueWakeups(shared, group, supported, log);
     group.members.add(wakeups);
     return wakeups;
   }
@@ -169,9 +173,12 @@ export class QueueWakeups {
     return this.#serves.has(key);
   }
 
-  /** Whether a notification sent now would arrive. */
+  /**
+   * Whether a notification sent now would arrive (or would, once this worker waits: senders are
+   * told when it does, see `wait`).
+   */
   get listening(): boolean {
-    return this.#shared.listener.listening(this.#group.channel);
+    return this.#shared.listener.listening(this.#group.channel) && !this.#group.refused;
   }
 
   /** Whether the loop is in `wait` now (a notification may be given to it). */
@@ -189,6 +196,26 @@ export class QueueWakeups {
    * LISTEN connection is lost or back, after `ms`, or when `signal` aborts.
    */
   wait(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.#pending || signal.aborted) return Promise.resolve();
+    this.#group.busySince = undefined;
+    // Senders notify the queue only while some worker waits for it (0045_listeners.sql). Until
+    // this group has said so, work sent since the last read was announced to no one: say so, then
+    // return, so the loop reads again; it sleeps from its next wait on.
+    const registering = this.#group.startWaiting();
+    if (registering !== undefined) {
+      return registering.then((error) => {
+        if (error === undefined) return;
+        // `listening` is false now: the loop reads every pollIntervalMs, and tries again.
+        this.#log?.warn("could not tell senders this worker waits; polling meanwhile", {
+          error: (error as Error).message,
+        });
+        return this.#sleep(ms, signal);
+      });
+    }
+    return this.#sleep(ms, signal);
+  }
+
+  #sleep(ms: number, signal: AbortSignal): Promise<void> {
     if (this.#pending || signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
@@ -208,6 +235,7 @@ export class QueueWakeups {
    * another waiting member that serves one of them.
    */
   nudge(pairs: readonly SupportedPair[]): void {
+    this.#group.busy();
     const keys = pairs.map(pairKey);
     this.#group.wakeOne(
       this,
@@ -235,11 +263,27 @@ export class QueueWakeups {
   }
 }
 
+/**
+ * How long a group's reads must come back full, with no member waiting, before senders are told
+ * it no longer waits: long enough that a worker between two batches does not flap between the
+ * two, short enough that a backlog's completions soon stop notifying.
+ */
+const BUSY_MS = 100;
+
 /** The members of one channel on one listener; see {@link QueueWakeups}. */
 class WakeGroup {
   readonly members = new Set<QueueWakeups>();
   #subscription: ChannelSubscription | undefined;
   #turn = 0;
+  /**
+   * Whether senders were told that this group waits (`true`), are being told (a promise of the
+   * error, `undefined` when it worked), or not (`false`).
+   */
+  #waiting: boolean | Promise<unknown> = false;
+  /** The last attempt to tell senders failed: the members poll until one works. */
+  refused = false;
+  /** Since when every read came back full with no member waiting (see `busy`). */
+  busySince: number | undefined;
   /** Wakes due when handed-back messages become visible again. */
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
@@ -286,6 +330,43 @@ class WakeGroup {
     const able = [...this.members].filter((m) => m !== except && m.serves(key));
     if (this.wakeOne(undefined, able)) return;
     for (const member of able) member.wake();
+  }
+
+  /**
+   * Tells senders that this group waits for the queue, unless they know: a promise of the error,
+   * `undefined` when it worked (every member waiting meanwhile gets the same), or `undefined`
+   * when they know already.
+   */
+  startWaiting(): Promise<unknown> | undefined {
+    if (this.#waiting === true) return undefined;
+    if (this.#waiting !== false) return this.#waiting;
+    const told = this.shared.listener.startWaiting(this.channel).then(
+      () => {
+        if (this.#waiting === told) this.#waiting = true;
+        this.refused = false;
+        return undefined;
+      },
+      (error: unknown) => {
+        if (this.#waiting === told) this.#waiting = false;
+        this.refused = true;
+        return error ?? new Error("unknown error");
+      },
+    );
+    return this.#waiting = told;
+  }
+
+  /**
+   * A member's read came back full. Once they have for `BUSY_MS` with no member waiting, tell
+   * senders the group no longer waits: completions of a backlog then commit without a NOTIFY.
+   */
+  busy(): void {
+    if (this.#waiting !== true || [...this.members].some((m) => m.waiting)) return;
+    const now = Date.now();
+    this.busySince ??= now;
+    if (now - this.busySince < BUSY_MS) return;
+    this.busySince = undefined;
+    this.#waiting = false;
+    void this.shared.listener.stopWaiting(this.channel);
   }
 
   /** Ends the LISTEN once no member is left. */

@@ -15,6 +15,15 @@ export interface ChannelSubscription {
   close(): Promise<void>;
 }
 
+/** How a channel is subscribed to. */
+export interface SubscribeOptions {
+  /**
+   * Also tell senders that this session waits for the channel ({@link ChannelListener.startWaiting}):
+   * pgflow notifies a channel only while someone does. Default false (LISTEN only).
+   */
+  readonly waiting?: boolean;
+}
+
 /** What a {@link ChannelListener} connection is opened with, besides the pool's own options. */
 export interface ChannelListenerOptions {
   /** `application_name` of the LISTEN connection, so operators can tell it in pg_stat_activity. */
@@ -40,6 +49,10 @@ export class ChannelListener {
   readonly #channels = new Map<string, Set<ChannelWake>>();
   /** Channels the current connection listens on. */
   readonly #listened = new Set<string>();
+  /** Channels senders were told this session waits for (pgflow.listen_start). */
+  readonly #waitingFor = new Set<string>();
+  /** Barriers to try again, by channel (see `startWaiting`). */
+  readonly #barrierRetries = new Map<string, ReturnType<typeof setTimeout>>();
   #healing = false;
   #closed = false;
 
@@ -59,13 +72,18 @@ export class ChannelListener {
    * lost or back (payload `""`). Resolves once the channel is listened to; rejects (and subscribes
    * nothing) when it could not be.
    */
-  async subscribe(channel: string, wake: ChannelWake): Promise<ChannelSubscription> {
+  async subscribe(
+    channel: string,
+    wake: ChannelWake,
+    options: SubscribeOptions = {},
+  ): Promise<ChannelSubscription> {
     if (this.#closed) throw new Error("the listener is closed");
     let wakes = this.#channels.get(channel);
     if (wakes === undefined) this.#channels.set(channel, wakes = new Set());
     wakes.add(wake);
     try {
       await this.#listen(channel);
+      if (options.waiting === true) await this.startWaiting(channel);
     } catch (error) {
       await this.#remove(channel, wake);
       throw error;
@@ -73,12 +91,74 @@ export class ChannelListener {
     return { close: () => this.#remove(channel, wake) };
   }
 
+  /**
+   * Tells senders that this session waits for notifications on `channel` (pgflow.listen_start: they
+   * notify a channel only while someone waits), then waits out every sender that looked before
+   * and so may not notify (pgflow.listen_barrier): a read made after this resolves sees their
+   * work. Call it after subscribing. Should the barrier not pass at once (a long transaction that
+   * sent work is still open), it is tried again in the background, and the channel's subscribers
+   * are woken (`back`) once it passes. Senders are told again whenever the connection comes back.
+   */
+  async startWaiting(channel: string): Promise<void> {
+    this.#waitingFor.add(channel);
+    if (!await this.#register([channel])) this.#retryBarrier(channel);
+  }
+
+  /** Senders no longer need to notify `channel` for this session. */
+  async stopWaiting(channel: string): Promise<void> {
+    if (!this.#waitingFor.delete(channel)) return;
+    clearTimeout(this.#barrierRetries.get(channel));
+    this.#barrierRetries.delete(channel);
+    if (this.#closed || this.#conn === undefined) return;
+    await this.#conn.unsafe(LISTEN_STOP, [JSON.stringify([channel])]).catch(() => {});
+  }
+
   /** Ends every subscription and the connection. */
   async close(): Promise<void> {
     this.#closed = true;
     this.#channels.clear();
     this.#listened.clear();
+    for (const timer of this.#barrierRetries.values()) clearTimeout(timer);
+    this.#barrierRetries.clear();
+    const waited = [...this.#waitingFor];
+    this.#waitingFor.clear();
+    // Senders would otherwise notify for nobody until the next listen_start removes the rows of
+    // ended sessions.
+    if (waited.length > 0) {
+      await this.#conn?.unsafe(LISTEN_STOP, [JSON.stringify(waited)]).catch(() => {});
+    }
     await this.#conn?.end({ timeout: 1 });
+  }
+
+  /**
+   * listen_start then listen_barrier, two transactions (the barrier must come after the rows are
+   * committed), sent together on the one connection: one round trip. Whether the barrier passed.
+   */
+  async #register(channels: readonly string[]): Promise<boolean> {
+    const conn = this.#connection();
+    const json = JSON.stringify(channels);
+    const [, passed] = await Promise.all([
+      conn.unsafe(LISTEN_START, [json]),
+      conn.unsafe<{ passed: boolean }[]>(LISTEN_BARRIER, [json]),
+    ]);
+    return passed[0]?.passed === true;
+  }
+
+  #retryBarrier(channel: string): void {
+    if (this.#barrierRetries.has(channel) || this.#closed) return;
+    this.#barrierRetries.set(
+      channel,
+      setTimeout(async () => {
+        const passed = await this.#connection()
+          .unsafe<{ passed: boolean }[]>(LISTEN_BARRIER, [JSON.stringify([channel])])
+          .then((rows) => rows[0]?.passed === true, () => false);
+        this.#barrierRetries.delete(channel);
+        if (this.#closed || !this.#waitingFor.has(channel)) return;
+        // What the senders that held it back sent was announced to no one.
+        if (passed) this.#notify(channel, "back");
+        else this.#retryBarrier(channel);
+      }, BARRIER_RETRY_MS),
+    );
   }
 
   #connection(): Sql {
@@ -111,6 +191,7 @@ export class ChannelListener {
     const wakes = this.#channels.get(channel);
     if (wakes === undefined || !wakes.delete(wake) || wakes.size > 0) return;
     this.#channels.delete(channel);
+    await this.stopWaiting(channel);
     if (this.#listened.delete(channel) && !this.#closed) {
       await this.#connection().unsafe(`unlisten ${quoteIdentifier(channel)}`).catch(() => {});
     }
@@ -140,6 +221,12 @@ export class ChannelListener {
       try {
         for (const channel of [...this.#channels.keys()]) await this.#listen(channel);
         if ([...this.#channels.keys()].every((c) => this.#listened.has(c))) {
+          // The rows of the lost session name a backend that is gone (or going): tell senders
+          // again, from this one.
+          const waited = [...this.#waitingFor];
+          if (waited.length > 0 && !await this.#register(waited)) {
+            for (const channel of waited) this.#retryBarrier(channel);
+          }
           // Everything missed while the connection was down is still to be read.
           this.#wakeAll("back");
           return;
@@ -151,6 +238,14 @@ export class ChannelListener {
     }
   }
 }
+
+// The channels go as one JSON text: the LISTEN connection does not fetch array types.
+const CHANNELS = "array(select jsonb_array_elements_text($1::text::jsonb))";
+const LISTEN_START = `select pgflow.listen_start(${CHANNELS})`;
+const LISTEN_STOP = `select pgflow.listen_stop(${CHANNELS})`;
+const LISTEN_BARRIER = `select pgflow.listen_barrier(${CHANNELS}) as passed`;
+/** How long a barrier that did not pass waits before it is tried again. */
+const BARRIER_RETRY_MS = 20;
 
 /** A channel name as a quoted SQL identifier (LISTEN takes no parameters). */
 function quoteIdentifier(identifier: string): string {

@@ -499,6 +499,160 @@ create table if not exists pgflow.task_attempts (
   constraint task_attempts_error_bounded check (length(error_message) <= 2000 and length(error_stack) <= 4000)
 );
 
+-- ---- schemas/0045_listeners.sql
+-- Who is waiting for a notification, so that a transaction notifies only when someone is.
+--
+-- Postgres serialises every committing transaction that sent a NOTIFY behind one lock for the
+-- whole server (the notification queue's, held across the commit's WAL flush), so a NOTIFY on
+-- every completion makes concurrent workers commit one at a time. Yet under load nobody waits:
+-- busy workers read again at once, and most runs have no watcher. So a session that waits for a
+-- channel says so here (pgflow.listen_start), and pgflow._announce sends a channel's notification
+-- only while some session waits for it.
+--
+-- The race this must not lose: a sender looks here before the waiter's row is visible and so
+-- does not notify, but commits only after the waiter's next read, which then misses the work;
+-- the waiter would sleep through it. The barrier closes it: a sender holds a shared advisory lock
+-- on the channel's bucket from before it looks until its transaction ends, and a waiter, after
+-- its row is committed, takes that lock exclusively for an instant (pgflow.listen_barrier).
+-- Every sender that looked too early has then committed, so a read made after the barrier sees
+-- its work. A sender that cannot take the shared lock (a barrier holds it for that instant, or
+-- anyone else holds it) notifies anyway: a notification too many is never wrong.
+--
+-- Unlogged: the rows describe live sessions, which a crash ends anyway (the table is emptied on
+-- crash recovery, and every listener registers again when it reconnects), and writing them costs
+-- no WAL flush.
+create unlogged table if not exists pgflow.listeners (
+  channel text not null,
+  -- The backend of the waiting session; rows of backends that have ended are removed by the
+  -- next listen_start.
+  pid integer not null,
+  since timestamptz not null default now(),
+  constraint listeners_pkey primary key (channel, pid)
+);
+
+-- The advisory lock of a channel's barrier: pgflow's own class id (the bytes 'pgfw') and one of
+-- 256 buckets. Buckets, not one key per channel: a transaction that starts ten thousand runs
+-- touches ten thousand run channels, and one lock each would exhaust the server's lock table; two
+-- channels sharing a bucket only make a barrier wait for one more sender.
+create or replace function pgflow._listen_bucket(p_channel text)
+returns integer
+language sql
+immutable
+parallel safe
+set search_path = ''
+as $$
+  select hashtext(p_channel) & 255
+$$;
+
+-- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it.
+create or replace function pgflow._announce(p_channel text, p_payload text)
+returns void
+language plpgsql
+volatile
+-- Runs inside whatever changed a run or sent a message, as whichever role did; the listeners
+-- table is readable by the owner only (it names the runs being watched).
+security definer
+set search_path = ''
+as $$
+begin
+  -- The bucket is pgflow._listen_bucket's, written out: a function with its own search_path is
+  -- never inlined, and this runs for every status change.
+  if not pg_try_advisory_xact_lock_shared(1885824631, hashtext(p_channel) & 255)
+     or exists (select 1 from pgflow.listeners l where l.channel = p_channel) then
+    perform pg_notify(p_channel, p_payload);
+  end if;
+end;
+$$;
+
+-- The channels pgflow notifies: a queue's work (pgflow_queue:<queue>) and a run's changes
+-- (pgflow_run:<run id>), within Postgres's 63-byte limit on channel names.
+create or replace function pgflow._check_listen_channels(p_channels text[])
+returns void
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  bad text;
+begin
+  select c into bad from unnest(p_channels) c
+  where c is null or c !~ '^pgflow_(queue|run):.' or octet_length(c) > 63
+  limit 1;
+  if bad is not null or p_channels is null then
+    raise exception 'not a pgflow notification channel: %', coalesce(quote_literal(bad), 'NULL')
+      using errcode = '22023',
+            hint = 'Channels are pgflow_queue:<queue> or pgflow_run:<run id>, at most 63 bytes.';
+  end if;
+end;
+$$;
+
+-- Registers the calling session as waiting for notifications on p_channels; the session LISTENs
+-- on them itself. Then call pgflow.listen_barrier, in a later transaction, before reading what the
+-- notifications would announce.
+create or replace function pgflow.listen_start(p_channels text[])
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  perform pgflow._check_listen_channels(p_channels);
+  -- Rows left by sessions that ended without listen_stop (a crash, a lost connection) would
+  -- only make senders notify for nobody; they go here rather than on the senders' path.
+  delete from pgflow.listeners l
+  where not exists (select 1 from pg_stat_get_activity(l.pid));
+  insert into pgflow.listeners (channel, pid)
+  select distinct c, pg_backend_pid() from unnest(p_channels) c
+  on conflict on constraint listeners_pkey do nothing;
+end;
+$$;
+
+-- The calling session no longer waits for p_channels.
+create or replace function pgflow.listen_stop(p_channels text[])
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  perform pgflow._check_listen_channels(p_channels);
+  delete from pgflow.listeners l where l.pid = pg_backend_pid() and l.channel = any (p_channels);
+end;
+$$;
+
+-- Waits until every sender that may have missed this session's listen_start has committed: true
+-- then, and a read made from now on sees all the work no notification will announce. False when a
+-- channel's bucket stayed taken for about 20 ms (a long transaction that sent work, or a lock
+-- held by someone else): call it again later, and read again when it returns true. Never waits
+-- for the lock itself: a waiting exclusive request would hold back every sender queued behind it.
+create or replace function pgflow.listen_barrier(p_channels text[])
+returns boolean
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  bucket integer;
+  tries integer;
+begin
+  perform pgflow._check_listen_channels(p_channels);
+  for bucket in select distinct pgflow._listen_bucket(c) from unnest(p_channels) c order by 1 loop
+    tries := 0;
+    while not pg_try_advisory_lock(1885824631, bucket) loop
+      tries := tries + 1;
+      if tries > 20 then
+        return false;
+      end if;
+      perform pg_sleep(0.001);
+    end loop;
+    perform pg_advisory_unlock(1885824631, bucket);
+  end loop;
+  return true;
+end;
+$$;
+
 -- ---- schemas/0050_shared_queues.sql
 -- Shared-queue metadata and engine settings (the shared-queue maintenance upgrade).
 
@@ -979,12 +1133,14 @@ begin
       from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
         as u(step_slug, task_index, id);
     end loop;
-    -- Wakes the workers listening on the queue. Sent in this transaction, so it is delivered at
-    -- commit or never: a worker never wakes before the messages are visible to its read. A delayed
+    -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
+    -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
+    -- one). Sent in this transaction, so it is delivered at commit or never: a worker never wakes
+    -- before the messages are visible to its read. A delayed
     -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
     -- notifications of one transaction are folded into one by Postgres.
     if grp.delay = 0 then
-      perform pg_notify('pgflow_queue:' || grp.queue_name, '');
+      perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;
 end;
@@ -1634,7 +1790,7 @@ begin
       select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
       from pgflow.set_vt_batch(q, h_msg, h_off) r;
       foreach h_payload in array h_payloads loop
-        perform pg_notify('pgflow_queue:' || q, h_payload);
+        perform pgflow._announce('pgflow_queue:' || q, h_payload);
       end loop;
     end if;
   end if;
@@ -3899,6 +4055,11 @@ $$;
 -- never loses it. That is why the payload is just the run id and never holds inputs, outputs or
 -- errors (pg_notify payloads are limited to 8000 bytes, and a listener needs nothing else).
 --
+-- Only while someone waits for that run (a session registered with pgflow.listen_start, see
+-- 0045_listeners.sql): a NOTIFY makes the commit wait for a lock held across every other
+-- notifying commit of the server, and most runs have no watcher. A plain LISTEN, without
+-- listen_start, hears nothing.
+--
 -- One channel per run, pgflow_run:<uuid> (47 bytes, under the 63-byte limit on channel names): a
 -- client that waits for one run hears only that run, not every run of the database. Postgres
 -- delivers identical notifications (same channel, same payload) once per transaction, so a
@@ -3952,7 +4113,7 @@ volatile
 set search_path = ''
 as $$
 begin
-  perform pg_notify('pgflow_run:' || new.run_id::text, new.run_id::text);
+  perform pgflow._announce('pgflow_run:' || new.run_id::text, new.run_id::text);
   -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.
   if to_regnamespace('realtime') is not null then
     perform pgflow._broadcast_run(new.run_id);
@@ -4137,6 +4298,9 @@ begin
     grant execute on function pgflow.resume_run(uuid) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;
+    -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
+    grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),
+      pgflow.listen_barrier(text[]) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
   end if;

@@ -53,12 +53,14 @@ begin
       from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
         as u(step_slug, task_index, id);
     end loop;
-    -- Wakes the workers listening on the queue. Sent in this transaction, so it is delivered at
-    -- commit or never: a worker never wakes before the messages are visible to its read. A delayed
+    -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
+    -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
+    -- one). Sent in this transaction, so it is delivered at commit or never: a worker never wakes
+    -- before the messages are visible to its read. A delayed
     -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
     -- notifications of one transaction are folded into one by Postgres.
     if grp.delay = 0 then
-      perform pg_notify('pgflow_queue:' || grp.queue_name, '');
+      perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;
 end;

@@ -271,7 +271,7 @@ begin
       select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
       from pgflow.set_vt_batch(q, h_msg, h_off) r;
       foreach h_payload in array h_payloads loop
-        perform pg_notify('pgflow_queue:' || q, h_payload);
+        perform pgflow._announce('pgflow_queue:' || q, h_payload);
       end loop;
     end if;
   end if;

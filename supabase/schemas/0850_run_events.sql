@@ -6,6 +6,11 @@
 -- never loses it. That is why the payload is just the run id and never holds inputs, outputs or
 -- errors (pg_notify payloads are limited to 8000 bytes, and a listener needs nothing else).
 --
+-- Only while someone waits for that run (a session registered with pgflow.listen_start, see
+-- 0045_listeners.sql): a NOTIFY makes the commit wait for a lock held across every other
+-- notifying commit of the server, and most runs have no watcher. A plain LISTEN, without
+-- listen_start, hears nothing.
+--
 -- One channel per run, pgflow_run:<uuid> (47 bytes, under the 63-byte limit on channel names): a
 -- client that waits for one run hears only that run, not every run of the database. Postgres
 -- delivers identical notifications (same channel, same payload) once per transaction, so a
@@ -59,7 +64,7 @@ volatile
 set search_path = ''
 as $$
 begin
-  perform pg_notify('pgflow_run:' || new.run_id::text, new.run_id::text);
+  perform pgflow._announce('pgflow_run:' || new.run_id::text, new.run_id::text);
   -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.
   if to_regnamespace('realtime') is not null then
     perform pgflow._broadcast_run(new.run_id);

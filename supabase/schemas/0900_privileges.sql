@@ -28,6 +28,9 @@ begin
     grant execute on function pgflow.resume_run(uuid) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;
+    -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
+    grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),
+      pgflow.listen_barrier(text[]) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
   end if;

@@ -6,7 +6,12 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";
-import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
+import {
+  defineFlow,
+  readAndStart,
+  registerWorker,
+  waitForNotifications,
+} from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -20,6 +25,7 @@ async function listenTo(connect: () => postgres.Sql, runIds: string[]) {
       (payload) => heard.push({ channel: `pgflow_run:${id}`, payload }),
     );
   }
+  await waitForNotifications(conn, runIds.map((id) => `pgflow_run:${id}`));
   return heard;
 }
 

@@ -6,7 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
-import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
+import {
+  defineFlow,
+  readAndStart,
+  registerWorker,
+  waitForNotifications,
+} from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -25,6 +30,7 @@ db.test("sends are announced at commit, once per queue and transaction", async (
   for (const q of ["wk_q1", "wk_q2", "wk_q3"]) {
     await listener.listen(`pgflow_queue:${q}`, (payload) => heard.push(`${q}:${payload}`));
   }
+  await waitForNotifications(listener, ["wk_q1", "wk_q2", "wk_q3"].map((q) => `pgflow_queue:${q}`));
 
   await sql.begin(async (tx) => {
     await tx`select pgflow.start_flow('wk_chain', '{}')`;

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase, waitFor } from "../support/db.ts";
-import { defineFlow } from "../support/engine.ts";
+import { defineFlow, waitForNotifications } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -51,7 +51,9 @@ async function task(sql: postgres.Sql, runId: string) {
 /** Notifications on the queue's channel, with their payloads. */
 async function listen(connect: () => postgres.Sql, queue: string): Promise<string[]> {
   const heard: string[] = [];
-  await connect().listen(`pgflow_queue:${queue}`, (payload) => heard.push(payload));
+  const conn = connect();
+  await conn.listen(`pgflow_queue:${queue}`, (payload) => heard.push(payload));
+  await waitForNotifications(conn, [`pgflow_queue:${queue}`]);
   return heard;
 }
 

@@ -230,3 +230,15 @@ export async function compileFlow(sql: Sql, target: CompilableFlow): Promise<Com
   }, ${extractAlias(target)}::text) as result`;
   return result as CompileResult;
 }
+
+/**
+ * Tells senders that a session waits for `channels` (pgflow notifies a channel only while someone
+ * does, see supabase/schemas/0045_listeners.sql) and waits out the senders that looked before.
+ * `sql` must stay open for as long as the notifications are wanted: the rows name its backend.
+ */
+export async function waitForNotifications(sql: Sql, channels: string[]): Promise<void> {
+  await sql`select pgflow.listen_start(${channels}::text[])`;
+  const [{ passed }] = await sql<{ passed: boolean }[]>`
+    select pgflow.listen_barrier(${channels}::text[]) as passed`;
+  if (!passed) throw new Error(`listen_barrier did not pass for ${channels.join(", ")}`);
+}

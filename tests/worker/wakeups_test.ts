@@ -23,15 +23,18 @@ function flow(slug: string) {
   return new Flow<{ n: number }>({ slug }).step({ slug: "a" }, (input) => input.n);
 }
 
-/** The worker's LISTEN backend, if connected: its pid and what it last ran. */
+/**
+ * The worker's LISTEN backend while it is registered as waiting for the queue (pgflow.listeners,
+ * written by that backend: see supabase/schemas/0045_listeners.sql): its pid and last query.
+ */
 async function listenBackend(
   sql: postgres.Sql,
   queue: string,
 ): Promise<{ pid: number; query: string } | undefined> {
   const [row] = await sql<{ pid: number; query: string }[]>`
-    select pid, query from pg_stat_activity
-    where application_name = 'pgflow worker' and datname = current_database()
-      and query like ${`%pgflow_queue:${queue}%`}`;
+    select a.pid, a.query from pg_stat_activity a
+    join pgflow.listeners l on l.pid = a.pid and l.channel = ${`pgflow_queue:${queue}`}
+    where a.application_name = 'pgflow worker' and a.datname = current_database()`;
   return row;
 }
 
@@ -53,7 +56,7 @@ db.test("a listening worker is woken by the notification, not by its poll", asyn
     const started = logs.find((r) => r.event === "worker started");
     assert.equal(started?.fields.wakeups, "listen");
     const backend = await until("LISTEN backend", 2000, () => listenBackend(sql, "wk_wake"));
-    assert.match(backend.query, /^listen "pgflow_queue:wk_wake"$/);
+    assert.match(backend.query, /pgflow\.listen_barrier/, "the idle worker told senders it waits");
     // Idle: its first read is done and it waits for a notification.
     await new Promise((r) => setTimeout(r, 300));
     for (let n = 1; n <= 3; n++) {

@@ -18,7 +18,7 @@ export function listenSource(sql: Sql): WakeSource {
     name: "listen",
     pushes: true,
     subscribe: (runId: string, wake: () => void): Promise<Subscription> =>
-      listener.subscribe(runChannel(runId), wake),
+      listener.subscribe(runChannel(runId), wake, { waiting: true }),
     close: () => listener.close(),
   };
 }
