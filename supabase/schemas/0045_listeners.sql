@@ -129,6 +129,7 @@ create or replace function pgflow.listen_barrier(p_channels text[])
 returns boolean
 language plpgsql
 volatile
+security definer
 set search_path = ''
 as $$
 declare
