@@ -1106,7 +1106,27 @@ declare
   grp record;
   ids bigint[];
   batch_size constant integer := 1000;
+  one_queue text;
+  one_delay integer;
+  one_id bigint;
 begin
+  -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
+  -- without the grouping below, which costs a start_flow about a fifth of its time. The same
+  -- rows, message and notification as the general path.
+  if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
+    select s.queue_name, s.opt_start_delay into one_queue, one_delay
+    from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+    select pgmq.send(one_queue,
+                     jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                        'step_slug', p_steps[1], 'task_index', 0),
+                     one_delay) into one_id;
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
+    values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id);
+    if one_delay = 0 then
+      perform pgflow._announce('pgflow_queue:' || one_queue, '');
+    end if;
+    return;
+  end if;
   for grp in
     select s.queue_name, s.opt_start_delay as delay,
            array_agg(s.step_slug order by s.step_slug, i) as steps,
@@ -1473,6 +1493,7 @@ declare
   result pgflow.runs;
   target text;
   started_as text;
+  step_count integer;
 begin
   -- An alias wins over a slug (no flow may take an alias's name unless it carries that alias).
   select a.flow_slug into target from pgflow.aliases a where a.alias = start_flow.flow_slug;
@@ -1494,13 +1515,14 @@ begin
     raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
       using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
   end if;
-  if exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
+  -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
+  if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
   end if;
 
+  select count(*) into step_count from pgflow.steps s where s.flow_slug = flow.flow_slug;
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as)
-  values (new_run_id, flow.flow_slug, start_flow.input,
-          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug), started_as);
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as);
 
   insert into pgflow.step_states (run_id, flow_slug, step_slug, remaining_deps)
   select new_run_id, s.flow_slug, s.step_slug, s.deps_count
@@ -1509,8 +1531,10 @@ begin
   perform pgflow._start_ready_steps(new_run_id);
 
   -- A flow without steps has nothing to wait for.
-  update pgflow.runs r set status = 'completed', completed_at = clock_timestamp(), output = '{}'::jsonb
-  where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+  if step_count = 0 then
+    update pgflow.runs r set status = 'completed', completed_at = clock_timestamp(), output = '{}'::jsonb
+    where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+  end if;
 
   select * into result from pgflow.runs r where r.run_id = new_run_id;
   return result;

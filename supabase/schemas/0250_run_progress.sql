@@ -25,7 +25,27 @@ declare
   grp record;
   ids bigint[];
   batch_size constant integer := 1000;
+  one_queue text;
+  one_delay integer;
+  one_id bigint;
 begin
+  -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
+  -- without the grouping below, which costs a start_flow about a fifth of its time. The same
+  -- rows, message and notification as the general path.
+  if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
+    select s.queue_name, s.opt_start_delay into one_queue, one_delay
+    from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+    select pgmq.send(one_queue,
+                     jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                        'step_slug', p_steps[1], 'task_index', 0),
+                     one_delay) into one_id;
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
+    values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id);
+    if one_delay = 0 then
+      perform pgflow._announce('pgflow_queue:' || one_queue, '');
+    end if;
+    return;
+  end if;
   for grp in
     select s.queue_name, s.opt_start_delay as delay,
            array_agg(s.step_slug order by s.step_slug, i) as steps,

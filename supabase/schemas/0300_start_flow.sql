@@ -20,6 +20,7 @@ declare
   result pgflow.runs;
   target text;
   started_as text;
+  step_count integer;
 begin
   -- An alias wins over a slug (no flow may take an alias's name unless it carries that alias).
   select a.flow_slug into target from pgflow.aliases a where a.alias = start_flow.flow_slug;
@@ -41,13 +42,14 @@ begin
     raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
       using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
   end if;
-  if exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
+  -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
+  if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
   end if;
 
+  select count(*) into step_count from pgflow.steps s where s.flow_slug = flow.flow_slug;
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as)
-  values (new_run_id, flow.flow_slug, start_flow.input,
-          (select count(*) from pgflow.steps s where s.flow_slug = flow.flow_slug), started_as);
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as);
 
   insert into pgflow.step_states (run_id, flow_slug, step_slug, remaining_deps)
   select new_run_id, s.flow_slug, s.step_slug, s.deps_count
@@ -56,8 +58,10 @@ begin
   perform pgflow._start_ready_steps(new_run_id);
 
   -- A flow without steps has nothing to wait for.
-  update pgflow.runs r set status = 'completed', completed_at = clock_timestamp(), output = '{}'::jsonb
-  where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+  if step_count = 0 then
+    update pgflow.runs r set status = 'completed', completed_at = clock_timestamp(), output = '{}'::jsonb
+    where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
+  end if;
 
   select * into result from pgflow.runs r where r.run_id = new_run_id;
   return result;
