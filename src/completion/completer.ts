@@ -89,6 +89,9 @@ interface Pending {
  * Failures are not batched: `fail_task` answers whether the task will be retried, which the
  * worker logs.
  */
+/** How long completions handed to a woken poll loop may wait for its read before going alone. */
+const READER_GRACE_MS = 20;
+
 export class Completer {
   readonly #sql: Sql;
   readonly #maxInFlight: number;
@@ -99,6 +102,7 @@ export class Completer {
   #queue: Pending[] = [];
   #inFlight = 0;
   #scheduled = false;
+  #wakeReader: ((tasks: readonly TaskAttempt[]) => boolean) | undefined;
 
   constructor(options: CompleterOptions) {
     this.#sql = options.sql;
@@ -146,6 +150,20 @@ export class Completer {
       });
       return { outcome: "unreported" };
     }
+  }
+
+  /**
+   * Set by the poll loop while it runs: given the completions waiting, wakes it to read at once
+   * if it is idle and one of them may release work it would claim, and says whether it did.
+   * Completions then go with that read ({@link carry}) instead of a call of their own:
+   * when a completion releases the next step of a run on the same queue, the one call completes
+   * the task, sends the next step's message and claims it, with no notification and no second
+   * round trip in between (the latency of every step of a chain). `undefined` when the loop ends;
+   * whatever waits is then sent on its own.
+   */
+  setReader(wake: ((tasks: readonly TaskAttempt[]) => boolean) | undefined): void {
+    this.#wakeReader = wake;
+    if (wake === undefined) this.#pump();
   }
 
   /**
@@ -203,6 +221,15 @@ export class Completer {
       this.#scheduled = true;
       setImmediate(() => {
         this.#scheduled = false;
+        if (
+          this.#queue.length > 0 &&
+          this.#wakeReader?.(this.#queue.map((p) => p.task)) === true
+        ) {
+          // Should the woken loop not read soon after all (it stops, its slots fill up), they go
+          // on their own; by then a read has usually taken them and this sends nothing.
+          setTimeout(() => this.#pump(), READER_GRACE_MS);
+          return;
+        }
         this.#pump();
       });
     });

@@ -7,6 +7,8 @@ import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
  */
 export interface TaskAttempt {
   readonly runId: string;
+  /** The task's flow, when known (it decides nothing in SQL; see `Completer.setReader`). */
+  readonly flowSlug?: string;
   readonly stepSlug: string;
   readonly taskIndex: number;
   /** The attempt the claim started (1-based). */

@@ -310,6 +310,7 @@ class Worker implements FlowWorker {
       queue: this.queueName,
       workerId: this.id,
       supported: this.#supportSet,
+      feeders: feederPairs(this.#target.flows, this.#supportSet),
       batchSize: config.batchSize,
       visibilityTimeout: config.visibilityTimeout,
       maxPollSeconds: config.maxPollSeconds,
@@ -488,4 +489,23 @@ class Worker implements FlowWorker {
       this.#log.info("shutdown: pool closed", {});
     }
   }
+}
+
+/**
+ * The dependencies of the steps a worker serves (as `flow\u001fstep`): completing one of them may
+ * start a step the worker claims (see `PollLoopDeps.feeders`).
+ */
+function feederPairs(
+  flows: readonly AnyFlow[],
+  supported: readonly SupportedPair[],
+): ReadonlySet<string> {
+  const served = new Set(supported.map(([flow, step]) => `${flow}\u001f${step}`));
+  const feeders = new Set<string>();
+  for (const flow of flows) {
+    for (const step of flow.steps()) {
+      if (!served.has(`${flow.slug}\u001f${step.slug}`)) continue;
+      for (const dep of step.dependencies) feeders.add(`${flow.slug}\u001f${dep}`);
+    }
+  }
+  return feeders;
 }

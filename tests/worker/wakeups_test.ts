@@ -251,3 +251,27 @@ db.test("a busy worker stops asking senders to notify its queue, and asks again 
   }
   assert.equal(await waiting(), 0, "a stopped worker's row goes with it");
 });
+
+db.test("an idle worker completes a step and claims the step it released in one call", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  try {
+    const chain = new Flow<{ n: number }>({ slug: "wk_chain" })
+      .step({ slug: "a" }, (input) => input.n)
+      .step({ slug: "b", dependsOn: ["a"] }, (deps) => deps.a + 1);
+    await startWorker(workers, chain, { connectionString: url, ...SLOW_POLL });
+    for (let n = 0; n < 3; n++) {
+      await new Promise((r) => setTimeout(r, 300)); // idle: waiting for a notification
+      const run = await startRun(sql, "wk_chain", { n });
+      assert.equal((await waitForRun(sql, run, NOTIFIED_WITHIN_MS)).status, "completed");
+      // One transaction: b was claimed at its start (now()), a completed later in it
+      // (clock_timestamp()). Two calls would claim b after a's commit.
+      const [{ same }] = await sql<{ same: boolean }[]>`
+        select b.started_at <= a.completed_at as same
+        from pgflow.step_tasks a join pgflow.step_tasks b on b.run_id = a.run_id
+        where a.run_id = ${run} and a.step_slug = 'a' and b.step_slug = 'b'`;
+      assert.equal(same, true, `run ${n}: b claimed in the call that completed a`);
+    }
+  } finally {
+    await stopAll(workers);
+  }
+});
