@@ -205,11 +205,12 @@ export class QueueWakeups {
     if (registering !== undefined) {
       return registering.then((error) => {
         if (error === undefined) return;
-        // `listening` is false now: the loop reads every pollIntervalMs, and tries again.
+        // `listening` is false now: the loop reads again at once, then every pollIntervalMs (the
+        // `ms` it passes from then on), trying again each time.
+        if (error === REFUSED_AGAIN) return this.#sleep(ms, signal);
         this.#log?.warn("could not tell senders this worker waits; polling meanwhile", {
           error: (error as Error).message,
         });
-        return this.#sleep(ms, signal);
       });
     }
     return this.#sleep(ms, signal);
@@ -262,6 +263,9 @@ export class QueueWakeups {
     this.#waiter?.();
   }
 }
+
+/** A group's attempt to tell senders it waits failed again (see `WakeGroup.startWaiting`). */
+const REFUSED_AGAIN: unique symbol = Symbol("refused again");
 
 /**
  * How long a group's reads must come back full, with no member waiting, before senders are told
@@ -348,8 +352,10 @@ class WakeGroup {
       },
       (error: unknown) => {
         if (this.#waiting === told) this.#waiting = false;
+        // Said once per run of refusals, not at every retry (one per pollIntervalMs).
+        const again = this.refused;
         this.refused = true;
-        return error ?? new Error("unknown error");
+        return again ? REFUSED_AGAIN : error ?? new Error("unknown error");
       },
     );
     return this.#waiting = told;

@@ -275,3 +275,35 @@ db.test("an idle worker completes a step and claims the step it released in one 
     await stopAll(workers);
   }
 });
+
+db.test("a worker that cannot tell senders it waits polls meanwhile, says so once, and recovers", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  await sql`alter function pgflow.listen_start(text[]) rename to listen_start_hidden`;
+  let renamed = true;
+  try {
+    const { logs } = await startWorker(workers, flow("wk_refused"), {
+      connectionString: url,
+      maxPollSeconds: 60,
+      pollIntervalMs: 100,
+    });
+    const run = await startRun(sql, "wk_refused", { n: 1 });
+    assert.equal((await waitForRun(sql, run, NOTIFIED_WITHIN_MS)).status, "completed");
+    await new Promise((r) => setTimeout(r, 1000));
+    const said = logs.filter((r) => r.event.startsWith("could not tell senders"));
+    assert.equal(said.length, 1, "one warning, not one per poll");
+    assert.equal(said[0].level, "warn");
+
+    await sql`alter function pgflow.listen_start_hidden(text[]) rename to listen_start`;
+    renamed = false;
+    await until("it waits again", 3000, () => listenBackend(sql, "wk_refused"));
+    const sent = Date.now();
+    const after = await startRun(sql, "wk_refused", { n: 2 });
+    assert.equal((await waitForRun(sql, after, NOTIFIED_WITHIN_MS)).status, "completed");
+    assert.ok(Date.now() - sent < NOTIFIED_WITHIN_MS);
+  } finally {
+    if (renamed) {
+      await sql`alter function pgflow.listen_start_hidden(text[]) rename to listen_start`;
+    }
+    await stopAll(workers);
+  }
+});
