@@ -97,9 +97,13 @@ as $$
 begin
   perform pgflow._check_listen_channels(p_channels);
   -- Rows left by sessions that ended without listen_stop (a crash, a lost connection) would
-  -- only make senders notify for nobody; they go here rather than on the senders' path.
-  delete from pgflow.listeners l
-  where not exists (select 1 from pg_stat_get_activity(l.pid));
+  -- only make senders notify for nobody; they go here rather than on the senders' path, once per
+  -- session (a client watching many runs calls this for each), in one pass over the backends.
+  if current_setting('pgflow.listeners_swept', true) is distinct from 'yes' then
+    delete from pgflow.listeners l
+    where l.pid not in (select a.pid from pg_stat_get_activity(null) a where a.pid is not null);
+    perform set_config('pgflow.listeners_swept', 'yes', false);
+  end if;
   insert into pgflow.listeners (channel, pid)
   select distinct c, pg_backend_pid() from unnest(p_channels) c
   on conflict on constraint listeners_pkey do nothing;

@@ -131,7 +131,8 @@ db.test("channels are checked; rows of ended sessions go with the next listen_st
   await sql`select pg_terminate_backend(${pid})`;
   await new Promise((r) => setTimeout(r, 200));
   assert.equal((await sql`select 1 from pgflow.listeners where pid = ${pid}`).length, 1);
-  await waitForNotifications(sql, ["pgflow_queue:ln_other"]);
+  // A session's first listen_start sweeps (later ones of the same session do not).
+  await waitForNotifications(connect(), ["pgflow_queue:ln_other"]);
   assert.equal(
     (await sql`select 1 from pgflow.listeners where pid = ${pid}`).length,
     0,
