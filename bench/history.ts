@@ -1,0 +1,473 @@
+/**
+ * `deno run -A bench/history.ts [--runs N] [--out PATH] [--repeat N] [--tasks N]`
+ *
+ * Flat cost as history grows: single-step tasks/s and pickup latency, and the time of the
+ * operator's reads (`pgflow status`, `pgflow coverage`, the dashboard's), on an empty database and
+ * again after `N` finished runs (default 1,000,000 completed, plus one failed per 100) and their
+ * archived messages were loaded into it. The history is written set-based, in the shape the
+ * engine leaves a finished run in (runs, step_states, step_tasks, task_attempts for the failures,
+ * and the queue's PGMQ archive), for the benchmark's own plain flow, compiled by its worker.
+ * Writes a Markdown table (default bench/history.md). Needs a throw-away server (or a superuser
+ * DATABASE_URL): the load skips triggers with `session_replication_role = replica`.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { openPgflowDatabase } from "../local/database.ts";
+import { queueCoverage } from "../src/operations/coverage.ts";
+import type { Sql } from "../src/platform/types.ts";
+import { readOverview } from "../src/cli/dashboard/queries.ts";
+import { readOnly } from "../src/cli/dashboard/read_only.ts";
+import { readRun } from "../src/cli/dashboard/run_view.ts";
+import { searchRuns } from "../src/cli/dashboard/search.ts";
+import { statusLines } from "../src/cli/status.ts";
+import { WORKER_OPTIONS } from "../src/worker/options.ts";
+import { clockOffsetMs } from "./clock.ts";
+import { type EngineResult, type EngineSettings, singleStepScenario } from "./engine.ts";
+import { plainFlow } from "./flows.ts";
+import { type Spread, spread, spreadCell } from "./repeat.ts";
+import { fixed, markdownTable, median, ratio } from "./stats.ts";
+
+/** Options of the history benchmark. */
+export interface HistoryOptions {
+  /** Completed runs loaded as history. */
+  readonly runs: number;
+  /** Rounds of the throughput and latency scenario on each side (empty, loaded). */
+  readonly repeat: number;
+  /** Repetitions of each read (the median is reported). */
+  readonly queryRepeat: number;
+}
+
+/** One read's median time, empty and with the history. */
+export interface QueryTiming {
+  readonly name: string;
+  readonly emptyMs: number;
+  readonly loadedMs: number;
+}
+
+/** Everything the history benchmark measured. */
+export interface HistoryFigures {
+  readonly runs: number;
+  readonly failedRuns: number;
+  readonly loadSeconds: number;
+  /** Table sizes after the load (MB, with indexes). */
+  readonly sizes: readonly { table: string; mb: number }[];
+  readonly empty: readonly EngineResult[];
+  readonly loaded: readonly EngineResult[];
+  readonly queries: readonly QueryTiming[];
+}
+
+/** The single step scenario measured on both sides: the plain flow, one worker. */
+const SCENARIO = "plain flow queue";
+
+/** Runs loaded per statement: bounds each transaction's size and shows progress. */
+const CHUNK = 100_000;
+
+/**
+ * Loads `runs` completed runs of the one-step flow `flowSlug` (and one failed run per 100) as
+ * history ended before now, with their tasks and archived messages; returns the failed count.
+ * Triggers and foreign-key checks are skipped for the load (`session_replication_role`): the rows
+ * are consistent by construction, and a run event per history row would mean nothing.
+ *
+ * @example
+ * ```ts ignore
+ * await loadHistory(sql, "bench_plain", 1_000_000, console.error);
+ * ```
+ */
+export async function loadHistory(
+  sql: postgres.Sql,
+  flowSlug: string,
+  runs: number,
+  log: (text: string) => void = () => {},
+): Promise<number> {
+  const steps = await sql<{ step_slug: string; queue_name: string }[]>`
+    select step_slug, queue_name from pgflow.steps where flow_slug = ${flowSlug}`;
+  if (steps.length !== 1) {
+    throw new Error(`loadHistory needs a compiled one-step flow; ${flowSlug} has ${steps.length}`);
+  }
+  const [{ step_slug: step, queue_name: queue }] = steps;
+  const [{ archive, seq }] = await sql<{ archive: string; seq: string }[]>`
+    select pgmq.format_table_name(${queue}, 'a') as archive,
+           pg_get_serial_sequence('pgmq.' || pgmq.format_table_name(${queue}, 'q'), 'msg_id') as seq`;
+  const failed = Math.floor(runs / 100);
+  const total = runs + failed;
+  // A block of message ids no live message can take: the history's messages were sent long ago.
+  const [{ first }] = await sql<{ first: string }[]>`
+    select (nextval(${seq}::regclass) + 1)::text as first`;
+  await sql`select setval(${seq}::regclass, ${first}::bigint + ${total})`;
+  for (let from = 1; from <= total; from += CHUNK) {
+    const to = Math.min(total, from + CHUNK - 1);
+    await sql.begin(async (tx) => {
+      await tx`set local session_replication_role = replica`;
+      // Run i started 2 s after run i - 1 and the last ended a minute ago: a month of history.
+      // Every 100th run failed after three attempts.
+      await tx`
+        create temp table h on commit drop as
+        select i, gen_random_uuid() as run_id, ${first}::bigint + i as msg_id,
+               i % 100 = 0 as failed,
+               now() - interval '1 minute' - make_interval(secs => (${total} - i) * 2.0) as t0,
+               ('00000000-0000-4000-8000-' || lpad(to_hex(i % 7), 12, '0'))::uuid as worker
+        from generate_series(${from}::int, ${to}::int) i`;
+      await tx`
+        insert into pgflow.runs (run_id, flow_slug, status, input, output, remaining_steps,
+                                 error_message, started_at, completed_at, failed_at)
+        select run_id, ${flowSlug}, case when failed then 'failed' else 'completed' end, '{}'::jsonb,
+               case when failed then null else jsonb_build_object(${step}::text, null) end,
+               case when failed then 1 else 0 end,
+               case when failed then 'bench: simulated failure' end,
+               t0, case when not failed then t0 + interval '37 ms' end,
+               case when failed then t0 + interval '3 s' end
+        from h`;
+      await tx`
+        insert into pgflow.step_states (run_id, flow_slug, step_slug, status, remaining_deps,
+                                        remaining_tasks, initial_tasks, output, error_message,
+                                        created_at, started_at, completed_at, failed_at)
+        select run_id, ${flowSlug}, ${step}, case when failed then 'failed' else 'completed' end,
+               0, case when failed then 1 else 0 end, 1, null,
+               case when failed then 'bench: simulated failure' end,
+               t0, t0, case when not failed then t0 + interval '35 ms' end,
+               case when failed then t0 + interval '3 s' end
+        from h`;
+      await tx`
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, status,
+                                       queue_name, message_id, attempts_count, output,
+                                       error_message, last_worker_id, queued_at, started_at,
+                                       completed_at, failed_at)
+        select run_id, ${flowSlug}, ${step}, 0, case when failed then 'failed' else 'completed' end,
+               ${queue}, msg_id, case when failed then 3 else 1 end, null,
+               case when failed then 'bench: simulated failure' end, worker, t0,
+               t0 + interval '24 ms', case when not failed then t0 + interval '35 ms' end,
+               case when failed then t0 + interval '3 s' end
+        from h`;
+      await tx`
+        insert into pgflow.task_attempts (run_id, step_slug, task_index, attempt, worker_id,
+                                          started_at, ended_at, outcome, error_message)
+        select run_id, ${step}, 0, a, worker, t0 + make_interval(secs => a - 1),
+               t0 + make_interval(secs => a - 1) + interval '10 ms', 'failed',
+               'bench: simulated failure'
+        from h cross join generate_series(1, 3) a where failed`;
+      await tx.unsafe(
+        `insert into pgmq.${quoteIdent(archive)}
+           (msg_id, read_ct, enqueued_at, archived_at, vt, message, headers)
+         select msg_id, case when failed then 3 else 1 end, t0, t0 + interval '33 ms',
+                t0 + interval '62 s',
+                jsonb_build_object('run_id', run_id, 'flow_slug', $1::text,
+                                   'step_slug', $2::text, 'task_index', 0),
+                null
+         from h`,
+        [flowSlug, step],
+      );
+    });
+    log(`history: ${to.toLocaleString("en")} of ${total.toLocaleString("en")} runs loaded`);
+  }
+  // What autovacuum would have done to tables this old: statistics and the visibility map.
+  for (const table of ["pgflow.runs", "pgflow.step_states", "pgflow.step_tasks"]) {
+    await sql.unsafe(`vacuum (analyze) ${table}`);
+  }
+  await sql.unsafe(`vacuum (analyze) pgflow.task_attempts`);
+  await sql.unsafe(`vacuum (analyze) pgmq.${quoteIdent(archive)}`);
+  return failed;
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** A named read, as the CLI and the dashboard send it. */
+type Probe = [string, (sql: Sql) => Promise<unknown>];
+
+/** The reads timed: each through the same function the command or the page calls. */
+function probes(url: string, oldRunId: string): Probe[] {
+  const overview = { staleAfterSeconds: 30, queuedAfterSeconds: 60, limit: 20 };
+  return [
+    ["pgflow status", (sql) => statusLines(sql, url, 30)],
+    ["pgflow coverage", (sql) => queueCoverage(sql, undefined, 30)],
+    [
+      "dashboard overview (every panel)",
+      (sql) => readOnly(sql, (tx) => readOverview(tx, overview)),
+    ],
+    ["dashboard runs: latest 50", (sql) => readOnly(sql, (tx) => searchRuns(tx, { limit: 50 }))],
+    [
+      "dashboard runs: failed",
+      (sql) => readOnly(sql, (tx) => searchRuns(tx, { status: "failed", limit: 50 })),
+    ],
+    [
+      "dashboard runs: started",
+      (sql) => readOnly(sql, (tx) => searchRuns(tx, { status: "started", limit: 50 })),
+    ],
+    [
+      "dashboard runs: flow + completed",
+      (sql) =>
+        readOnly(
+          sql,
+          (tx) => searchRuns(tx, { flow: plainFlow.slug, status: "completed", limit: 50 }),
+        ),
+    ],
+    [
+      "dashboard runs: id prefix",
+      (sql) => readOnly(sql, (tx) => searchRuns(tx, { idPrefix: oldRunId.slice(0, 6), limit: 50 })),
+    ],
+    ["dashboard run view (an old run)", (sql) => readOnly(sql, (tx) => readRun(tx, oldRunId))],
+  ];
+}
+
+/**
+ * The median wall-clock time (ms) of each read over `repeat` repetitions, after one unmeasured
+ * warm-up, on a connection of its own like the CLI's.
+ *
+ * @example
+ * ```ts ignore
+ * const ms = await timeReads(url, 5);
+ * ```
+ */
+export async function timeReads(url: string, repeat: number): Promise<Map<string, number>> {
+  const sql = postgres(url, { max: 1, prepare: false, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ run_id: string }[]>`
+      select run_id::text from pgflow.runs where status in ('completed', 'failed')
+      order by started_at limit 1`;
+    const out = new Map<string, number>();
+    for (const [name, read] of probes(url, row?.run_id ?? "00000000-0000-4000-8000-000000000000")) {
+      await read(sql as unknown as Sql);
+      const times: number[] = [];
+      for (let i = 0; i < repeat; i++) {
+        const t0 = performance.now();
+        await read(sql as unknown as Sql);
+        times.push(performance.now() - t0);
+      }
+      out.set(name, median(times));
+    }
+    return out;
+  } finally {
+    await sql.end();
+  }
+}
+
+async function singleRounds(s: EngineSettings, repeat: number, log: (t: string) => void) {
+  const results: EngineResult[] = [];
+  for (let i = 1; i <= repeat; i++) {
+    log(`${SCENARIO}, round ${i}/${repeat}`);
+    results.push(await singleStepScenario(s, SCENARIO, { target: plainFlow }, [plainFlow.slug]));
+  }
+  return results;
+}
+
+/**
+ * Measures the engine and the reads on the database of `s` (which should hold no other history),
+ * loads `o.runs` finished runs, and measures again. The lead can call it from bench/main.ts as
+ * the last section: the history it loads stays in the database.
+ *
+ * @example
+ * ```ts ignore
+ * const figures = await measureHistory(s, { runs: 1_000_000, repeat: 3, queryRepeat: 5 });
+ * console.log(renderHistoryMarkdown(figures));
+ * ```
+ */
+export async function measureHistory(
+  s: EngineSettings,
+  o: HistoryOptions,
+  log: (text: string) => void = () => {},
+): Promise<HistoryFigures> {
+  // The first round also compiles the flow (its worker's startup), so the loader finds it.
+  const empty = await singleRounds(s, o.repeat, log);
+  log("timing the reads on the empty database");
+  const emptyReads = await timeReads(s.url, o.queryRepeat);
+  const t0 = performance.now();
+  const failedRuns = await loadHistory(s.sql, plainFlow.slug, o.runs, log);
+  const loadSeconds = (performance.now() - t0) / 1000;
+  log(`history loaded in ${loadSeconds.toFixed(0)} s; timing the reads`);
+  const loadedReads = await timeReads(s.url, o.queryRepeat);
+  const loaded = await singleRounds(s, o.repeat, log);
+  const sizes = await s.sql<{ table: string; mb: number }[]>`
+    select c.oid::regclass::text as table,
+           (pg_total_relation_size(c.oid) / 1048576.0)::float8 as mb
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where c.relkind = 'r' and (n.nspname = 'pgflow' or (n.nspname = 'pgmq' and c.relname like 'a\\_%'))
+      and pg_total_relation_size(c.oid) > 1048576
+    order by pg_total_relation_size(c.oid) desc`;
+  return {
+    runs: o.runs,
+    failedRuns,
+    loadSeconds,
+    sizes,
+    empty,
+    loaded,
+    queries: [...emptyReads].map(([name, emptyMs]) => ({
+      name,
+      emptyMs,
+      loadedMs: loadedReads.get(name) ?? NaN,
+    })),
+  };
+}
+
+function engineCells(results: readonly EngineResult[]): { tps: Spread; p50: Spread; p95: Spread } {
+  return {
+    tps: spread(results.map((r) => r.tasksPerSec)),
+    p50: spread(results.map((r) => r.p50)),
+    p95: spread(results.map((r) => r.p95)),
+  };
+}
+
+/**
+ * The figures as Markdown: the engine empty vs with history, then each read's time.
+ *
+ * @example
+ * ```ts ignore
+ * await Deno.writeTextFile("bench/history.md", renderHistoryMarkdown(figures));
+ * ```
+ */
+export function renderHistoryMarkdown(f: HistoryFigures, about = ""): string {
+  const e = engineCells(f.empty);
+  const l = engineCells(f.loaded);
+  const within = (a: number, b: number, higherIsBetter: boolean) => {
+    const change = higherIsBetter ? (a - b) / a : (b - a) / a;
+    return change <= 0.10 ? "yes" : "NO";
+  };
+  const engine = markdownTable([
+    [
+      "figure",
+      "empty",
+      `${f.runs.toLocaleString("en")} runs of history`,
+      "history ÷ empty",
+      "within 10 %",
+    ],
+    [
+      "single-step tasks/s",
+      spreadCell(e.tps, 0),
+      spreadCell(l.tps, 0),
+      ratio(l.tps.median / e.tps.median),
+      within(e.tps.median, l.tps.median, true),
+    ],
+    [
+      "pickup p50 ms",
+      spreadCell(e.p50, 2),
+      spreadCell(l.p50, 2),
+      ratio(l.p50.median / e.p50.median),
+      within(e.p50.median, l.p50.median, false),
+    ],
+    [
+      "pickup p95 ms",
+      spreadCell(e.p95, 2),
+      spreadCell(l.p95, 2),
+      ratio(l.p95.median / e.p95.median),
+      "",
+    ],
+  ]);
+  const reads = markdownTable([
+    ["read", "empty ms", "with history ms", "under 200 ms"],
+    ...f.queries.map((q) => [
+      q.name,
+      fixed(q.emptyMs, 1),
+      fixed(q.loadedMs, 1),
+      q.loadedMs < 200 ? "yes" : "NO",
+    ]),
+  ]);
+  const sizes = markdownTable([
+    ["table", "MB with indexes"],
+    ...f.sizes.map((t) => [t.table, fixed(t.mb, 0)]),
+  ]);
+  return [
+    "# History benchmark: flat cost as history grows",
+    "",
+    `Produced by \`deno run -A bench/history.ts --runs ${f.runs}\`.${about ? ` ${about}` : ""}`,
+    "",
+    `History: ${f.runs.toLocaleString("en")} completed runs and ${
+      f.failedRuns.toLocaleString("en")
+    } failed ones (three failed attempts each) of the plain one-step flow, with their step states, ` +
+    "tasks and archived messages, loaded set-based in " +
+    `${
+      fixed(f.loadSeconds, 0)
+    } s, then \`vacuum (analyze)\` (what autovacuum does to such tables).`,
+    "",
+    "## Engine",
+    "",
+    `The \`${SCENARIO}\` scenario of \`deno task bench\` (one worker, batch 10, concurrency 10), ` +
+    `${f.empty.length} rounds each side; median (lowest–highest).`,
+    "",
+    engine,
+    "",
+    "## Operator reads",
+    "",
+    "Wall clock through the functions the CLI and the dashboard call, median of repetitions after " +
+    "a warm-up, one connection.",
+    "",
+    reads,
+    "",
+    "## Sizes with history",
+    "",
+    sizes,
+    "",
+  ].join("\n");
+}
+
+function parseHistoryArgs(argv: readonly string[]) {
+  const o = { runs: 1_000_000, repeat: 3, queryRepeat: 5, tasks: 3000, out: "", write: true };
+  o.out = new URL("./history.md", import.meta.url).pathname;
+  const positive = (flag: string, text: string | undefined): number => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 1) {
+      console.error(`${flag} must be a whole number of at least 1, got ${JSON.stringify(text)}`);
+      Deno.exit(2);
+    }
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    if (flag === "--runs") o.runs = positive(flag, argv[++i]);
+    else if (flag === "--repeat") o.repeat = positive(flag, argv[++i]);
+    else if (flag === "--query-repeat") o.queryRepeat = positive(flag, argv[++i]);
+    else if (flag === "--tasks") o.tasks = positive(flag, argv[++i]);
+    else if (flag === "--out") o.out = argv[++i] ?? "";
+    else if (flag === "--no-write") o.write = false;
+    else {
+      console.error(
+        `unknown option ${JSON.stringify(flag)}; use --runs N, --repeat N, --query-repeat N, ` +
+          "--tasks N, --out PATH or --no-write",
+      );
+      Deno.exit(2);
+    }
+  }
+  return o;
+}
+
+async function main() {
+  const o = parseHistoryArgs(Deno.args);
+  const started = performance.now();
+  const log = (text: string) =>
+    console.error(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] ${text}`);
+  const db = await openPgflowDatabase({ durable: true });
+  const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
+  try {
+    const s: EngineSettings = {
+      url: db.url,
+      sql,
+      offsetMs: await clockOffsetMs(sql),
+      tasks: o.tasks,
+      latencyTasks: 300,
+      rate: 100,
+      maxConcurrent: 10,
+      batchSize: 10,
+      pollIntervalMs: WORKER_OPTIONS.pollIntervalMs.default,
+      maxPollSeconds: WORKER_OPTIONS.maxPollSeconds.default,
+    };
+    const f = await measureHistory(s, o, log);
+    const [{ version }] = await sql<{ version: string }[]>`select version()`;
+    const text = renderHistoryMarkdown(
+      f,
+      `${
+        version.split(",")[0]
+      }, durable throw-away server, ${navigator.hardwareConcurrency} cores, ` +
+        `${new Date().toISOString().slice(0, 10)}.`,
+    );
+    console.log(text);
+    if (o.write) {
+      await Deno.writeTextFile(o.out, text);
+      console.error(`written to ${o.out}`);
+    }
+  } finally {
+    await sql.end();
+    await db.close();
+  }
+}
+
+if (import.meta.main) await main();
