@@ -50,6 +50,8 @@ export interface HistoryFigures {
   readonly runs: number;
   readonly failedRuns: number;
   readonly loadSeconds: number;
+  /** The server's version line. */
+  readonly postgres: string;
   /** Table sizes after the load (MB, with indexes). */
   readonly sizes: readonly { table: string; mb: number }[];
   readonly empty: readonly EngineResult[];
@@ -243,61 +245,106 @@ export async function timeReads(url: string, repeat: number): Promise<Map<string
   }
 }
 
-async function singleRounds(s: EngineSettings, repeat: number, log: (t: string) => void) {
-  const results: EngineResult[] = [];
-  for (let i = 1; i <= repeat; i++) {
-    log(`${SCENARIO}, round ${i}/${repeat}`);
-    results.push(await singleStepScenario(s, SCENARIO, { target: plainFlow }, [plainFlow.slug]));
-  }
-  return results;
+/** The engine settings of one database, as bench/main.ts uses them. */
+export type HistorySettings = Omit<EngineSettings, "url" | "sql" | "offsetMs">;
+
+async function settingsFor(
+  url: string,
+  sql: postgres.Sql,
+  base: HistorySettings,
+): Promise<EngineSettings> {
+  return { ...base, url, sql, offsetMs: await clockOffsetMs(sql) };
+}
+
+function round(s: EngineSettings): Promise<EngineResult> {
+  return singleStepScenario(s, SCENARIO, { target: plainFlow }, [plainFlow.slug]);
 }
 
 /**
- * Measures the engine and the reads on the database of `s` (which should hold no other history),
- * loads `o.runs` finished runs, and measures again. The lead can call it from bench/main.ts as
- * the last section: the history it loads stays in the database.
+ * Opens two durable throw-away servers, loads `o.runs` finished runs into one, and measures both
+ * in interleaved rounds (empty then loaded, loaded then empty, …), so load from elsewhere on the
+ * machine falls on both sides alike. Each server gets one unmeasured warm-up round first (it also
+ * compiles the flow). Standalone: it needs no database of the caller's, so bench/main.ts can call
+ * it as a section of its own.
  *
  * @example
  * ```ts ignore
- * const figures = await measureHistory(s, { runs: 1_000_000, repeat: 3, queryRepeat: 5 });
+ * const figures = await measureHistory({ runs: 1_000_000, repeat: 3, queryRepeat: 5 }, {
+ *   tasks: 3000, latencyTasks: 300, rate: 100, maxConcurrent: 10, batchSize: 10,
+ *   pollIntervalMs: 50, maxPollSeconds: 2,
+ * });
  * console.log(renderHistoryMarkdown(figures));
  * ```
  */
 export async function measureHistory(
-  s: EngineSettings,
   o: HistoryOptions,
+  base: HistorySettings,
   log: (text: string) => void = () => {},
 ): Promise<HistoryFigures> {
-  // The first round also compiles the flow (its worker's startup), so the loader finds it.
-  const empty = await singleRounds(s, o.repeat, log);
-  log("timing the reads on the empty database");
-  const emptyReads = await timeReads(s.url, o.queryRepeat);
-  const t0 = performance.now();
-  const failedRuns = await loadHistory(s.sql, plainFlow.slug, o.runs, log);
-  const loadSeconds = (performance.now() - t0) / 1000;
-  log(`history loaded in ${loadSeconds.toFixed(0)} s; timing the reads`);
-  const loadedReads = await timeReads(s.url, o.queryRepeat);
-  const loaded = await singleRounds(s, o.repeat, log);
-  const sizes = await s.sql<{ table: string; mb: number }[]>`
-    select c.oid::regclass::text as table,
-           (pg_total_relation_size(c.oid) / 1048576.0)::float8 as mb
-    from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where c.relkind = 'r' and (n.nspname = 'pgflow' or (n.nspname = 'pgmq' and c.relname like 'a\\_%'))
-      and pg_total_relation_size(c.oid) > 1048576
-    order by pg_total_relation_size(c.oid) desc`;
-  return {
-    runs: o.runs,
-    failedRuns,
-    loadSeconds,
-    sizes,
-    empty,
-    loaded,
-    queries: [...emptyReads].map(([name, emptyMs]) => ({
-      name,
-      emptyMs,
-      loadedMs: loadedReads.get(name) ?? NaN,
-    })),
-  };
+  if (Deno.env.get("DATABASE_URL")) {
+    throw new Error(
+      "the history benchmark compares two throw-away servers it starts itself; unset DATABASE_URL",
+    );
+  }
+  const dbs = [
+    await openPgflowDatabase({ durable: true }),
+    await openPgflowDatabase({ durable: true }),
+  ];
+  const pools = dbs.map((db) => postgres(db.url, { max: 2, prepare: false, onnotice: () => {} }));
+  try {
+    const [emptyS, loadedS] = await Promise.all(
+      dbs.map((db, i) => settingsFor(db.url, pools[i], base)),
+    );
+    log("warm-up round on each server");
+    await round(emptyS);
+    await round(loadedS);
+    const t0 = performance.now();
+    const failedRuns = await loadHistory(loadedS.sql, plainFlow.slug, o.runs, log);
+    const loadSeconds = (performance.now() - t0) / 1000;
+    // The load's dirty pages are written now, not during the first measured round.
+    for (const sql of pools) await sql`checkpoint`;
+    log(`history loaded in ${loadSeconds.toFixed(0)} s; timing the reads`);
+    const emptyReads = await timeReads(emptyS.url, o.queryRepeat);
+    const loadedReads = await timeReads(loadedS.url, o.queryRepeat);
+    const empty: EngineResult[] = [];
+    const loaded: EngineResult[] = [];
+    for (let i = 1; i <= o.repeat; i++) {
+      log(`${SCENARIO}, round ${i}/${o.repeat}`);
+      if (i % 2 === 1) {
+        empty.push(await round(emptyS));
+        loaded.push(await round(loadedS));
+      } else {
+        loaded.push(await round(loadedS));
+        empty.push(await round(emptyS));
+      }
+    }
+    const sizes = await loadedS.sql<{ table: string; mb: number }[]>`
+      select c.oid::regclass::text as table,
+             (pg_total_relation_size(c.oid) / 1048576.0)::float8 as mb
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where c.relkind = 'r'
+        and (n.nspname = 'pgflow' or (n.nspname = 'pgmq' and c.relname like 'a\\_%'))
+        and pg_total_relation_size(c.oid) > 1048576
+      order by pg_total_relation_size(c.oid) desc`;
+    const [{ version }] = await loadedS.sql<{ version: string }[]>`select version()`;
+    return {
+      runs: o.runs,
+      failedRuns,
+      loadSeconds,
+      postgres: version.split(",")[0],
+      sizes,
+      empty,
+      loaded,
+      queries: [...emptyReads].map(([name, emptyMs]) => ({
+        name,
+        emptyMs,
+        loadedMs: loadedReads.get(name) ?? NaN,
+      })),
+    };
+  } finally {
+    await Promise.all(pools.map((sql) => sql.end()));
+    await Promise.all(dbs.map((db) => db.close()));
+  }
 }
 
 function engineCells(results: readonly EngineResult[]): { tps: Spread; p50: Spread; p95: Spread } {
@@ -382,7 +429,9 @@ export function renderHistoryMarkdown(f: HistoryFigures, about = ""): string {
     "## Engine",
     "",
     `The \`${SCENARIO}\` scenario of \`deno task bench\` (one worker, batch 10, concurrency 10), ` +
-    `${f.empty.length} rounds each side; median (lowest–highest).`,
+    `${f.empty.length} rounds on each of two servers (one empty, one with the history), ` +
+    "interleaved, after a warm-up round on each; median (lowest–highest).",
+    ,
     "",
     engine,
     "",
@@ -435,38 +484,24 @@ async function main() {
   const started = performance.now();
   const log = (text: string) =>
     console.error(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] ${text}`);
-  const db = await openPgflowDatabase({ durable: true });
-  const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
-  try {
-    const s: EngineSettings = {
-      url: db.url,
-      sql,
-      offsetMs: await clockOffsetMs(sql),
-      tasks: o.tasks,
-      latencyTasks: 300,
-      rate: 100,
-      maxConcurrent: 10,
-      batchSize: 10,
-      pollIntervalMs: WORKER_OPTIONS.pollIntervalMs.default,
-      maxPollSeconds: WORKER_OPTIONS.maxPollSeconds.default,
-    };
-    const f = await measureHistory(s, o, log);
-    const [{ version }] = await sql<{ version: string }[]>`select version()`;
-    const text = renderHistoryMarkdown(
-      f,
-      `${
-        version.split(",")[0]
-      }, durable throw-away server, ${navigator.hardwareConcurrency} cores, ` +
-        `${new Date().toISOString().slice(0, 10)}.`,
-    );
-    console.log(text);
-    if (o.write) {
-      await Deno.writeTextFile(o.out, text);
-      console.error(`written to ${o.out}`);
-    }
-  } finally {
-    await sql.end();
-    await db.close();
+  const f = await measureHistory(o, {
+    tasks: o.tasks,
+    latencyTasks: 300,
+    rate: 100,
+    maxConcurrent: 10,
+    batchSize: 10,
+    pollIntervalMs: WORKER_OPTIONS.pollIntervalMs.default,
+    maxPollSeconds: WORKER_OPTIONS.maxPollSeconds.default,
+  }, log);
+  const text = renderHistoryMarkdown(
+    f,
+    `${f.postgres}, two durable throw-away servers, ${navigator.hardwareConcurrency} cores, ` +
+      `${new Date().toISOString().slice(0, 10)}.`,
+  );
+  console.log(text);
+  if (o.write) {
+    await Deno.writeTextFile(o.out, text);
+    console.error(`written to ${o.out}`);
   }
 }
 
