@@ -428,7 +428,8 @@ export function renderHistoryMarkdown(f: HistoryFigures, about = ""): string {
       "full-page images per run",
       spreadCell(e.fpi, 2),
       spreadCell(l.fpi, 2),
-      ratio(l.fpi.median / e.fpi.median),
+      // An empty database writes almost none: a ratio to ~0 says nothing.
+      e.fpi.median >= 0.01 ? ratio(l.fpi.median / e.fpi.median) : "–",
       "",
     ],
   ]);
