@@ -2,8 +2,12 @@
 -- flow's messages or unknown messages in a shared archive.
 
 -- Deletes terminal runs (completed, failed or cancelled) that ended before now() - retention, with
--- their tasks (and so their attempt history) and their own queue and archive rows. Returns the number of runs deleted.
-create or replace function pgflow.prune_data_older_than(retention interval)
+-- their tasks (and so their attempt history) and their own queue and archive rows, oldest first,
+-- at most max_runs of them (NULL: all). Returns the number of runs deleted. A bounded call is one
+-- short transaction: a first prune of months of history, or a daily one on a busy project, calls
+-- it until it returns less than max_runs, each call committed, so no transaction holds millions of
+-- row versions (and vacuum's horizon) at once. Runs another prune is deleting are skipped.
+create or replace function pgflow.prune_data_older_than(retention interval, max_runs integer)
 returns integer
 language plpgsql
 volatile
@@ -11,16 +15,28 @@ set search_path = ''
 as $$
 declare
   old_runs uuid[];
+  cutoff timestamptz;
   grp record;
 begin
   if retention is null or retention < interval '0' then
     raise exception 'prune_data_older_than: retention must be a non-negative interval, got %', coalesce(retention::text, 'NULL')
       using errcode = '22023';
   end if;
-  select array_agg(r.run_id) into old_runs
-  from pgflow.runs r
-  where r.status in ('completed', 'failed', 'cancelled')
-    and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < now() - retention;
+  if max_runs is not null and max_runs < 1 then
+    raise exception 'prune_data_older_than: max_runs must be at least 1 or NULL (all), got %', max_runs
+      using errcode = '22023', hint = 'prune in batches of a few thousand runs, calling again until fewer come back';
+  end if;
+  cutoff := now() - retention;
+  -- Oldest first along runs_started_at_idx: a bounded call stops after max_runs matches.
+  select array_agg(o.run_id) into old_runs
+  from (
+    select r.run_id from pgflow.runs r
+    where r.status in ('completed', 'failed', 'cancelled')
+      and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < cutoff
+    order by r.started_at
+    limit max_runs
+    for update skip locked
+  ) o;
   if old_runs is null then
     return 0;
   end if;
@@ -37,6 +53,16 @@ begin
   delete from pgflow.runs r where r.run_id = any (old_runs);
   return cardinality(old_runs);
 end;
+$$;
+
+-- The same, all at once in one transaction (the form from before batches).
+create or replace function pgflow.prune_data_older_than(retention interval)
+returns integer
+language sql
+volatile
+set search_path = ''
+as $$
+  select pgflow.prune_data_older_than(retention, null::integer)
 $$;
 
 -- Queue-wide maintenance for one declared shared queue: deletes its archive rows archived before

@@ -146,3 +146,45 @@ db.test("pruning removes old terminal runs with their own messages only", async 
     /queue 'not_shared' is not a declared shared queue/,
   );
 });
+
+db.test("pruning in batches deletes the oldest ended runs first, at most max_runs a call", async ({ sql }) => {
+  await compileFlow(sql, shared("prune_batch"));
+  const ended: string[] = [];
+  for (let i = 0; i < 5; i++) ended.push(await runToCompletion(sql, "prune_batch", "del_shared"));
+  // Run i started 500 - i days ago: older than any other test's runs, so only these qualify.
+  for (const [i, id] of ended.entries()) {
+    await sql`update pgflow.runs
+              set started_at = now() - make_interval(days => 500 - ${i}::int),
+                  completed_at = now() - make_interval(days => 500 - ${i}::int) + interval '1 s'
+              where run_id = ${id}`;
+  }
+  // Older still, but not ended: never pruned.
+  const [open] = await sql`select * from pgflow.start_flow('prune_batch', '{"n": 9}')`;
+  await sql`update pgflow.runs set started_at = now() - interval '900 days'
+            where run_id = ${open.run_id}`;
+  const messages = (await sql`select message_id::text as id from pgflow.step_tasks
+                               where run_id = any (${ended}::uuid[])`).map((r) => r.id);
+  const left = async () =>
+    (await sql`select run_id from pgflow.runs where flow_slug = 'prune_batch'
+               order by started_at`).map((r) => r.run_id);
+  const prune = async () =>
+    (await sql`select pgflow.prune_data_older_than(interval '365 days', 2) as n`)[0].n;
+
+  assert.equal(await prune(), 2);
+  assert.deepEqual(await left(), [open.run_id, ...ended.slice(2)], "the two oldest went first");
+  assert.equal(await prune(), 2);
+  assert.equal(await prune(), 1);
+  assert.equal(await prune(), 0);
+  assert.deepEqual(await left(), [open.run_id]);
+  assert.equal(
+    (await sql`select count(*)::int as n from pgflow.step_tasks
+               where run_id = any (${ended}::uuid[])`)[0].n,
+    0,
+  );
+  const archived = (await archivedMessages(sql, "del_shared")).map((m) => m.msg_id);
+  for (const id of messages) assert.ok(!archived.includes(id), `archive row ${id} pruned`);
+  await assert.rejects(
+    () => sql`select pgflow.prune_data_older_than(interval '1 day', 0)`,
+    /max_runs must be at least 1 or NULL \(all\), got 0/,
+  );
+});

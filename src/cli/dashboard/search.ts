@@ -133,15 +133,19 @@ export async function searchRuns(tx: ReadTx, filter: RunFilter): Promise<RunSumm
                                        (j ->> 'cancelled_at')::timestamptz, now())
                               - r.started_at)::float8 as seconds,
            j ->> 'restart_of_run_id' as restart_of
-    from pgflow.runs r
+    -- The newest matches first, along runs_started_at_idx; only they are turned into JSON.
+    from (
+      select r.* from pgflow.runs r
+      where (${filter.flow ?? null}::text is null or r.flow_slug = ${filter.flow ?? null})
+        and (${filter.status ?? null}::text is null or r.status = ${filter.status ?? null})
+        and (${bounds?.[0] ?? null}::uuid is null
+             or r.run_id between ${bounds?.[0] ?? null}::uuid and ${bounds?.[1] ?? null}::uuid)
+      order by r.started_at desc, r.run_id
+      limit ${filter.limit}
+    ) r
     -- to_jsonb: the lineage and cancel columns read as NULL on a database that predates them.
     cross join lateral (select to_jsonb(r) - 'input' - 'output' as j) x
-    where (${filter.flow ?? null}::text is null or r.flow_slug = ${filter.flow ?? null})
-      and (${filter.status ?? null}::text is null or r.status = ${filter.status ?? null})
-      and (${bounds?.[0] ?? null}::uuid is null
-           or r.run_id between ${bounds?.[0] ?? null}::uuid and ${bounds?.[1] ?? null}::uuid)
-    order by r.started_at desc, r.run_id
-    limit ${filter.limit}`;
+    order by r.started_at desc, r.run_id`;
   return rows.map((r) => ({
     runId: r.run_id,
     flowSlug: r.flow_slug,
