@@ -27,7 +27,7 @@ import { WORKER_OPTIONS } from "../src/worker/options.ts";
 import { clockOffsetMs } from "./clock.ts";
 import { type EngineResult, type EngineSettings, singleStepScenario } from "./engine.ts";
 import { plainFlow } from "./flows.ts";
-import { type Spread, spread, spreadCell } from "./repeat.ts";
+import { spread, spreadCell } from "./repeat.ts";
 import { fixed, markdownTable, median, ratio } from "./stats.ts";
 
 /** Options of the history benchmark. */
