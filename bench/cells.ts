@@ -84,7 +84,7 @@ export interface CellLoad {
   readonly chainRate: number;
 }
 
-/** Measured rates (units/s) by name, so that each drain is sized to last about its seconds. */
+/** Measured rates (units/s) by name, so that each drain is sized to last at least its seconds. */
 export class Rates {
   readonly #rates = new Map<string, number>();
 
@@ -100,9 +100,13 @@ export class Rates {
     return this.#rates.has(key);
   }
 
-  /** Records a measured rate (units/s). */
+  /**
+   * Records a measured rate (units/s). The highest one is kept: on a noisy machine a drain sized
+   * from a slow round would run short when the next round is fast, and drains must not be noise.
+   */
   note(key: string, perSec: number): void {
-    if (Number.isFinite(perSec) && perSec > 0) this.#rates.set(key, perSec);
+    if (!Number.isFinite(perSec) || perSec <= 0) return;
+    this.#rates.set(key, Math.max(perSec, this.#rates.get(key) ?? 0));
   }
 }
 

@@ -58,7 +58,7 @@ usage: deno task bench [options]
   --fast               start the throw-away server with fsync, synchronous_commit and
                        full_page_writes off (quick comparisons; hides commit cost). Default:
                        durable settings, as on Supabase
-  --quick              shorter drains and fewer tasks everywhere (about two minutes); noisier
+  --quick              one round, shorter drains, fewer tasks (about two minutes); noisy
   --drain-seconds S    each headline drain (fresh and used tables) is sized from the cell's
                        measured rate to last about S seconds (default 10; quick 2)
   --cells LIST         headline cells: ${Object.keys(CELLS).join(", ")} (default all)
@@ -69,13 +69,13 @@ usage: deno task bench [options]
   --rate N             runs per second while measuring latency (default 100)
   --memory-tasks N     tasks the memory worker runs (default 10000; quick 2000)
   --repeat N           rounds of the throughput and latency scenarios, interleaved; tables show
-                       the median and the spread across rounds (default 3)
+                       the median and the spread across rounds (default 3; quick 1)
   --chain-runs N       three-step runs drained per chain scenario (default 1000; quick 200)
   --chain-paced N      chain runs started one by one for the unloaded run latency (default 100;
                        quick 40), at --chain-rate per second (default 20)
   --scale-workers LIST worker counts of the server-cost curve (default 1,4,8,16; quick 1,4,8);
                        graphile-worker runs as many runners too
-  --scale-seconds S    each curve point's drain lasts about S seconds (default 3; quick 1)
+  --scale-seconds S    each curve point's drain lasts about S seconds (default 2; quick 1)
   --scale-separate     the curve also with one queue per worker
   --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker
                        default)
@@ -118,12 +118,13 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     out: defaultOut,
     label: "",
     fast: args.includes("--fast"),
-    repeat: 3,
+    // Quick: one round (about two minutes); a full run interleaves three.
+    repeat: quick ? 1 : 3,
     chainRuns: quick ? 200 : 1000,
     chainPaced: quick ? 40 : 100,
     chainRate: 20,
     scaleWorkers: quick ? [1, 4, 8] : [1, 4, 8, 16],
-    scaleSeconds: quick ? 1 : 3,
+    scaleSeconds: quick ? 1 : 2,
     scaleSeparate: false,
     drainSeconds: quick ? 2 : 10,
     cells: Object.keys(CELLS) as CellKey[],

@@ -17,14 +17,17 @@ Deno.test("notifyWaitShare: waiting ÷ active over the samples; NaN without an a
   assert.ok(Number.isNaN(notifyWaitShare({ ...r, active: 0, notifyWaiting: 0 })));
 });
 
-Deno.test("Rates: a drain sized from the last rate, else the fallback's, else the guess", () => {
+Deno.test("Rates: a drain sized from the highest rate seen, else the fallback's, else the guess", () => {
   const rates = new Rates();
   assert.equal(rates.size("engine/used", 10, 3000, "engine/fresh"), 30_000);
   rates.note("engine/fresh", 2500);
   assert.equal(rates.size("engine/used", 10, 3000, "engine/fresh"), 25_000);
   rates.note("engine/used", 4000.4);
   assert.equal(rates.size("engine/used", 2, 3000, "engine/fresh"), 8001);
+  // The highest rate seen sizes the drain, so a slow round never shortens the next drain.
+  rates.note("engine/used", 1000);
   rates.note("engine/used", NaN);
+  assert.equal(rates.size("engine/used", 2, 3000, "engine/fresh"), 8001);
   assert.equal(rates.has("engine/used"), true);
   assert.equal(rates.size("x", 0.001, 10), 100);
 });

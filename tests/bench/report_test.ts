@@ -49,7 +49,8 @@ Deno.test("bench options: --repeat and the chain and scale-out settings", () => 
   assert.equal(o.chainRate, 10);
   const quick = parseOptions(["--quick"], "x.md");
   assert.deepEqual(quick.scaleWorkers, [1, 4, 8]);
-  assert.equal(quick.repeat, 3);
+  assert.equal(quick.repeat, 1);
+  assert.equal(parseOptions([], "x.md").repeat, 3);
   assert.equal(quick.calibrate, false);
   const full = parseOptions([], "x.md");
   assert.deepEqual(full.scaleWorkers, [1, 4, 8, 16]);
