@@ -13,7 +13,7 @@
 import postgres from "postgres";
 import { Rates, WARM_UP_TASKS } from "./cells.ts";
 import { type EngineSettings, pacedLatencies, startWorkers, stopWorkers } from "./engine.ts";
-import { singleStep } from "./flows.ts";
+import { plainChain, singleStep } from "./flows.ts";
 import { dbNow, startBacklog, taskWindow, waitRunsCompleted } from "./load.ts";
 import { GraphileRunners } from "./peer_graphile.ts";
 import { notifyWaitShare, ServerProbe } from "./server_probe.ts";
@@ -22,8 +22,11 @@ import { percentile } from "./stats.ts";
 /** One point of the curve. */
 export interface ScalePoint {
   readonly name: string;
-  /** The engine on one queue or on a queue per worker, or graphile-worker's runners (the peer). */
-  readonly layout: "shared" | "separate" | "graphile-worker";
+  /**
+   * The engine on one queue or on a queue per worker, or graphile-worker's runners (the peer);
+   * the "chain" layouts run the 3-step chain (tasks/s counts its three tasks per run).
+   */
+  readonly layout: "shared" | "separate" | "graphile-worker" | "chain" | "graphile-worker chain";
   readonly workers: number;
   readonly tasks: number;
   readonly seconds: number;
@@ -98,8 +101,36 @@ export function scaleOutScenarios(
     const name = `${n} graphile-worker runner${n === 1 ? "" : "s"}`;
     return [name, () => measured((s, probe) => peerPoint(s, probe, rates, load, n, name))];
   });
-  return [...engine, ...peer];
+  if (!load.counts.includes(CHAIN_WORKERS)) return [...engine, ...peer];
+  const chains: [string, () => Promise<ScalePoint>][] = [
+    [
+      `${CHAIN_WORKERS} workers, 3-step chain`,
+      () =>
+        measured((s, probe) =>
+          chainPoint(s, probe, rates, load, `${CHAIN_WORKERS} workers, 3-step chain`)
+        ),
+    ],
+    [
+      `${CHAIN_WORKERS} graphile-worker runners, chained jobs`,
+      () =>
+        measured((s, probe) =>
+          peerPoint(
+            s,
+            probe,
+            rates,
+            load,
+            CHAIN_WORKERS,
+            `${CHAIN_WORKERS} graphile-worker runners, chained jobs`,
+            "chain",
+          )
+        ),
+    ],
+  ];
+  return [...engine, ...peer, ...chains];
 }
+
+/** Workers (runners) of the chain points: the issue's "four". */
+export const CHAIN_WORKERS = 4;
 
 /** {@link WARM_UP_TASKS} tasks of the shared flow and as many graphile-worker jobs. */
 async function warmUp(s: EngineSettings): Promise<void> {
@@ -189,24 +220,63 @@ async function peerPoint(
   load: ScaleLoad,
   n: number,
   name: string,
+  shape: "single" | "chain" = "single",
 ): Promise<ScalePoint> {
-  const peer = await GraphileRunners.start(s, "single", n);
+  const peer = await GraphileRunners.start(s, shape, n);
+  const perUnit = shape === "single" ? 1 : 3;
   try {
-    await peer.addJobs(s.sql, WARM_UP_PER_WORKER * n);
-    await peer.waitFor(WARM_UP_PER_WORKER * n);
-    const tasks = rates.size(name, load.seconds, GUESS, "1 graphile-worker runner");
+    const warm = Math.ceil((WARM_UP_PER_WORKER * n) / perUnit);
+    await peer.addJobs(s.sql, warm);
+    await peer.waitFor(warm);
+    const units = rates.size(
+      name,
+      load.seconds,
+      GUESS / perUnit,
+      shape === "single" ? "1 graphile-worker runner" : undefined,
+    );
     await probe.start();
     peer.resetWindow();
-    const target = peer.done + tasks;
-    await peer.addJobs(s.sql, tasks);
+    const target = peer.done + units;
+    await peer.addJobs(s.sql, units);
     await peer.waitFor(target);
     const cost = await probe.stop();
     const seconds = (peer.last - peer.first) / 1000;
-    rates.note(name, tasks / seconds);
-    if (n === 1) rates.note("1 graphile-worker runner", tasks / seconds);
-    const latencies = await peer.paced(s.sql, s.latencyTasks, s.rate);
-    return figures(name, "graphile-worker", n, tasks, seconds, cost, latencies);
+    rates.note(name, units / seconds);
+    if (n === 1 && shape === "single") rates.note("1 graphile-worker runner", units / seconds);
+    const latencies = shape === "single" ? await peer.paced(s.sql, s.latencyTasks, s.rate) : [];
+    const layout = shape === "single" ? "graphile-worker" : "graphile-worker chain";
+    return figures(name, layout, n, units * perUnit, seconds, cost, latencies);
   } finally {
     await peer.stop();
+  }
+}
+
+/** {@link CHAIN_WORKERS} workers on the 3-step chain's queue (no latency: runs/s and cost only). */
+async function chainPoint(
+  s: EngineSettings,
+  probe: ServerProbe,
+  rates: Rates,
+  load: ScaleLoad,
+  name: string,
+): Promise<ScalePoint> {
+  const n = CHAIN_WORKERS;
+  const slugs = [plainChain.slug];
+  const workers = await startWorkers(s, Array.from({ length: n }, () => ({ target: plainChain })));
+  try {
+    const warm = Math.ceil((WARM_UP_PER_WORKER * n) / 3);
+    const warmSince = await dbNow(s.sql);
+    await startBacklog(s.sql, slugs, warm);
+    await waitRunsCompleted(s.sql, slugs, warmSince, warm, 180_000, 100);
+    const runs = rates.size(name, load.seconds, GUESS / 3);
+    await probe.start();
+    const since = await dbNow(s.sql);
+    await startBacklog(s.sql, slugs, runs);
+    await waitRunsCompleted(s.sql, slugs, since, runs, 300_000, 100);
+    const cost = await probe.stop();
+    const window = await taskWindow(s.sql, slugs, since);
+    rates.note(name, runs / window.seconds);
+    return figures(name, "chain", n, window.tasks, window.seconds, cost, []);
+  } finally {
+    await stopWorkers(workers);
   }
 }
