@@ -38,11 +38,11 @@ export type CellKey = keyof typeof CELLS;
 
 /** A first guess of each cell's rate (units/s), replaced by measurements as they come. */
 const GUESS: Record<CellKey, number> = {
-  engine: 3500,
-  engineChain: 600,
-  graphile: 3500,
-  graphileChain: 450,
-  floor: 6000,
+  engine: 3000,
+  engineChain: 500,
+  graphile: 2500,
+  graphileChain: 300,
+  floor: 10_000,
 };
 
 /** Table state of a drain. */
@@ -88,11 +88,14 @@ export interface CellLoad {
 export class Rates {
   readonly #rates = new Map<string, number>();
 
-  /** Units to put in a backlog for a drain of `seconds`: from `key`'s rate, else `fallback`'s. */
+  /**
+   * Units to put in a backlog for a drain of `seconds`: from `key`'s last rate, else `fallback`'s,
+   * else `guess`, with {@link MARGIN} to spare, since rates move between rounds on a shared machine.
+   */
   size(key: string, seconds: number, guess: number, fallback?: string): number {
     const rate = this.#rates.get(key) ??
       (fallback === undefined ? undefined : this.#rates.get(fallback)) ?? guess;
-    return Math.max(100, Math.round(rate * seconds));
+    return Math.max(100, Math.round(rate * seconds * MARGIN));
   }
 
   /** Whether a rate of `key` was measured. */
@@ -101,14 +104,17 @@ export class Rates {
   }
 
   /**
-   * Records a measured rate (units/s). The highest one is kept: on a noisy machine a drain sized
-   * from a slow round would run short when the next round is fast, and drains must not be noise.
+   * Records a measured rate (units/s); the last one counts. A drain on fresh tables slows as its
+   * backlog grows (no statistics yet), so a short drain's rate overstates a long one's: the last
+   * full-length drain is the best guess for the next.
    */
   note(key: string, perSec: number): void {
-    if (!Number.isFinite(perSec) || perSec <= 0) return;
-    this.#rates.set(key, Math.max(perSec, this.#rates.get(key) ?? 0));
+    if (Number.isFinite(perSec) && perSec > 0) this.#rates.set(key, perSec);
   }
 }
+
+/** Backlogs are sized for this many times the asked seconds at the last rate. */
+export const MARGIN = 1.15;
 
 /** How one engine is driven inside a cell. */
 interface Driver {
@@ -211,9 +217,11 @@ function driver(s: EngineSettings, key: CellKey, load: CellLoad): Promise<Driver
 
 /**
  * One round of cell `key` in a new database: the fresh drain, a top-up warm-up to
- * {@link WARM_UP_TASKS} tasks if the fresh drain was smaller, the used drain, the latency. The
- * first time a cell's used rate is unknown, a short drain on the used tables sizes it (it counts
- * towards the warm-up).
+ * {@link WARM_UP_TASKS} tasks if the fresh drain was smaller, the used drain, the latency.
+ * A drain that ends before {@link SHORT} × `drainSeconds` (its backlog was sized from a guess or
+ * from a rate that has since changed) does not count: a used drain is run again, resized, on the
+ * same tables; a fresh one needs fresh tables, so the whole cell starts again in a new database.
+ * Once per drain: the second is kept whatever its length, and the table shows the shortest.
  */
 export async function runCell(
   base: EngineSettings,
@@ -221,24 +229,16 @@ export async function runCell(
   key: CellKey,
   load: CellLoad,
   rates: Rates,
+  log: (text: string) => void = () => {},
 ): Promise<CellResult> {
-  const result = await inCell(base, template, key, load, rates, false);
-  return result!;
+  const first = await inCell(base, template, key, load, rates, log, true);
+  if (first !== "fresh drain short") return first;
+  log(`${CELLS[key]}: fresh drain shorter than ${load.drainSeconds} s; again, resized`);
+  return await inCell(base, template, key, load, rates, log, false) as CellResult;
 }
 
-/** A short drain of cell `key` on fresh tables, only to size round 1's fresh drain. */
-export async function calibrateCell(
-  base: EngineSettings,
-  template: Template,
-  key: CellKey,
-  load: CellLoad,
-  rates: Rates,
-): Promise<void> {
-  await inCell(base, template, key, load, rates, true);
-}
-
-/** Seconds of a calibration drain. */
-const CALIBRATION_SECONDS = 1.5;
+/** Below this share of the asked seconds, a drain is run again (once). */
+export const SHORT = 0.9;
 
 async function inCell(
   base: EngineSettings,
@@ -246,8 +246,9 @@ async function inCell(
   key: CellKey,
   load: CellLoad,
   rates: Rates,
-  calibrateOnly: boolean,
-): Promise<CellResult | undefined> {
+  log: (text: string) => void,
+  mayRetry: boolean,
+): Promise<CellResult | "fresh drain short"> {
   return await withFreshDatabase(template, async (url) => {
     // One connection for producing and polling: the probe leaves its CPU out of the figures.
     const sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -258,8 +259,8 @@ async function inCell(
     try {
       d = await driver(s, key, load);
       let tasksThrough = 0;
-      const drain = async (state: TableState, seconds: number): Promise<Drain> => {
-        const units = rates.size(`${key}/${state}`, seconds, GUESS[key], `${key}/fresh`);
+      const drain = async (state: TableState): Promise<Drain> => {
+        const units = rates.size(`${key}/${state}`, load.drainSeconds, GUESS[key], `${key}/fresh`);
         // The producer's connection is left out of the probe: the window's CPU is the drain's.
         await probe.start();
         await d!.backlog(units);
@@ -277,20 +278,22 @@ async function inCell(
           cpuMsPerTask: cpuMs / tasks,
         };
       };
-      if (calibrateOnly) {
-        await drain("fresh", CALIBRATION_SECONDS);
-        return undefined;
-      }
-      const fresh = await drain("fresh", load.drainSeconds);
-      if (!rates.has(`${key}/used`)) await drain("used", CALIBRATION_SECONDS);
+      const short = (x: Drain) => x.seconds < SHORT * load.drainSeconds;
+      const fresh = await drain("fresh");
+      if (mayRetry && short(fresh)) return "fresh drain short";
       if (tasksThrough < WARM_UP_TASKS) {
         const more = Math.ceil((WARM_UP_TASKS - tasksThrough) / d.tasksPerUnit);
         await d.backlog(more);
         await d.drained(more);
         tasksThrough += more * d.tasksPerUnit;
       }
-      const warmedTasks = tasksThrough;
-      const used = await drain("used", load.drainSeconds);
+      let warmedTasks = tasksThrough;
+      let used = await drain("used");
+      if (short(used)) {
+        log(`${CELLS[key]}: used drain shorter than ${load.drainSeconds} s; again, resized`);
+        warmedTasks = tasksThrough;
+        used = await drain("used");
+      }
       const ms = await d.latencies();
       return {
         key,

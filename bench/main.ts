@@ -25,7 +25,7 @@ import { plainFlow, privateFlow, sharedFlows } from "./flows.ts";
 import { measureClaimCost } from "./claim_cost.ts";
 import { measureMemory } from "./memory.ts";
 import { type BenchOptions, parseOptions } from "./options.ts";
-import { calibrateCell, type CellLoad, CELLS, Rates, runCell } from "./cells.ts";
+import { type CellLoad, CELLS, Rates, runCell } from "./cells.ts";
 import { createTemplate, type Template } from "./databases.ts";
 import { plainChain } from "./flows.ts";
 import { FLOOR_QUEUE } from "./pgmq_floor.ts";
@@ -102,14 +102,8 @@ async function run(o: BenchOptions): Promise<Figures> {
         chainRate: o.chainRate,
       };
       const rates = new Rates();
-      if (o.calibrate) {
-        for (const key of o.cells) {
-          log(`calibrating: ${CELLS[key]}`);
-          await calibrateCell(s, template, key, load, rates);
-        }
-      }
       for (const key of o.cells) {
-        add(f.cells, CELLS[key], () => runCell(s, template!, key, load, rates));
+        add(f.cells, CELLS[key], () => runCell(s, template!, key, load, rates, log));
       }
     }
     if (o.only.has("single")) {

@@ -44,8 +44,6 @@ export interface BenchOptions {
   drainSeconds: number;
   /** The headline cells measured. */
   cells: CellKey[];
-  /** Size round 1's headline drains from a short calibration drain of each cell. */
-  calibrate: boolean;
 }
 
 export const HELP =
@@ -62,8 +60,6 @@ usage: deno task bench [options]
   --drain-seconds S    each headline drain (fresh and used tables) is sized from the cell's
                        measured rate to last about S seconds (default 10; quick 2)
   --cells LIST         headline cells: ${Object.keys(CELLS).join(", ")} (default all)
-  --no-calibrate       size round 1's headline drains from fixed guesses instead of a short
-                       calibration drain per cell (default: calibrate; quick: guesses)
   --tasks N            tasks per queue-shape and mixed-worker scenario (default 3000; quick 600)
   --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)
   --rate N             runs per second while measuring latency (default 100)
@@ -128,7 +124,6 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     scaleSeparate: false,
     drainSeconds: quick ? 2 : 10,
     cells: Object.keys(CELLS) as CellKey[],
-    calibrate: !quick,
   };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i];
@@ -147,9 +142,6 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
         continue;
       case "--scale-separate":
         o.scaleSeparate = true;
-        continue;
-      case "--no-calibrate":
-        o.calibrate = false;
         continue;
       case "--drain-seconds":
         o.drainSeconds = count(flag, value, 1, 600);

@@ -1,7 +1,7 @@
 /** The headline cells' and the server probe's pure parts: /proc parsing, drain sizing. */
 import assert from "node:assert/strict";
 import { notifyWaitShare, parseStat } from "../../bench/server_probe.ts";
-import { Rates } from "../../bench/cells.ts";
+import { MARGIN, Rates } from "../../bench/cells.ts";
 
 Deno.test("parseStat: ppid and utime+stime+cutime+cstime, a command name with spaces and ')'", () => {
   // Fields 1..17 of /proc/<pid>/stat; utime 14, stime 15, cutime 16, cstime 17.
@@ -17,17 +17,17 @@ Deno.test("notifyWaitShare: waiting ÷ active over the samples; NaN without an a
   assert.ok(Number.isNaN(notifyWaitShare({ ...r, active: 0, notifyWaiting: 0 })));
 });
 
-Deno.test("Rates: a drain sized from the highest rate seen, else the fallback's, else the guess", () => {
+Deno.test("Rates: a drain sized from the last rate, else the fallback's, else the guess", () => {
   const rates = new Rates();
-  assert.equal(rates.size("engine/used", 10, 3000, "engine/fresh"), 30_000);
+  const m = (n: number) => Math.round(n * MARGIN);
+  assert.equal(rates.size("engine/used", 10, 3000, "engine/fresh"), m(30_000));
   rates.note("engine/fresh", 2500);
-  assert.equal(rates.size("engine/used", 10, 3000, "engine/fresh"), 25_000);
-  rates.note("engine/used", 4000.4);
-  assert.equal(rates.size("engine/used", 2, 3000, "engine/fresh"), 8001);
-  // The highest rate seen sizes the drain, so a slow round never shortens the next drain.
+  assert.equal(rates.size("engine/used", 10, 3000, "engine/fresh"), m(25_000));
+  rates.note("engine/used", 4000);
+  assert.equal(rates.size("engine/used", 2, 3000, "engine/fresh"), m(8000));
   rates.note("engine/used", 1000);
   rates.note("engine/used", NaN);
-  assert.equal(rates.size("engine/used", 2, 3000, "engine/fresh"), 8001);
+  assert.equal(rates.size("engine/used", 2, 3000, "engine/fresh"), m(2000));
   assert.equal(rates.has("engine/used"), true);
   assert.equal(rates.size("x", 0.001, 10), 100);
 });

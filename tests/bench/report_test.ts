@@ -51,7 +51,6 @@ Deno.test("bench options: --repeat and the chain and scale-out settings", () => 
   assert.deepEqual(quick.scaleWorkers, [1, 4, 8]);
   assert.equal(quick.repeat, 1);
   assert.equal(parseOptions([], "x.md").repeat, 3);
-  assert.equal(quick.calibrate, false);
   const full = parseOptions([], "x.md");
   assert.deepEqual(full.scaleWorkers, [1, 4, 8, 16]);
   assert.equal(full.drainSeconds, 10);
