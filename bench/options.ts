@@ -58,7 +58,7 @@ usage: deno task bench [options]
                        durable settings, as on Supabase
   --quick              one round, shorter drains, fewer tasks (about two minutes); noisy
   --drain-seconds S    each headline drain (fresh and used tables) is sized from the cell's
-                       measured rate to last about S seconds (default 10; quick 2)
+                       measured rate to last at least S seconds (default 10; quick 2)
   --cells LIST         headline cells: ${Object.keys(CELLS).join(", ")} (default all)
   --tasks N            tasks per queue-shape and mixed-worker scenario (default 3000; quick 600)
   --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)

@@ -111,9 +111,12 @@ export class ServerProbe {
   static async open(url: string, alsoExclude: readonly number[] = []): Promise<ServerProbe> {
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     const [{ pid }] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+    // Only a server on this machine shows its processes (a remote one gives CPU as NaN); a local
+    // process that happens to have the remote backend's pid is not taken for it.
     const backend = await readStat(pid);
-    // Only a server on this machine shows its processes; a remote one gives CPU as NaN.
-    return new ServerProbe(sql, backend?.ppid, [pid, ...alsoExclude]);
+    const comm = await Deno.readTextFile(`/proc/${pid}/comm`).catch(() => "");
+    const postmaster = backend && comm.startsWith("postgres") ? backend.ppid : undefined;
+    return new ServerProbe(sql, postmaster, [pid, ...alsoExclude]);
   }
 
   /** Starts a window: reads the CPU counters and starts sampling the lock. */
