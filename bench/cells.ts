@@ -1,9 +1,9 @@
 /**
  * The headline cells, each engine on tables in the same state: this engine's single-step plain
  * queue and 3-step chain, graphile-worker's single jobs and chained jobs, and the raw PGMQ floor.
- * Every cell runs in a database of its own cloned from the run's template and measures a drain
- * twice: on the fresh tables, then — after at least {@link WARM_UP_TASKS} tasks have gone through
- * that database — on the used ones. Backlogs are sized from the cell's measured rate so that each
+ * Every cell measures a drain twice, each in a new database cloned from the run's template: on
+ * the fresh tables, and on used ones (after {@link WARM_UP_TASKS} tasks have gone through that
+ * database). Backlogs are sized from the cell's measured rate so that each
  * drain lasts about `drainSeconds`; each drain's server CPU is read around it (server_probe.ts).
  * After the used drain, the latency: pickup (single-step cells) or unloaded run latency (chains).
  */
@@ -216,12 +216,14 @@ function driver(s: EngineSettings, key: CellKey, load: CellLoad): Promise<Driver
 }
 
 /**
- * One round of cell `key` in a new database: the fresh drain, a top-up warm-up to
- * {@link WARM_UP_TASKS} tasks if the fresh drain was smaller, the used drain, the latency.
- * A drain that ends before {@link SHORT} × `drainSeconds` (its backlog was sized from a guess or
- * from a rate that has since changed) does not count: a used drain is run again, resized, on the
- * same tables; a fresh one needs fresh tables, so the whole cell starts again in a new database.
- * Once per drain: the second is kept whatever its length, and the table shows the shortest.
+ * One round of cell `key`: the fresh drain in a new database, then, in another new database, a
+ * warm-up of {@link WARM_UP_TASKS} tasks, the used drain and the latency. (The fresh drain is not
+ * the warm-up: a 10-s backlog drained through unvacuumed tables leaves them in a state no running
+ * project is in — graphile-worker then ran 5× slower, at 3 ms of server CPU per job.)
+ * A drain that ends before {@link SHORT} × `drainSeconds` (its backlog was sized from a guess or a
+ * rate that has since changed) does not count: a used drain is run again, resized, on the same
+ * tables; a fresh one needs fresh tables, so it is run again in another new database. Once per
+ * drain: the second is kept whatever its length, and the table shows the shortest.
  */
 export async function runCell(
   base: EngineSettings,
@@ -231,14 +233,39 @@ export async function runCell(
   rates: Rates,
   log: (text: string) => void = () => {},
 ): Promise<CellResult> {
-  const first = await inCell(base, template, key, load, rates, log, true);
-  if (first !== "fresh drain short") return first;
-  log(`${CELLS[key]}: fresh drain shorter than ${load.drainSeconds} s; again, resized`);
-  return await inCell(base, template, key, load, rates, log, false) as CellResult;
+  let fresh = await inCell(base, template, key, load, rates, log, "fresh");
+  if (short(fresh.drain, load)) {
+    log(`  fresh drain shorter than ${load.drainSeconds} s: again, resized, in a new database`);
+    fresh = await inCell(base, template, key, load, rates, log, "fresh");
+  }
+  const used = await inCell(base, template, key, load, rates, log, "used");
+  const ms = used.latencies;
+  return {
+    key,
+    name: CELLS[key],
+    tasksPerUnit: fresh.tasksPerUnit,
+    fresh: fresh.drain,
+    used: used.drain,
+    p50: percentile(ms, 50),
+    p95: percentile(ms, 95),
+    warmedTasks: used.warmedTasks,
+  };
 }
 
 /** Below this share of the asked seconds, a drain is run again (once). */
 export const SHORT = 0.9;
+
+function short(d: Drain, load: CellLoad): boolean {
+  return d.seconds < SHORT * load.drainSeconds;
+}
+
+/** One database's part of a cell. */
+interface InCell {
+  readonly drain: Drain;
+  readonly tasksPerUnit: number;
+  readonly warmedTasks: number;
+  readonly latencies: number[];
+}
 
 async function inCell(
   base: EngineSettings,
@@ -247,8 +274,8 @@ async function inCell(
   load: CellLoad,
   rates: Rates,
   log: (text: string) => void,
-  mayRetry: boolean,
-): Promise<CellResult | "fresh drain short"> {
+  state: TableState,
+): Promise<InCell> {
   return await withFreshDatabase(template, async (url) => {
     // One connection for producing and polling: the probe leaves its CPU out of the figures.
     const sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -259,7 +286,7 @@ async function inCell(
     try {
       d = await driver(s, key, load);
       let tasksThrough = 0;
-      const drain = async (state: TableState): Promise<Drain> => {
+      const drain = async (): Promise<Drain> => {
         const units = rates.size(`${key}/${state}`, load.drainSeconds, GUESS[key], `${key}/fresh`);
         // The producer's connection is left out of the probe: the window's CPU is the drain's.
         await probe.start();
@@ -270,6 +297,11 @@ async function inCell(
         tasksThrough += tasks;
         const perSec = units / busy;
         rates.note(`${key}/${state}`, perSec);
+        log(
+          `  ${state} tables: ${units} ${key.endsWith("Chain") ? "runs" : "tasks"} in ${
+            busy.toFixed(1)
+          } s`,
+        );
         return {
           units,
           seconds: busy,
@@ -278,32 +310,30 @@ async function inCell(
           cpuMsPerTask: cpuMs / tasks,
         };
       };
-      const short = (x: Drain) => x.seconds < SHORT * load.drainSeconds;
-      const fresh = await drain("fresh");
-      if (mayRetry && short(fresh)) return "fresh drain short";
-      if (tasksThrough < WARM_UP_TASKS) {
-        const more = Math.ceil((WARM_UP_TASKS - tasksThrough) / d.tasksPerUnit);
-        await d.backlog(more);
-        await d.drained(more);
-        tasksThrough += more * d.tasksPerUnit;
+      if (state === "fresh") {
+        return {
+          drain: await drain(),
+          tasksPerUnit: d.tasksPerUnit,
+          warmedTasks: 0,
+          latencies: [],
+        };
       }
+      const warm = Math.ceil(WARM_UP_TASKS / d.tasksPerUnit);
+      await d.backlog(warm);
+      await d.drained(warm);
+      tasksThrough += warm * d.tasksPerUnit;
       let warmedTasks = tasksThrough;
-      let used = await drain("used");
-      if (short(used)) {
-        log(`${CELLS[key]}: used drain shorter than ${load.drainSeconds} s; again, resized`);
+      let used = await drain();
+      if (short(used, load)) {
+        log(`  used drain shorter than ${load.drainSeconds} s: again, resized`);
         warmedTasks = tasksThrough;
-        used = await drain("used");
+        used = await drain();
       }
-      const ms = await d.latencies();
       return {
-        key,
-        name: CELLS[key],
+        drain: used,
         tasksPerUnit: d.tasksPerUnit,
-        fresh,
-        used,
-        p50: percentile(ms, 50),
-        p95: percentile(ms, 95),
         warmedTasks,
+        latencies: await d.latencies(),
       };
     } finally {
       await d?.stop();

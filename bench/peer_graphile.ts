@@ -114,11 +114,16 @@ export class GraphileRunners {
     return self;
   }
 
-  /** Adds `n` units (jobs, or chains' first jobs) in one statement. */
+  /**
+   * Adds `n` units (jobs, or chains' first jobs) in one statement with graphile-worker's batch
+   * `add_jobs` (the same rows as `add_job` one by one, at a fraction of the producer's time).
+   */
   async addJobs(sql: postgres.Sql, n: number): Promise<void> {
     const task = this.shape === "single" ? "noop" : "a";
-    await sql`select count(graphile_worker.add_job(${task}, '{}'::json))
-              from generate_series(1, ${n}::integer)`;
+    await sql`
+      select count(*) from graphile_worker.add_jobs(array(
+        select row(${task}, '{}'::json, null, null, null, null, null, null)::graphile_worker.job_spec
+        from generate_series(1, ${n}::integer)))`;
   }
 
   /** Adds one unit (its own transaction). */
