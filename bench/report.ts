@@ -100,7 +100,7 @@ const CHAINS: readonly CellKey[] = ["engineChain", "graphileChain"];
 
 function headlineRows(f: Figures): Rows {
   const rows: Rows = [[
-    "headline cell (1 worker / runner / loop)",
+    "headline cell (1 worker; 1 runner; floor: 2 loops)",
     "unit",
     "fresh tables /s",
     "used tables /s",
