@@ -7,7 +7,7 @@ import type postgres from "postgres";
 import type { WorkerTarget } from "../src/routing/selection.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { type FlowWorker, instantiateWorker } from "../src/worker/worker.ts";
-import { groupedChain, handlerStarts, plainChain, privateChain } from "./flows.ts";
+import { groupedChain, handlerStarts, privateChain } from "./flows.ts";
 import {
   dbNow,
   sendTimes,
@@ -72,7 +72,8 @@ export async function startWorkers(
   return workers;
 }
 
-async function stopWorkers(workers: readonly FlowWorker[]): Promise<void> {
+/** Stops `workers`. */
+export async function stopWorkers(workers: readonly FlowWorker[]): Promise<void> {
   await Promise.all(workers.map((w) => w.stop()));
 }
 
@@ -121,6 +122,25 @@ export async function pacedLatencies(
   return latencies;
 }
 
+/**
+ * Run latency (ms) of `count` runs of `slug` started one by one at `rate` per second: start_flow's
+ * now() to the now() of the transaction that completed the run's last step.
+ */
+export async function runLatencies(
+  s: EngineSettings,
+  slug: string,
+  count: number,
+  rate: number,
+): Promise<number[]> {
+  const since = await dbNow(s.sql);
+  await startPaced(s.sql, [slug], count, rate);
+  await waitRunsCompleted(s.sql, [slug], since, count);
+  const rows = await s.sql<{ ms: number }[]>`
+    select extract(epoch from completed_at - started_at)::float8 * 1000 as ms
+    from pgflow.runs where flow_slug = ${slug} and started_at >= ${since}::timestamptz`;
+  return rows.map((r) => r.ms);
+}
+
 /** Three-step runs: throughput in runs/s and run latency (start_flow → run completed). */
 export interface ChainResult {
   readonly name: string;
@@ -156,14 +176,7 @@ async function chainScenario(
     await waitRunsCompleted(s.sql, [slug], since, load.runs);
     const window = await taskWindow(s.sql, [slug], since);
 
-    const pacedSince = await dbNow(s.sql);
-    await startPaced(s.sql, [slug], load.paced, load.rate);
-    await waitRunsCompleted(s.sql, [slug], pacedSince, load.paced);
-    // start_flow's now() to the now() of the transaction that completed the last step.
-    const rows = await s.sql<{ ms: number }[]>`
-      select extract(epoch from completed_at - started_at)::float8 * 1000 as ms
-      from pgflow.runs where flow_slug = ${slug} and started_at >= ${pacedSince}::timestamptz`;
-    const ms = rows.map((r) => r.ms);
+    const ms = await runLatencies(s, slug, load.paced, load.rate);
     return {
       name,
       workers: workers.length,
@@ -178,22 +191,15 @@ async function chainScenario(
   }
 }
 
-/** The name of the one-worker chain scenario, the one compared with graphile-worker's chain. */
-export const PLAIN_CHAIN = "plain flow queue (1 worker)";
-
 /**
- * The three-step flow on its own queue with one worker (the comparison with graphile-worker's
- * chained jobs), grouped (a, b on one shared queue; c on another), and on private queues.
+ * The three-step flow grouped (a, b on one shared queue; c on another) and on private queues; the
+ * flow on its own queue with one worker is a headline cell (cells.ts), beside graphile-worker's.
  */
 export function chainScenarios(
   s: EngineSettings,
   load: ChainLoad,
 ): [string, () => Promise<ChainResult>][] {
   return [
-    [
-      PLAIN_CHAIN,
-      () => chainScenario(s, load, PLAIN_CHAIN, [{ target: plainChain }], "bench_chain_plain"),
-    ],
     [
       "a+b shared, c shared (2 workers)",
       () =>

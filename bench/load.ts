@@ -12,16 +12,21 @@ export async function dbNow(sql: postgres.Sql): Promise<string> {
   return now;
 }
 
-/** Starts `n` runs round-robin over `slugs` in one statement (one commit makes all visible). */
+/**
+ * Starts `n` runs round-robin over `slugs` in one transaction: one commit makes all visible, so
+ * workers never drain while the producer is still inserting (that would measure both at once).
+ */
 export async function startBacklog(sql: postgres.Sql, slugs: readonly string[], n: number) {
-  // Chunks keep one transaction from growing without bound on large --tasks values.
-  for (let done = 0; done < n; done += 5000) {
-    const count = Math.min(5000, n - done);
-    await sql`
-      select count(pgflow.start_flow((${slugs as string[]}::text[])[1 + (i % ${slugs.length}::integer)],
-                                     '{}'::jsonb))
-      from generate_series(${done}::integer, ${done + count - 1}::integer) i`;
-  }
+  await sql.begin(async (tx) => {
+    // Statements of 5,000 runs keep each statement's memory bounded on large backlogs.
+    for (let done = 0; done < n; done += 5000) {
+      const count = Math.min(5000, n - done);
+      await tx`
+        select count(pgflow.start_flow((${slugs as string[]}::text[])[1 + (i % ${slugs.length}::integer)],
+                                       '{}'::jsonb))
+        from generate_series(${done}::integer, ${done + count - 1}::integer) i`;
+    }
+  });
 }
 
 /** Starts `n` runs round-robin over `slugs`, one transaction each, at `rate` runs per second. */
@@ -47,6 +52,7 @@ export async function waitRunsCompleted(
   since: string,
   expected: number,
   timeoutMs = 180_000,
+  pollMs = 50,
 ): Promise<void> {
   const deadline = wallMs() + timeoutMs;
   for (;;) {
@@ -60,7 +66,7 @@ export async function waitRunsCompleted(
     if (wallMs() > deadline) {
       throw new Error(`only ${n} of ${expected} runs of ${slugs[0]}… completed in ${timeoutMs} ms`);
     }
-    await sleep(50);
+    await sleep(pollMs);
   }
 }
 

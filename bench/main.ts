@@ -18,7 +18,6 @@ import {
   type EngineSettings,
   singleStepScenario,
 } from "./engine.ts";
-import { measureGraphileChain } from "./peer_graphile_chain.ts";
 import { mixedWorkerScenarios } from "./mixed_workers.ts";
 import { Rounds } from "./repeat.ts";
 import { scaleOutScenarios } from "./scale_out.ts";
@@ -26,8 +25,10 @@ import { plainFlow, privateFlow, sharedFlows } from "./flows.ts";
 import { measureClaimCost } from "./claim_cost.ts";
 import { measureMemory } from "./memory.ts";
 import { type BenchOptions, parseOptions } from "./options.ts";
-import { measureGraphile } from "./peer_graphile.ts";
-import { measureFloor } from "./pgmq_floor.ts";
+import { type CellLoad, CELLS, Rates, runCell } from "./cells.ts";
+import { createTemplate, type Template } from "./databases.ts";
+import { plainChain } from "./flows.ts";
+import { FLOOR_QUEUE } from "./pgmq_floor.ts";
 import { type Figures, renderMarkdown, renderText } from "./report.ts";
 
 const PGMQ_SOURCES = {
@@ -52,6 +53,7 @@ async function run(o: BenchOptions): Promise<Figures> {
   const started = performance.now();
   const db = await openPgflowDatabase({ durable: !o.fast });
   const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
+  let template: Template | undefined;
   const log = (text: string) =>
     console.error(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] ${text}`);
   try {
@@ -80,10 +82,9 @@ async function run(o: BenchOptions): Promise<Figures> {
       durability: `fsync=${fsync}, synchronous_commit=${synchronous_commit}`,
       pgmq: `${PGMQ_SOURCES[db.pgmq]} (${db.local ? "throw-away local server" : "DATABASE_URL"})`,
       options: o,
+      cells: new Rounds(),
       single: new Rounds(),
       mixed: new Rounds(),
-      floor: new Rounds(),
-      peer: new Rounds(),
       chain: new Rounds(),
       scale: new Rounds(),
       claim: [],
@@ -92,7 +93,19 @@ async function run(o: BenchOptions): Promise<Figures> {
     const scenarios: [() => Promise<void>, string][] = [];
     const add = <T>(list: Rounds<T>, name: string, fn: () => Promise<T>) =>
       scenarios.push([async () => list.add(name, await fn()), name]);
-    if (o.only.has("floor")) add(f.floor, "raw PGMQ floor", () => measureFloor(s));
+    if (o.only.has("headline")) {
+      log("preparing the template database of the headline cells");
+      template = await createTemplate(db.url, [plainFlow, plainChain], [FLOOR_QUEUE], db.local);
+      const load: CellLoad = {
+        drainSeconds: o.drainSeconds,
+        chainPaced: o.chainPaced,
+        chainRate: o.chainRate,
+      };
+      const rates = new Rates();
+      for (const key of o.cells) {
+        add(f.cells, CELLS[key], () => runCell(s, template!, key, load, rates, log));
+      }
+    }
     if (o.only.has("single")) {
       add(
         f.single,
@@ -123,23 +136,13 @@ async function run(o: BenchOptions): Promise<Figures> {
     if (o.only.has("mixed")) {
       for (const [name, fn] of mixedWorkerScenarios(s)) add(f.mixed, name, fn);
     }
-    if (o.only.has("peer")) add(f.peer, "graphile-worker", () => measureGraphile(s));
     if (o.only.has("chain")) {
       const load = { runs: o.chainRuns, paced: o.chainPaced, rate: o.chainRate };
       for (const [name, fn] of chainScenarios(s, load)) add(f.chain, name, fn);
-      if (o.only.has("peer")) {
-        add(
-          f.chain,
-          "graphile-worker chained jobs",
-          () => measureGraphileChain(s, load.runs, load.paced, load.rate),
-        );
-      }
     }
     if (o.only.has("scale")) {
-      const scale = { ...s, tasks: o.scaleTasks, latencyTasks: Math.min(100, s.latencyTasks) };
-      for (const [name, fn] of scaleOutScenarios(scale, o.scaleWorkers, o.only.has("peer"))) {
-        add(f.scale, name, fn);
-      }
+      const load = { counts: o.scaleWorkers, seconds: o.scaleSeconds, separate: o.scaleSeparate };
+      for (const [name, fn] of scaleOutScenarios(s, load)) add(f.scale, name, fn);
     }
     for (let round = 1; round <= o.repeat; round++) {
       for (const [scenario, name] of scenarios) {
@@ -158,6 +161,7 @@ async function run(o: BenchOptions): Promise<Figures> {
     f.seconds = (performance.now() - started) / 1000;
     return f;
   } finally {
+    await template?.drop().catch(() => {});
     await sql.end();
     await db.close();
   }

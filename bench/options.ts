@@ -1,11 +1,11 @@
 /** Command-line options of `deno task bench`. */
 import { WORKER_OPTIONS } from "../src/worker/options.ts";
+import { type CellKey, CELLS } from "./cells.ts";
 
 export const SECTIONS = [
-  "floor",
+  "headline",
   "single",
   "mixed",
-  "peer",
   "chain",
   "scale",
   "claim",
@@ -36,31 +36,43 @@ export interface BenchOptions {
   chainRate: number;
   /** Worker counts of the scale-out curve. */
   scaleWorkers: number[];
-  /** Tasks per scale-out point. */
-  scaleTasks: number;
+  /** Seconds each scale-out point's drain is sized to last. */
+  scaleSeconds: number;
+  /** The scale-out curve also with a queue per worker. */
+  scaleSeparate: boolean;
+  /** Seconds each headline drain is sized to last. */
+  drainSeconds: number;
+  /** The headline cells measured. */
+  cells: CellKey[];
 }
 
-export const HELP = `pgflow benchmarks: throughput, pickup latency, claim cost, floor, peer, memory.
+export const HELP =
+  `pgflow benchmarks: headline cells on fresh and used tables (this engine, graphile-worker, the
+raw PGMQ floor), queue shapes, mixed workers, chains, server cost per worker count, claim cost,
+memory.
 
 usage: deno task bench [options]
 
   --fast               start the throw-away server with fsync, synchronous_commit and
                        full_page_writes off (quick comparisons; hides commit cost). Default:
                        durable settings, as on Supabase
-  --quick              fewer tasks everywhere (about a minute); figures are noisier
-  --tasks N            tasks per throughput scenario (default 3000; quick 600)
+  --quick              one round, shorter drains, fewer tasks (about two minutes); noisy
+  --drain-seconds S    each headline drain (fresh and used tables) is sized from the cell's
+                       measured rate to last at least S seconds (default 10; quick 2)
+  --cells LIST         headline cells: ${Object.keys(CELLS).join(", ")} (default all)
+  --tasks N            tasks per queue-shape and mixed-worker scenario (default 3000; quick 600)
   --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)
   --rate N             runs per second while measuring latency (default 100)
   --memory-tasks N     tasks the memory worker runs (default 10000; quick 2000)
   --repeat N           rounds of the throughput and latency scenarios, interleaved; tables show
-                       the median and the spread across rounds (default 3)
+                       the median and the spread across rounds (default 3; quick 1)
   --chain-runs N       three-step runs drained per chain scenario (default 1000; quick 200)
   --chain-paced N      chain runs started one by one for the unloaded run latency (default 100;
                        quick 40), at --chain-rate per second (default 20)
-  --scale-workers LIST worker counts of the scale-out curve (default 1,2,4,8,16; quick 1,2,4);
-                       with the peer section, graphile-worker runs as many runners too
-  --scale-tasks N      tasks per scale-out point, after a warm-up of 50 per worker (default
-                       3000; quick 400)
+  --scale-workers LIST worker counts of the server-cost curve (default 1,4,8,16; quick 1,4,8);
+                       graphile-worker runs as many runners too
+  --scale-seconds S    each curve point's drain lasts about S seconds (default 2; quick 1)
+  --scale-separate     the curve also with one queue per worker
   --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker
                        default)
   --max-poll-seconds S maxPollSeconds of every worker and of the raw loop (default: the worker
@@ -102,12 +114,16 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     out: defaultOut,
     label: "",
     fast: args.includes("--fast"),
-    repeat: 3,
+    // Quick: one round (about two minutes); a full run interleaves three.
+    repeat: quick ? 1 : 3,
     chainRuns: quick ? 200 : 1000,
     chainPaced: quick ? 40 : 100,
     chainRate: 20,
-    scaleWorkers: quick ? [1, 2, 4] : [1, 2, 4, 8, 16],
-    scaleTasks: quick ? 400 : 3000,
+    scaleWorkers: quick ? [1, 4, 8] : [1, 4, 8, 16],
+    scaleSeconds: quick ? 1 : 2,
+    scaleSeparate: false,
+    drainSeconds: quick ? 2 : 10,
+    cells: Object.keys(CELLS) as CellKey[],
   };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i];
@@ -124,6 +140,24 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
       case "--no-write":
         o.out = undefined;
         continue;
+      case "--scale-separate":
+        o.scaleSeparate = true;
+        continue;
+      case "--drain-seconds":
+        o.drainSeconds = count(flag, value, 1, 600);
+        break;
+      case "--scale-seconds":
+        o.scaleSeconds = count(flag, value, 1, 600);
+        break;
+      case "--cells": {
+        const names = (value ?? "").split(",").filter(Boolean);
+        const unknown = names.filter((n) => !(n in CELLS));
+        if (names.length === 0 || unknown.length > 0) {
+          fail(`--cells takes ${Object.keys(CELLS).join(", ")}; got ${value ?? "nothing"}`);
+        }
+        o.cells = names as CellKey[];
+        break;
+      }
       case "--tasks":
         o.tasks = count(flag, value, 10, 1_000_000);
         break;
@@ -160,9 +194,6 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
         o.scaleWorkers = counts;
         break;
       }
-      case "--scale-tasks":
-        o.scaleTasks = count(flag, value, 10, 1_000_000);
-        break;
       case "--poll-interval":
         o.pollIntervalMs = count(
           flag,

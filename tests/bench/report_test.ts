@@ -48,6 +48,21 @@ Deno.test("bench options: --repeat and the chain and scale-out settings", () => 
   assert.deepEqual(o.scaleWorkers, [1, 4]);
   assert.equal(o.chainRate, 10);
   const quick = parseOptions(["--quick"], "x.md");
-  assert.deepEqual(quick.scaleWorkers, [1, 2, 4]);
-  assert.equal(quick.repeat, 3);
+  assert.deepEqual(quick.scaleWorkers, [1, 4, 8]);
+  assert.equal(quick.repeat, 1);
+  assert.equal(parseOptions([], "x.md").repeat, 3);
+  const full = parseOptions([], "x.md");
+  assert.deepEqual(full.scaleWorkers, [1, 4, 8, 16]);
+  assert.equal(full.drainSeconds, 10);
+  assert.equal(full.cells.length, 5);
+});
+
+Deno.test("bench options: --drain-seconds, --cells and --scale-seconds", () => {
+  const o = parseOptions(
+    ["--drain-seconds", "20", "--cells", "engine,graphile", "--scale-seconds", "5"],
+    "x.md",
+  );
+  assert.equal(o.drainSeconds, 20);
+  assert.deepEqual(o.cells, ["engine", "graphile"]);
+  assert.equal(o.scaleSeconds, 5);
 });
