@@ -42,7 +42,8 @@ as $$
   select hashtext(p_channel) & 255
 $$;
 
--- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it.
+-- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it. The run-event
+-- trigger (pgflow._run_changed, 0850_run_events.sql) has the same body inline.
 create or replace function pgflow._announce(p_channel text, p_payload text)
 returns void
 language plpgsql
