@@ -96,9 +96,14 @@ db.test("a notification-only worker still finds work after its LISTEN connection
     await new Promise((r) => setTimeout(r, 500));
     await admin.unsafe(`alter database ${name} with allow_connections true`);
     const reopened = Date.now();
-    // Found by the read that follows the new LISTEN, not by a timer (10 s and 60 s here).
-    assert.equal((await waitForRun(sql, during, NOTIFIED_WITHIN_MS)).status, "completed");
-    assert.ok(Date.now() - reopened < NOTIFIED_WITHIN_MS);
+    // Found by the read that follows the new LISTEN, not by a timer (10 s and 60 s here). The
+    // LISTEN comes back on a backoff that reaches 2 s steps while the database refuses
+    // connections, so this allows more than the other tests (once seen at ~4 s on a loaded CI
+    // machine), and still less than the 10 s poll.
+    const healedWithinMs = 8_000;
+    assert.equal((await waitForRun(sql, during, healedWithinMs)).status, "completed");
+    const healedAfter = Date.now() - reopened;
+    assert.ok(healedAfter < healedWithinMs, `found ${healedAfter} ms after the database reopened`);
 
     const second = await until("LISTEN backend again", 3000, () => listenBackend(sql, "wk_killed"));
     assert.notEqual(second.pid, first.pid);
