@@ -144,7 +144,8 @@ export class ChannelListener {
     return passed[0]?.passed === true;
   }
 
-  #retryBarrier(channel: string): void {
+  /** Tries the barrier again after `delayMs`, doubling (to a second) while it does not pass. */
+  #retryBarrier(channel: string, delayMs = BARRIER_RETRY_MS): void {
     if (this.#barrierRetries.has(channel) || this.#closed) return;
     this.#barrierRetries.set(
       channel,
@@ -156,8 +157,8 @@ export class ChannelListener {
         if (this.#closed || !this.#waitingFor.has(channel)) return;
         // What the senders that held it back sent was announced to no one.
         if (passed) this.#notify(channel, "back");
-        else this.#retryBarrier(channel);
-      }, BARRIER_RETRY_MS),
+        else this.#retryBarrier(channel, Math.min(delayMs * 2, 1_000));
+      }, delayMs),
     );
   }
 
@@ -244,7 +245,7 @@ const CHANNELS = "array(select jsonb_array_elements_text($1::text::jsonb))";
 const LISTEN_START = `select pgflow.listen_start(${CHANNELS})`;
 const LISTEN_STOP = `select pgflow.listen_stop(${CHANNELS})`;
 const LISTEN_BARRIER = `select pgflow.listen_barrier(${CHANNELS}) as passed`;
-/** How long a barrier that did not pass waits before it is tried again. */
+/** How long a barrier that did not pass first waits before it is tried again. */
 const BARRIER_RETRY_MS = 20;
 
 /** A channel name as a quoted SQL identifier (LISTEN takes no parameters). */
