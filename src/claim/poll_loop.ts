@@ -39,14 +39,8 @@ export interface PollLoopDeps {
   readonly log: Logger;
   /** Counts messages not claimed, reported once per interval. */
   readonly activity: ActivityLog;
-  /**
-   * The pairs whose completion may start a step this worker claims here (`flow\u001fstep` of each
-   * dependency of a step it serves on this queue): an idle loop is woken to carry such a
-   * completion with a read, which then claims what it released (see `Completer.setReader`).
-   */
-  readonly feeders?: ReadonlySet<string>;
   /** Completions waiting to be reported travel with the next read (see `Completer.carry`). */
-  readonly completer?: Pick<Completer, "carry" | "setReader">;
+  readonly completer?: Pick<Completer, "carry">;
   /** Notifications of work sent to the queue (LISTEN); absent: the loop only polls. */
   readonly wakeups?: QueueWakeups;
   /** Aborted to stop polling (in-flight tasks are not affected). */
@@ -100,120 +94,106 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   };
   // Reads in a row that claimed nothing and met only other workers' handed-back messages.
   let blocked = 0;
-  // An idle loop (waiting for a notification) is woken to carry a completion that may release
-  // work here with a read. Others go on their own: an extra empty read would cost more.
-  const feeders = deps.feeders ?? new Set<string>();
-  deps.completer?.setReader((tasks) => {
-    if (signal.aborted || deps.wakeups?.waiting !== true) return false;
-    if (!tasks.some((t) => feeders.has(`${t.flowSlug}\u001f${t.stepSlug}`))) return false;
-    deps.wakeups.wake();
-    return true;
-  });
-  try {
-    while (!signal.aborted) {
-      await slots.waitForFree(signal);
-      // Under load slots free up one at a time, and reading at once would make batches of one or
-      // two, paying a round trip per task. So wait a moment for half the batch to be free. Bounded:
-      // a slow task never holds the rest back; and no wait at all for an idle worker, whose slots
-      // are all free, so pickup latency is unchanged.
-      await slots.waitForFreeAtLeast(
-        Math.min(deps.batchSize, Math.ceil(slots.capacity / 2)),
-        FILL_WAIT_MS,
-        signal,
-      );
-      if (signal.aborted) break;
-      // With wake-ups the read does not wait in the database: the loop waits for the notification
-      // instead, which arrives with the sending transaction's commit, or, while the LISTEN
-      // connection is down, re-reads every pollIntervalMs until it is back (and then reads at once:
-      // what was sent meanwhile was announced to no one). Without, the read waits in the database.
-      const wakeups = deps.wakeups;
-      const fallbackMs = wakeups?.listening === true
-        ? deps.maxPollSeconds * 1000
-        : deps.pollIntervalMs;
-      const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
-      const qty = Math.min(deps.batchSize, slots.free);
-      // A read that carries completions does not wait in the database: they must not wait for work
-      // to arrive. A read that comes back short is followed by the usual wait.
-      const readWith = (reports: CompletionArrays | undefined) => {
-        const readWait = reports === undefined ? waitSeconds : 0;
-        return poll({
-          visibilityTimeout: deps.visibilityTimeout,
-          qty,
-          maxPollSeconds: readWait,
-          pollIntervalMs: deps.pollIntervalMs,
-          timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
-        }, reports);
-      };
-      try {
-        wakeups?.beforeRead();
-        const result = deps.completer === undefined
-          ? await readWith(undefined)
-          : await deps.completer.carry(readWith);
-        failures = 0;
-        if (result.read === 0) {
-          // The fallback timer finds what no notification announces: a retry's delay or a
-          // visibility timeout running out, a step's startDelay, a notification lost.
-          await wakeups?.wait(fallbackMs, signal);
-          continue;
-        }
-        // Run the claimed tasks even when a stop arrived during the read: they are ours now.
-        for (const task of result.claimed) {
-          slots.run((release) => deps.execute(task, result.messages.get(task.messageId)!, release));
-        }
-        for (const skipped of result.skipped) {
-          // Identity only: the body never explains or authorises anything.
-          deps.activity.unclaimed(
-            REFUSED.has(skipped.disposition) && serves(skipped.flowSlug, skipped.stepSlug)
-              ? { ...skipped, disposition: "withdrawn" }
-              : skipped,
-          );
-          log.debug(`message not claimed (${skipped.disposition})`, {
-            messageId: skipped.messageId,
-            disposition: skipped.disposition,
-            flow: skipped.flowSlug ?? undefined,
-            step: skipped.stepSlug ?? undefined,
-            runId: skipped.runId,
-          });
-        }
-        log.debug("batch", { read: result.read, claimed: result.claimed.length });
-        // A read that got fewer than it asked for found every visible message: reading again at
-        // once would come back empty. Work sent since is announced (the wait returns at once for a
-        // notification that came during the read); the rest is the fallback timer's. A read that
-        // claimed nothing waits too: what it read is another worker's (handed back to it,
-        // pgflow._start_tasks) or nobody's, and reading again at once would read the same. When it
-        // met only other workers' handed-back messages, they may stand at the head of every read
-        // until their worker takes them: it looks again after pollIntervalMs, doubled per such read
-        // (a busy worker's backlog is not read over and over), and after a few such reads the claim
-        // hides them and this worker reads past them to its own.
-        blocked = result.claimed.length === 0 &&
-            result.skipped.some((s) => s.disposition === "handed_back")
-          ? blocked + 1
-          : 0;
-        if (result.read < qty || result.claimed.length === 0) {
-          const blockedMs = Math.min(
-            fallbackMs,
-            deps.pollIntervalMs * 2 ** Math.min(blocked - 1, 16),
-          );
-          if (wakeups !== undefined) {
-            await wakeups.wait(blocked > 0 ? blockedMs : fallbackMs, signal);
-          } else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
-        } else {
-          // A full read: there may be more than this worker can take, so another idle one looks too.
-          wakeups?.nudge(result.claimed.map((t) => [t.flowSlug, t.stepSlug] as const));
-        }
-      } catch (error) {
-        failures++;
-        const delayMs = backoffDelay(failures);
-        log.error("poll failed; backing off", {
-          error: (error as Error).message,
-          failures,
-          delayMs,
-        });
-        await sleep(delayMs, signal);
+  while (!signal.aborted) {
+    await slots.waitForFree(signal);
+    // Under load slots free up one at a time, and reading at once would make batches of one or
+    // two, paying a round trip per task. So wait a moment for half the batch to be free. Bounded:
+    // a slow task never holds the rest back; and no wait at all for an idle worker, whose slots
+    // are all free, so pickup latency is unchanged.
+    await slots.waitForFreeAtLeast(
+      Math.min(deps.batchSize, Math.ceil(slots.capacity / 2)),
+      FILL_WAIT_MS,
+      signal,
+    );
+    if (signal.aborted) break;
+    // With wake-ups the read does not wait in the database: the loop waits for the notification
+    // instead, which arrives with the sending transaction's commit, or, while the LISTEN
+    // connection is down, re-reads every pollIntervalMs until it is back (and then reads at once:
+    // what was sent meanwhile was announced to no one). Without, the read waits in the database.
+    const wakeups = deps.wakeups;
+    const fallbackMs = wakeups?.listening === true
+      ? deps.maxPollSeconds * 1000
+      : deps.pollIntervalMs;
+    const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
+    const qty = Math.min(deps.batchSize, slots.free);
+    // A read that carries completions does not wait in the database: they must not wait for work
+    // to arrive. A read that comes back short is followed by the usual wait.
+    const readWith = (reports: CompletionArrays | undefined) => {
+      const readWait = reports === undefined ? waitSeconds : 0;
+      return poll({
+        visibilityTimeout: deps.visibilityTimeout,
+        qty,
+        maxPollSeconds: readWait,
+        pollIntervalMs: deps.pollIntervalMs,
+        timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
+      }, reports);
+    };
+    try {
+      wakeups?.beforeRead();
+      const result = deps.completer === undefined
+        ? await readWith(undefined)
+        : await deps.completer.carry(readWith);
+      failures = 0;
+      if (result.read === 0) {
+        // The fallback timer finds what no notification announces: a retry's delay or a
+        // visibility timeout running out, a step's startDelay, a notification lost.
+        await wakeups?.wait(fallbackMs, signal);
+        continue;
       }
+      // Run the claimed tasks even when a stop arrived during the read: they are ours now.
+      for (const task of result.claimed) {
+        slots.run((release) => deps.execute(task, result.messages.get(task.messageId)!, release));
+      }
+      for (const skipped of result.skipped) {
+        // Identity only: the body never explains or authorises anything.
+        deps.activity.unclaimed(
+          REFUSED.has(skipped.disposition) && serves(skipped.flowSlug, skipped.stepSlug)
+            ? { ...skipped, disposition: "withdrawn" }
+            : skipped,
+        );
+        log.debug(`message not claimed (${skipped.disposition})`, {
+          messageId: skipped.messageId,
+          disposition: skipped.disposition,
+          flow: skipped.flowSlug ?? undefined,
+          step: skipped.stepSlug ?? undefined,
+          runId: skipped.runId,
+        });
+      }
+      log.debug("batch", { read: result.read, claimed: result.claimed.length });
+      // A read that got fewer than it asked for found every visible message: reading again at
+      // once would come back empty. Work sent since is announced (the wait returns at once for a
+      // notification that came during the read); the rest is the fallback timer's. A read that
+      // claimed nothing waits too: what it read is another worker's (handed back to it,
+      // pgflow._start_tasks) or nobody's, and reading again at once would read the same. When it
+      // met only other workers' handed-back messages, they may stand at the head of every read
+      // until their worker takes them: it looks again after pollIntervalMs, doubled per such read
+      // (a busy worker's backlog is not read over and over), and after a few such reads the claim
+      // hides them and this worker reads past them to its own.
+      blocked = result.claimed.length === 0 &&
+          result.skipped.some((s) => s.disposition === "handed_back")
+        ? blocked + 1
+        : 0;
+      if (result.read < qty || result.claimed.length === 0) {
+        const blockedMs = Math.min(
+          fallbackMs,
+          deps.pollIntervalMs * 2 ** Math.min(blocked - 1, 16),
+        );
+        if (wakeups !== undefined) await wakeups.wait(blocked > 0 ? blockedMs : fallbackMs, signal);
+        else if (result.claimed.length === 0) await sleep(deps.pollIntervalMs, signal);
+      } else {
+        // A full read: there may be more than this worker can take, so another idle one looks too.
+        wakeups?.nudge(result.claimed.map((t) => [t.flowSlug, t.stepSlug] as const));
+      }
+    } catch (error) {
+      failures++;
+      const delayMs = backoffDelay(failures);
+      log.error("poll failed; backing off", {
+        error: (error as Error).message,
+        failures,
+        delayMs,
+      });
+      await sleep(delayMs, signal);
     }
-  } finally {
-    deps.completer?.setReader(undefined);
   }
 }
 

@@ -197,7 +197,7 @@ export class QueueWakeups {
    */
   wait(ms: number, signal: AbortSignal): Promise<void> {
     if (this.#pending || signal.aborted) return Promise.resolve();
-    this.#group.busySince = undefined;
+    this.#group.notBusy();
     // Senders notify the queue only while some worker waits for it (0045_listeners.sql). Until
     // this group has said so, work sent since the last read was announced to no one: say so, then
     // return, so the loop reads again; it sleeps from its next wait on.
@@ -287,7 +287,7 @@ class WakeGroup {
   /** The last attempt to tell senders failed: the members poll until one works. */
   refused = false;
   /** Since when every read came back full with no member waiting (see `busy`). */
-  busySince: number | undefined;
+  #busySince: number | undefined;
   /** Wakes due when handed-back messages become visible again. */
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
@@ -368,11 +368,16 @@ class WakeGroup {
   busy(): void {
     if (this.#waiting !== true || [...this.members].some((m) => m.waiting)) return;
     const now = Date.now();
-    this.busySince ??= now;
-    if (now - this.busySince < BUSY_MS) return;
-    this.busySince = undefined;
+    this.#busySince ??= now;
+    if (now - this.#busySince < BUSY_MS) return;
+    this.#busySince = undefined;
     this.#waiting = false;
     void this.shared.listener.stopWaiting(this.channel);
+  }
+
+  /** A member waits: the group is not busy (see `busy`). */
+  notBusy(): void {
+    this.#busySince = undefined;
   }
 
   /** Ends the LISTEN once no member is left. */

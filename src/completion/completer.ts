@@ -153,7 +153,8 @@ export class Completer {
   }
 
   /**
-   * Set by the poll loop while it runs: given the completions waiting, wakes it to read at once
+   * Set by the worker while its poll loop runs: given the completions waiting, wakes the loop to
+   * read at once
    * if it is idle and one of them may release work it would claim, and says whether it did.
    * Completions then go with that read ({@link carry}) instead of a call of their own:
    * when a completion releases the next step of a run on the same queue, the one call completes

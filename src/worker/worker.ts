@@ -8,6 +8,7 @@ import { Slots } from "../util/slots.ts";
 import { queueSupportSet } from "../claim/support.ts";
 import type { ContextResources } from "../dispatch/context.ts";
 import { Completer } from "../completion/completer.ts";
+import type { TaskAttempt } from "../completion/sql.ts";
 import { executeTask } from "../dispatch/execute.ts";
 import { FlowInputCache } from "../dispatch/flow_input.ts";
 import { RunInputChecks } from "../dispatch/input_check.ts";
@@ -29,7 +30,7 @@ import { every } from "../util/periodic.ts";
 import { requeueStalledTasks } from "./recovery.ts";
 import { CANCEL_CHECK_MS, RunCancellations } from "./cancellations.ts";
 import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
-import { openWakeups, type WorkerWakeups } from "../claim/wakeups.ts";
+import { openWakeups, type QueueWakeups, type WorkerWakeups } from "../claim/wakeups.ts";
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
 
 /**
@@ -305,12 +306,19 @@ class Worker implements FlowWorker {
     // The tasks in flight, by run: for ctx.signal, and for the log of what a bounded drain abandons.
     const cancellations = new RunCancellations(sql, this.#log, config.queryTimeoutMs);
     this.#cancellations = cancellations;
+    const wakeups = this.#wakeups?.wakeups;
+    completer.setReader(
+      wakeups === undefined ? undefined : carryReleasedWork(
+        wakeups,
+        this.#pollStop.signal,
+        feederPairs(this.#target.flows, this.#supportSet),
+      ),
+    );
     const loop = runPollLoop({
       sql,
       queue: this.queueName,
       workerId: this.id,
       supported: this.#supportSet,
-      feeders: feederPairs(this.#target.flows, this.#supportSet),
       batchSize: config.batchSize,
       visibilityTimeout: config.visibilityTimeout,
       maxPollSeconds: config.maxPollSeconds,
@@ -320,7 +328,7 @@ class Worker implements FlowWorker {
       log: this.#log,
       activity,
       completer,
-      wakeups: this.#wakeups?.wakeups,
+      wakeups,
       signal: this.#pollStop.signal,
       execute: async (task, message, handlerDone) => {
         if (this.#unloading !== undefined) return this.#leaveAtUnload(handlerDone);
@@ -331,7 +339,7 @@ class Worker implements FlowWorker {
           tracked.done();
         }
       },
-    });
+    }).finally(() => completer.setReader(undefined));
     // Handlers of a run cancelled meanwhile are told through ctx.signal.
     const cancelChecks = every(
       CANCEL_CHECK_MS,
@@ -492,8 +500,27 @@ class Worker implements FlowWorker {
 }
 
 /**
+ * The wake-up `Completer.setReader` wants: while the poll loop waits for a notification, a
+ * completion of one of `feeders` wakes it to read at once, carrying the completion, so the step it
+ * releases on this queue is sent and claimed in the same call. Other completions go on their own:
+ * an extra empty read would cost more.
+ */
+function carryReleasedWork(
+  wakeups: QueueWakeups,
+  polling: AbortSignal,
+  feeders: ReadonlySet<string>,
+): (tasks: readonly TaskAttempt[]) => boolean {
+  return (tasks) => {
+    if (polling.aborted || !wakeups.waiting) return false;
+    if (!tasks.some((t) => feeders.has(`${t.flowSlug}\u001f${t.stepSlug}`))) return false;
+    wakeups.wake();
+    return true;
+  };
+}
+
+/**
  * The dependencies of the steps a worker serves (as `flow\u001fstep`): completing one of them may
- * start a step the worker claims (see `PollLoopDeps.feeders`).
+ * start a step the worker claims.
  */
 function feederPairs(
   flows: readonly AnyFlow[],
