@@ -64,6 +64,7 @@ declare
   hint integer;
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
+  read_started timestamptz;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
@@ -74,6 +75,7 @@ begin
     from pgflow._registered_claim(read_and_claim.worker_id, q) r;
     read_vt := coalesce(hint, read_vt);
   end if;
+  read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
     -- A worker woken by notifications reads once without waiting: it waits for the next
     -- notification itself (read_with_poll with no time left returns before reading at all).
@@ -88,6 +90,13 @@ begin
   end if;
   if ids is null then
     return;
+  end if;
+  -- A full read of 10 takes well under a millisecond; a slow one may be planned on statistics
+  -- that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow too, and
+  -- then only costs the look at the statistics.
+  if cardinality(ids) >= read_and_claim.qty
+     and clock_timestamp() - read_started > interval '3 milliseconds' then
+    perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;
 
   return query

@@ -1,0 +1,141 @@
+/**
+ * A queue that autovacuum analysed while it was drained has statistics that say it holds no rows
+ * however far it grows, and PGMQ's read, planned on them, walks the queue's whole index for every
+ * read of a burst. read_and_claim notices a full read that was slow, and the queue table is
+ * analysed once (0405_queue_statistics.sql). Counted with the transaction's own table statistics
+ * (pg_stat_xact_user_tables), which do not depend on timing.
+ */
+import assert from "node:assert/strict";
+import type { Sql } from "postgres";
+import { testDatabase } from "../support/db.ts";
+import { defineFlow, registerWorker } from "../support/engine.ts";
+
+const db = testDatabase(import.meta.url);
+
+interface Stats {
+  reltuples: number;
+  relpages: number;
+  analyzed: string | null;
+}
+
+async function queueStats(sql: Sql, queue: string): Promise<Stats> {
+  const [row] = await sql<Stats[]>`
+    select c.reltuples::float8 as reltuples, c.relpages,
+           greatest(pg_stat_get_last_analyze_time(c.oid),
+                    pg_stat_get_last_autoanalyze_time(c.oid))::text as analyzed
+    from pg_class c where c.oid = ${`pgmq.q_${queue}`}::regclass`;
+  return row;
+}
+
+/** A queue that had `warm` messages, all archived, then analysed: pages, no live rows. */
+async function drainedAndAnalysed(sql: Sql, queue: string, warm: number): Promise<void> {
+  await defineFlow(sql, `${queue}_flow`, [{ slug: "a", queue }], { mode: "routed" });
+  await sql`select count(*) from pgmq.send_batch(${queue}, array_fill('{}'::jsonb, array[${warm}::int]))`;
+  await sql.unsafe(`select count(*) from pgmq.archive('${queue}',
+    array(select msg_id from pgmq.q_${queue}))`);
+  await sql.unsafe(`analyze pgmq.q_${queue}`);
+  const s = await queueStats(sql, queue);
+  assert.equal(s.reltuples, 0);
+  assert.ok(s.relpages > 0, `the drained queue kept ${s.relpages} pages`);
+}
+
+/** Rows of the queue table one read_and_claim touched, in a transaction of its own. */
+async function readTouches(sql: Sql, queue: string, worker: string, qty: number) {
+  return await sql.begin(async (tx) => {
+    const touched = async () => {
+      const [r] = await tx<{ n: number }[]>`
+        select coalesce(seq_tup_read, 0)::int + coalesce(idx_tup_fetch, 0)::int as n
+        from pg_stat_xact_user_tables where schemaname = 'pgmq' and relname = ${`q_${queue}`}`;
+      return r?.n ?? 0;
+    };
+    const before = await touched();
+    const rows =
+      await tx`select msg_id from pgflow.read_and_claim(${queue}, ${worker}::uuid, 30, ${qty}, 0)`;
+    return { rows: rows.length, touched: (await touched()) - before };
+  });
+}
+
+db.test("a burst on a queue analysed empty: one read analyses it, and the next read walks only its batch", async ({ sql }) => {
+  const queue = "qs_burst";
+  await drainedAndAnalysed(sql, queue, 3000);
+  const worker = await registerWorker(sql, queue);
+  await sql`select count(*) from pgmq.send_batch(${queue}, array_fill('{}'::jsonb, array[30000]))`;
+  // Analysed a second ago at most is analysed recently enough (a refresh is once a second).
+  await sql`select pg_sleep(1.1)`;
+
+  const first = await readTouches(sql, queue, worker, 10);
+  assert.equal(first.rows, 10);
+  const after = await queueStats(sql, queue);
+  assert.ok(after.reltuples > 20_000, `the queue's statistics now count ${after.reltuples} rows`);
+
+  for (let round = 0; round < 3; round++) {
+    const next = await readTouches(sql, queue, worker, 10);
+    assert.equal(next.rows, 10);
+    // The read's index scan passes the messages read before (hidden) and takes 10; the update
+    // finds each by its key. Planned on "empty", it walked all 30,000 for each read.
+    assert.ok(next.touched <= 200, `round ${round}: the read touched ${next.touched} queue rows`);
+  }
+});
+
+db.test("statistics that are right are left alone; a small queue read in full is not analysed", async ({ sql }) => {
+  const queue = "qs_right";
+  await drainedAndAnalysed(sql, queue, 3000);
+  const worker = await registerWorker(sql, queue);
+  // Ten messages on a queue believed empty: the read is full, but quick.
+  await sql`select count(*) from pgmq.send_batch(${queue}, array_fill('{}'::jsonb, array[10]))`;
+  assert.equal((await readTouches(sql, queue, worker, 10)).rows, 10);
+  assert.equal((await queueStats(sql, queue)).reltuples, 0);
+
+  // Right statistics on a backlog: nothing to do, whatever the read took.
+  await sql`select count(*) from pgmq.send_batch(${queue}, array_fill('{}'::jsonb, array[20000]))`;
+  await sql.unsafe(`analyze pgmq.q_${queue}`);
+  const analysed = (await queueStats(sql, queue)).analyzed;
+  await sql`select pg_sleep(1.1)`;
+  const [{ done }] = await sql`select pgflow._refresh_queue_statistics(${queue}, 10) as done`;
+  assert.equal(done, false);
+  assert.equal((await queueStats(sql, queue)).analyzed, analysed);
+});
+
+db.test("the refresh never waits and never runs without the right", async ({ sql, connect }) => {
+  const queue = "qs_rights";
+  await drainedAndAnalysed(sql, queue, 3000);
+  await sql`select count(*) from pgmq.send_batch(${queue}, array_fill('{}'::jsonb, array[5000]))`;
+  await sql`select pg_sleep(1.1)`;
+
+  // A role that may call it but does not own the table: skipped, no warning, nothing analysed.
+  const role = "qs_not_owner";
+  await sql.unsafe(`drop role if exists ${role}`);
+  await sql.unsafe(`create role ${role}`);
+  await sql.unsafe(`grant usage on schema pgflow, pgmq to ${role}`);
+  await sql.unsafe(
+    `grant execute on function pgflow._refresh_queue_statistics(text, integer) to ${role}`,
+  );
+  const other = connect();
+  const warnings: string[] = [];
+  const watched = connect({ onnotice: (n) => warnings.push(String(n.message)) });
+  const notOwner = await watched.begin(async (tx) => {
+    await tx.unsafe(`set local role ${role}`);
+    const [{ done }] = await tx`select pgflow._refresh_queue_statistics(${queue}, 10) as done`;
+    return done;
+  });
+  assert.equal(notOwner, false);
+  assert.deepEqual(warnings, []);
+  assert.equal((await queueStats(sql, queue)).reltuples, 0);
+
+  // The table's lock held (as autovacuum holds it): skipped at once.
+  const held = other.begin(async (tx) => {
+    await tx.unsafe(`lock table pgmq.q_${queue} in share update exclusive mode`);
+    const t0 = performance.now();
+    const [{ done }] = await sql`select pgflow._refresh_queue_statistics(${queue}, 10) as done`;
+    return { done, ms: performance.now() - t0 };
+  });
+  const { done, ms } = await held;
+  assert.equal(done, false);
+  assert.ok(ms < 1000, `the refresh waited ${ms.toFixed(0)} ms for the lock`);
+
+  // Free, stale and allowed: analysed.
+  const [{ done: now }] = await sql`select pgflow._refresh_queue_statistics(${queue}, 10) as done`;
+  assert.equal(now, true);
+  assert.ok((await queueStats(sql, queue)).reltuples > 4000);
+  await sql.unsafe(`drop owned by ${role}; drop role ${role}`);
+});
