@@ -1971,8 +1971,9 @@ $$;
 -- every read: 35-50 ms to read 10 messages of a 40,000-message burst instead of 0.3 ms, for as long
 -- as autovacuum takes to analyse again (up to autovacuum_naptime, a minute by default). Every
 -- PGMQ reader of that queue pays it, the real extension included (same statement), so the product
--- cannot plan around it: read_and_claim calls this after a read that came back full and slow, and
--- the queue table is analysed when what the planner believes is fewer rows than were just read.
+-- cannot plan around it: read_and_claim calls this after a read that returned messages and was
+-- slow, and the queue table is analysed when the planner believes in fewer rows than were just
+-- read.
 --
 -- The one statement here that is not PGMQ's public API is ANALYZE of its queue table (statistics
 -- only; no row is read or written). It is skipped, never waited for: where the role may not
@@ -2122,11 +2123,11 @@ begin
   if ids is null then
     return;
   end if;
-  -- A full read of 10 takes well under a millisecond; a slow one may be planned on statistics
-  -- that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow too, and
-  -- then only costs the look at the statistics.
-  if cardinality(ids) >= read_and_claim.qty
-     and clock_timestamp() - read_started > interval '3 milliseconds' then
+  -- A read of 10 takes well under a millisecond; a slow one may be planned on statistics that say
+  -- the queue is empty (0405_queue_statistics.sql), full or not (a backlog of delayed messages is
+  -- walked as well). A read that polled is slow too, and then only costs the look at the
+  -- statistics.
+  if clock_timestamp() - read_started > interval '3 milliseconds' then
     perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;
 

@@ -6,8 +6,9 @@
 -- every read: 35-50 ms to read 10 messages of a 40,000-message burst instead of 0.3 ms, for as long
 -- as autovacuum takes to analyse again (up to autovacuum_naptime, a minute by default). Every
 -- PGMQ reader of that queue pays it, the real extension included (same statement), so the product
--- cannot plan around it: read_and_claim calls this after a read that came back full and slow, and
--- the queue table is analysed when what the planner believes is fewer rows than were just read.
+-- cannot plan around it: read_and_claim calls this after a read that returned messages and was
+-- slow, and the queue table is analysed when the planner believes in fewer rows than were just
+-- read.
 --
 -- The one statement here that is not PGMQ's public API is ANALYZE of its queue table (statistics
 -- only; no row is read or written). It is skipped, never waited for: where the role may not
