@@ -1987,8 +1987,8 @@ volatile
 set search_path = ''
 as $$
 declare
-  rel regclass := pg_catalog.to_regclass(
-    format('pgmq.%I', pgmq.format_table_name(_refresh_queue_statistics.queue_name, 'q')));
+  tname text := pgmq.format_table_name(_refresh_queue_statistics.queue_name, 'q');
+  rel regclass := pg_catalog.to_regclass(format('pgmq.%I', tname));
   believed float8;
 begin
   if rel is null then
@@ -1996,14 +1996,18 @@ begin
   end if;
   -- The planner's own estimate (reltuples per page times the pages the table has now). Never
   -- analysed or vacuumed (reltuples < 0, or no pages counted) it estimates from the row width,
-  -- which is not the trouble.
-  select case when c.relpages > 0 and c.reltuples >= 0
-              then c.reltuples / c.relpages
-                   * (pg_catalog.pg_relation_size(c.oid)
-                      / pg_catalog.current_setting('block_size')::integer)
+  -- which is not the trouble. Nor is a small table: walking fewer than 64 pages costs well under
+  -- a millisecond, and a worker polling a quiet queue (its reads are slow because they wait)
+  -- would otherwise analyse it after every time autovacuum found it empty.
+  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= 64
+              then c.reltuples / c.relpages * p.pages
          end
   into believed
   from pg_catalog.pg_class c
+  cross join lateral (
+    select pg_catalog.pg_relation_size(c.oid)
+           / pg_catalog.current_setting('block_size')::integer as pages
+  ) p
   where c.oid = rel and pg_catalog.pg_has_role(c.relowner, 'USAGE');
   if believed is null or believed >= _refresh_queue_statistics.rows_read then
     return false;
@@ -2019,9 +2023,9 @@ begin
   end if;
   begin
     -- ANALYZE waits for autovacuum's lock; this worker's batch must not.
-    execute format('lock table %s in share update exclusive mode nowait', rel);
+    execute format('lock table pgmq.%I in share update exclusive mode nowait', tname);
     -- The two columns the read filters and orders by; the row count comes with any ANALYZE.
-    execute format('analyze %s (msg_id, vt)', rel);
+    execute format('analyze pgmq.%I (msg_id, vt)', tname);
   exception when lock_not_available then
     return false;
   end;
