@@ -114,7 +114,7 @@ export class Rates {
 }
 
 /** Backlogs are sized for this many times the asked seconds at the last rate. */
-export const MARGIN = 1.15;
+export const MARGIN = 1.25;
 
 /** How one engine is driven inside a cell. */
 interface Driver {
@@ -253,7 +253,7 @@ export async function runCell(
 }
 
 /** Below this share of the asked seconds, a drain is run again (once). */
-export const SHORT = 0.9;
+export const SHORT = 1.0;
 
 function short(d: Drain, load: CellLoad): boolean {
   return d.seconds < SHORT * load.drainSeconds;

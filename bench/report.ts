@@ -2,7 +2,7 @@
 import type { ClaimCell } from "./claim_cost.ts";
 import { BATCHES, PAIRS } from "./claim_cost.ts";
 import type { ChainResult, EngineResult } from "./engine.ts";
-import { type CellKey, type CellResult, CELLS, WARM_UP_TASKS } from "./cells.ts";
+import { type CellKey, type CellResult, CELLS, MARGIN, SHORT, WARM_UP_TASKS } from "./cells.ts";
 import { FLOOR_LOOPS } from "./pgmq_floor.ts";
 import { combine, type Rounds, type Spread, spread, spreadCell } from "./repeat.ts";
 import { type ScalePoint, WARM_UP_PER_WORKER } from "./scale_out.ts";
@@ -541,7 +541,11 @@ function settings(f: Figures): string {
     `${o.repeat} round${
       o.repeat === 1 ? "" : "s"
     }: every scenario runs once per round, in turn; each cell is the median across rounds with the spread (lowest–highest) in brackets`,
-    `headline cells: each round, each cell twice in a new database cloned from a template (PGMQ, migrations, the flows compiled, graphile-worker's schema; nothing run): once a backlog drained on the fresh tables; once ${WARM_UP_TASKS} tasks drained (the warm-up), then a backlog drained on these used tables, then the latency on them. Backlogs are committed in one transaction before any of them is drained, sized from the cell's last measured rate (round 1: a fixed guess) with 15 % to spare, to last at least ${o.drainSeconds} s (a drain shorter than 90 % of that is run again once, resized; a fresh one in another new database). graphile-worker's backlogs are added with its batch add_jobs; rate over first claim/read → last completion/archive. One worker (graphile-worker: one runner) at batch 10, concurrency 10. Chains: runs/s (3 tasks each); latency from start to the last step's completion on ${o.chainPaced} runs at ${o.chainRate}/s. Single-step: pickup on ${o.latencyTasks} runs at ${o.rate}/s`,
+    `headline cells: each round, each cell twice in a new database cloned from a template (PGMQ, migrations, the flows compiled, graphile-worker's schema; nothing run): once a backlog drained on the fresh tables; once ${WARM_UP_TASKS} tasks drained (the warm-up), then a backlog drained on these used tables, then the latency on them. Backlogs are committed in one transaction before any of them is drained, sized from the cell's last measured rate (round 1: a fixed guess) with ${
+      Math.round((MARGIN - 1) * 100)
+    } % to spare, to last at least ${o.drainSeconds} s (a drain shorter than ${
+      Math.round(SHORT * 100)
+    } % of that is run again once, resized; a fresh one in another new database). graphile-worker's backlogs are added with its batch add_jobs; rate over first claim/read → last completion/archive. One worker (graphile-worker: one runner) at batch 10, concurrency 10. Chains: runs/s (3 tasks each); latency from start to the last step's completion on ${o.chainPaced} runs at ${o.chainRate}/s. Single-step: pickup on ${o.latencyTasks} runs at ${o.rate}/s`,
     `raw PGMQ floor: ${FLOOR_LOOPS} loops on their own connections, prepared statements, each a read_with_poll of up to 10 messages then pgmq.archive(queue, bigint[]) of the whole batch; its latency is send → read`,
     `server CPU: utime+stime of the postmaster and all its children (exited backends included through the postmaster's cutime/cstime) from /proc, around each drain, less the measuring connections; ÷ tasks drained`,
     `NOTIFY-lock waits: every ~10 ms on a connection of its own, active client backends (measuring connections excluded) and those waiting on pg_locks object pg_database objid 0 (not granted); waiting ÷ active over the drain. "(wait event)" counts wait_event Lock/object instead`,
