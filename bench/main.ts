@@ -203,7 +203,24 @@ async function keptLog(path: string): Promise<string> {
   }
 }
 
+/**
+ * Each headline cell's database is dropped `with (force)` once the cell is done. A graphile-worker
+ * runner can leave a node-postgres client connected after its stop resolves; the drop terminates
+ * it (SQLSTATE 57P01), and node-postgres raises that on a client nobody listens to any more, which
+ * would end the run. Only that error is let through, with a line saying so; any other uncaught
+ * error still ends the run.
+ */
+function survivesDroppedCellConnections(log: (text: string) => void): void {
+  globalThis.addEventListener("error", (event) => {
+    const error = event.error as { code?: unknown; message?: unknown } | undefined;
+    if (error?.code !== "57P01") return;
+    event.preventDefault();
+    log(`a connection to a dropped cell database was terminated (${String(error.message)})`);
+  });
+}
+
 async function main() {
+  survivesDroppedCellConnections((text) => console.error(text));
   const o = parseOptions(Deno.args, RESULTS);
   const f = await run(o);
   console.log(renderText(f));
