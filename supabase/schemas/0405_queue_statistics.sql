@@ -61,8 +61,16 @@ begin
     execute format('lock table pgmq.%I in share update exclusive mode nowait', tname);
     -- The two columns the read filters and orders by; the row count comes with any ANALYZE.
     execute format('analyze pgmq.%I (msg_id, vt)', tname);
-  exception when lock_not_available then
-    return false;
+  exception
+    when lock_not_available then
+      return false;
+    -- This is an optimisation inside the worker's read: an error of ANALYZE's own must not fail
+    -- the read, or the worker would retry the same read and fail it again. A cancel or a
+    -- statement_timeout (query_canceled) is not caught by OTHERS and fails the read as it would
+    -- anywhere; ANALYZE reads a bounded sample (300 × the statistics target rows), so it takes
+    -- well under a second on any queue.
+    when others then
+      return false;
   end;
   return true;
 end;

@@ -169,3 +169,18 @@ db.test("a small queue is left to autovacuum, whatever its statistics say", asyn
   assert.equal(done, false);
   assert.equal((await queueStats(sql, queue)).reltuples, 0);
 });
+
+db.test("an error of ANALYZE's own does not fail the read", async ({ sql }) => {
+  // A table where a queue's would be, without PGMQ's vt column: `analyze (msg_id, vt)` fails.
+  await sql.unsafe(`create table pgmq.q_qs_odd (msg_id bigint primary key, pad text)`);
+  const fill = `insert into pgmq.q_qs_odd
+    select g, repeat('x', 200) from generate_series(1, 3000) g`;
+  await sql.unsafe(fill);
+  await sql.unsafe(`delete from pgmq.q_qs_odd`);
+  await sql.unsafe(`analyze pgmq.q_qs_odd`);
+  await sql.unsafe(fill.replace("1, 3000", "3001, 6000"));
+  await sql`select pg_sleep(1.1)`;
+  const [{ done }] = await sql`select pgflow._refresh_queue_statistics('qs_odd', 10) as done`;
+  assert.equal(done, false);
+  await sql.unsafe(`drop table pgmq.q_qs_odd`);
+});
