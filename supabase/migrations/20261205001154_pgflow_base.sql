@@ -1976,10 +1976,10 @@ $$;
 -- read.
 --
 -- The one statement here that is not PGMQ's public API is ANALYZE of its queue table (statistics
--- only; no row is read or written). It is skipped, never waited for: where the role may not
--- analyse the table, when the table was analysed in the last second, when another session is
--- already doing it (a try lock on the queue), or when the table's lock is held (autovacuum).
--- Returns whether the table was analysed.
+-- only; no row is read or written). It is skipped, never waited for: on a table under 64 pages,
+-- where the role may not analyse the table, when the table was analysed in the last second, when
+-- another session is already doing it (a try lock on the queue), when the table's lock is held
+-- (autovacuum), or when ANALYZE itself fails. Returns whether the table was analysed.
 create or replace function pgflow._refresh_queue_statistics(queue_name text, rows_read integer)
 returns boolean
 language plpgsql
@@ -2135,10 +2135,9 @@ begin
   if ids is null then
     return;
   end if;
-  -- A read of 10 takes well under a millisecond; a slow one may be planned on statistics that say
-  -- the queue is empty (0405_queue_statistics.sql), full or not (a backlog of delayed messages is
-  -- walked as well). A read that polled is slow too, and then only costs the look at the
-  -- statistics.
+  -- A read of 10 takes well under a millisecond; a slow one, full or not, may be planned on
+  -- statistics that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow
+  -- too, and then only costs the look at the statistics.
   if clock_timestamp() - read_started > interval '3 milliseconds' then
     perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;

@@ -11,10 +11,10 @@
 -- read.
 --
 -- The one statement here that is not PGMQ's public API is ANALYZE of its queue table (statistics
--- only; no row is read or written). It is skipped, never waited for: where the role may not
--- analyse the table, when the table was analysed in the last second, when another session is
--- already doing it (a try lock on the queue), or when the table's lock is held (autovacuum).
--- Returns whether the table was analysed.
+-- only; no row is read or written). It is skipped, never waited for: on a table under 64 pages,
+-- where the role may not analyse the table, when the table was analysed in the last second, when
+-- another session is already doing it (a try lock on the queue), when the table's lock is held
+-- (autovacuum), or when ANALYZE itself fails. Returns whether the table was analysed.
 create or replace function pgflow._refresh_queue_statistics(queue_name text, rows_read integer)
 returns boolean
 language plpgsql

@@ -91,10 +91,9 @@ begin
   if ids is null then
     return;
   end if;
-  -- A read of 10 takes well under a millisecond; a slow one may be planned on statistics that say
-  -- the queue is empty (0405_queue_statistics.sql), full or not (a backlog of delayed messages is
-  -- walked as well). A read that polled is slow too, and then only costs the look at the
-  -- statistics.
+  -- A read of 10 takes well under a millisecond; a slow one, full or not, may be planned on
+  -- statistics that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow
+  -- too, and then only costs the look at the statistics.
   if clock_timestamp() - read_started > interval '3 milliseconds' then
     perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;
