@@ -78,7 +78,7 @@ db.test("getting-started: the function runs with its own deno.json and the run c
       assert.ok(shown !== null, "the guide shows the run's row");
       assert.deepEqual([row.status, row.output], [shown[1], JSON.parse(shown[2])]);
       child.process.kill("SIGTERM");
-      assert.equal((await child.process.status).code, 0, child.output());
+      assert.equal((await child.exited).code, 0, child.output());
     } finally {
       try {
         child.process.kill("SIGKILL");

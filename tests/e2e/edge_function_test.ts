@@ -98,7 +98,7 @@ db.test("example functions triggered over HTTP process runs end to end", async (
     // SIGTERM: graceful stop, worker rows marked stopped, clean exit.
     for (const fn of functions) fn.child.process.kill("SIGTERM");
     for (const fn of functions) {
-      const status = await fn.child.process.status;
+      const status = await fn.child.exited;
       assert.equal(status.code, 0, fn.child.output());
       // Logs are structured and never carry message bodies or inputs.
       assert.equal(fn.child.output().includes("site is down"), false);

@@ -21,7 +21,7 @@ db.test("a worker that cannot start prints the error once and exits 1", async ({
   const wrong = new URL(url);
   wrong.pathname = "/no_such_database";
   const child = spawnDeno(fixture("plain_worker.ts"), clean({ DATABASE_URL: wrong.toString() }));
-  const status = await child.process.status;
+  const status = await child.exited;
   const output = child.output();
   assert.equal(status.code, 1, output);
   const lines = output.split("\n").filter((l) => l.includes("no_such_database"));

@@ -1,27 +1,12 @@
 /** Subprocess helpers for end-to-end tests: spawn a Deno script, keep its output, free ports. */
+import { type RunningDeno, spawnDeno as spawnDenoCommand } from "../package/deno_cmd.ts";
 
-/** A running child process and the output it wrote so far. */
-export interface Child {
-  process: Deno.ChildProcess;
-  output: () => string;
-}
+/** A running child process and the output it wrote so far (see `RunningDeno.exited`). */
+export type Child = RunningDeno;
 
 /** Spawns `deno run -A <script>` with `env` added; stdout and stderr are collected. */
 export function spawnDeno(script: string, env: Record<string, string>): Child {
-  const process = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", script],
-    env: { NO_COLOR: "1", ...env },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let text = "";
-  const decoder = new TextDecoder();
-  const drain = async (stream: ReadableStream<Uint8Array>) => {
-    for await (const chunk of stream) text += decoder.decode(chunk, { stream: true });
-  };
-  drain(process.stdout);
-  drain(process.stderr);
-  return { process, output: () => text };
+  return spawnDenoCommand(["run", "-A", script], { env });
 }
 
 /** A TCP port that was free a moment ago. */

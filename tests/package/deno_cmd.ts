@@ -129,11 +129,16 @@ export async function projectFileAbove(dir: string): Promise<string | undefined>
 export interface RunningDeno {
   readonly process: Deno.ChildProcess;
   output(): string;
+  /**
+   * The exit status, once the process ended and all it wrote has been read: `process.status` can
+   * resolve before the last output arrives (seen under load), so read `output()` after this.
+   */
+  readonly exited: Promise<Deno.CommandStatus>;
 }
 
 /**
  * Starts `deno <args>` and keeps collecting its output; stop it with `process.kill` and await
- * `process.status`.
+ * `exited` (or `process.status` when the output no longer matters).
  */
 export function spawnDeno(args: string[], options: DenoOptions = {}): RunningDeno {
   const process = new Deno.Command(Deno.execPath(), {
@@ -148,7 +153,7 @@ export function spawnDeno(args: string[], options: DenoOptions = {}): RunningDen
   const drain = async (stream: ReadableStream<Uint8Array>) => {
     for await (const chunk of stream) text += decoder.decode(chunk, { stream: true });
   };
-  drain(process.stdout);
-  drain(process.stderr);
-  return { process, output: () => text };
+  const drained = Promise.all([drain(process.stdout), drain(process.stderr)]);
+  const exited = Promise.all([process.status, drained]).then(([status]) => status);
+  return { process, output: () => text, exited };
 }

@@ -249,7 +249,7 @@ db.test("both functions run with their own deno.json under the Edge runtime and 
     // The isolate ends: beforeunload stops the worker, waitUntil holds the isolate until it has.
     for (const fn of running) fn.child.process.kill("SIGTERM");
     for (const fn of running) {
-      assert.equal((await fn.child.process.status).code, 0, fn.child.output());
+      assert.equal((await fn.child.exited).code, 0, fn.child.output());
     }
     assert.equal((await sql`select 1 from pgflow.workers where stopped_at is null`).length, 0);
     // Running from its own config wrote nothing into the function folders (no deno.lock).

@@ -64,7 +64,7 @@ Deno.test("EdgeWorker.start with each malformed DATABASE_URL: one masked line, e
           PGFLOW_AUTH_SECRET: "",
           SUPABASE_SERVICE_ROLE_KEY: "",
         });
-        const status = await child.process.status;
+        const status = await child.exited;
         const seconds = (performance.now() - started) / 1000;
         const output = child.output();
         const what = `${bad.kind} (${seconds.toFixed(1)} s):\n${output}`;
