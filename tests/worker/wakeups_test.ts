@@ -55,7 +55,12 @@ db.test("a listening worker is woken by the notification, not by its poll", asyn
     const { logs } = await startWorker(workers, f, { connectionString: url, ...SLOW_POLL });
     const started = logs.find((r) => r.event === "worker started");
     assert.equal(started?.fields.wakeups, "listen");
-    const backend = await until("LISTEN backend", 2000, () => listenBackend(sql, "wk_wake"));
+    // Registered (its row) and then its barrier run: listen_start and listen_barrier go in one
+    // round trip, and on a loaded machine the row can be seen while the barrier is still to come.
+    const backend = await until("LISTEN backend after its barrier", 2000, async () => {
+      const found = await listenBackend(sql, "wk_wake");
+      return found !== undefined && /pgflow\.listen_barrier/.test(found.query) ? found : undefined;
+    });
     assert.match(backend.query, /pgflow\.listen_barrier/, "the idle worker told senders it waits");
     // Idle: its first read is done and it waits for a notification.
     await new Promise((r) => setTimeout(r, 300));
