@@ -71,7 +71,7 @@ usage: deno task bench [options]
                        quick 40), at --chain-rate per second (default 20)
   --scale-workers LIST worker counts of the server-cost curve (default 1,4,8,16; quick 1,4,8);
                        graphile-worker runs as many runners too
-  --scale-seconds S    each curve point's drain lasts about S seconds (default 2; quick 1)
+  --scale-seconds S    each curve point's drain lasts about S seconds (default 4; quick 1)
   --scale-separate     the curve also with one queue per worker
   --poll-interval MS   pollIntervalMs of every worker and of the raw loop (default: the worker
                        default)
@@ -120,7 +120,7 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     chainPaced: quick ? 40 : 100,
     chainRate: 20,
     scaleWorkers: quick ? [1, 4, 8] : [1, 4, 8, 16],
-    scaleSeconds: quick ? 1 : 2,
+    scaleSeconds: quick ? 1 : 4,
     scaleSeparate: false,
     drainSeconds: quick ? 2 : 10,
     cells: Object.keys(CELLS) as CellKey[],
