@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { ENGINE_VERSION } from "../../src/util/version.ts";
+import { freePort } from "../e2e/process.ts";
 import { projectDir, publishedCopy, query, runCli, type RunOptions, shown } from "./helpers.ts";
 
 /** Runs start, checks the database, writes a row, stops, starts again and finds the row. */
@@ -21,9 +22,7 @@ async function lifecycle(
     // A port of the system's choosing, not the default (the first free from 54330): another suite
     // on the machine could take that one while this database is stopped, and the restart below
     // (no --port: the recorded one) would then rightly refuse it.
-    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = (listener.addr as Deno.NetAddr).port;
-    listener.close();
+    const port = freePort();
     const start = await cli(["db", "start", "--port", String(port)]);
     assert.equal(start.code, 0, shown(start));
     const url = start.stdout.trim();
