@@ -38,12 +38,16 @@ async function ended(supervisor: EdgeSupervisor, id: string): Promise<IsolateRec
 Deno.test("runtime stand-in: each limit ends an isolate with its reason, beforeunload first", async () => {
   const supervisor = new EdgeSupervisor({
     functions: [PROBE],
+    // The CPU limits leave `grow` room: filling 8 MB costs up to ~20 ms of CPU on a loaded
+    // machine (page faults), and with a soft limit of 400 ms it reached CPUTime before 200 MB when
+    // a second suite ran beside this one. `burn` reaches 1,600 ms within ~3.2 s even on half a
+    // core, well before the wall clock.
     limits: {
-      wallClockMs: 6_000,
+      wallClockMs: 8_000,
       unloadNoticeMs: 1_000,
-      cpuSoftMs: 400,
-      cpuHardMs: 900,
-      memoryMb: 200,
+      cpuSoftMs: 1_000,
+      cpuHardMs: 1_600,
+      memoryMb: 160,
       graceMs: 500,
     },
   });
