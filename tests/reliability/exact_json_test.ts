@@ -2,13 +2,25 @@
  * What a run carries arrives exactly (as jsonb compares): random JSON documents (seeded, printed;
  * replay with RELIABILITY_SEED) with escaped keys of every kind, shapes repeated so that V8's
  * JSON.parse key-cache bug would strike, deep nesting, unicode, integers beyond 2^53 and decimals
- * with more digits than a double keeps, started from SQL, go through real workers whose handlers
- * return what they receive; the run output equals the input.
+ * with more digits than a double keeps, -0 and exponents, go through real workers whose handlers
+ * return what they receive (the root step's input, a dependency's output, the run input loaded by
+ * another worker). Started from SQL and through both client backends (postgres.js, supabase-js
+ * over PostgREST): the stored outputs, and what each client reads (`waitFor`, `events`, `getRun`),
+ * equal the input.
  */
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
+import { createClient as createSupabase } from "@supabase/supabase-js";
+import {
+  createClient,
+  Flow,
+  type FlowWorker,
+  parseJson,
+  type PgflowClient,
+  routeFlow,
+} from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
+import { fakePostgrest } from "../client/postgrest.ts";
 import { startWorker, stopAll, waitForRun } from "../worker/helpers.ts";
 import { seedFromEnv } from "./harness.ts";
 import { randomJsonDocuments } from "./random_json.ts";
@@ -49,19 +61,76 @@ async function mismatches(sql: postgres.Sql, runs: readonly string[]): Promise<s
     .map((r) => `${r.run_id} ${r.status}`);
 }
 
-db.test("random JSON started from SQL comes back exactly through real workers", async ({ sql, url }) => {
+/** One value a client read, and the document it should equal. */
+interface Reading {
+  readonly what: string;
+  readonly value: unknown;
+  readonly want: string;
+}
+
+/** The readings that differ from their document (as jsonb compares). */
+async function differing(sql: postgres.Sql, readings: readonly Reading[]): Promise<string[]> {
+  const rows = await sql<{ what: string }[]>`
+    select what from unnest(${readings.map((r) => r.what)}::text[],
+                            ${readings.map((r) => JSON.stringify(r.value) ?? null)}::text[],
+                            ${readings.map((r) => r.want)}::text[]) as t(what, got, want)
+    where got::jsonb is distinct from want::jsonb`;
+  return rows.map((r) => r.what);
+}
+
+/** What `client` reads of a completed run of `text`: getRun's input and outputs. */
+async function readBack(client: PgflowClient, runId: string, text: string, label: string) {
+  const state = await client.getRun(runId);
+  const readings: Reading[] = [
+    { what: `${label} getRun input`, value: state?.input, want: text },
+    { what: `${label} getRun output`, value: state?.output, want: pair(text) },
+  ];
+  for (const step of state?.steps ?? []) {
+    readings.push({ what: `${label} getRun ${step.stepSlug}`, value: step.output, want: text });
+  }
+  return readings;
+}
+
+/** The run output of a document: its leaf steps' outputs. */
+function pair(text: string): string {
+  return `{"again": ${text}, "whole": ${text}}`;
+}
+
+/** Both client backends on the test database; `close` ends them and the PostgREST stand-in. */
+function clients(url: string) {
+  const api = fakePostgrest(url);
+  const supabase = createSupabase(api.url, "service-role-key", { auth: { persistSession: false } });
+  const list: [string, PgflowClient][] = [
+    ["postgres.js", createClient({ connectionString: url })],
+    ["supabase-js", createClient({ supabase, transport: "poll", pollIntervalMs: 20 })],
+  ];
+  return {
+    list,
+    close: async () => {
+      for (const [, client] of list) await client.close();
+      await api.close();
+    },
+  };
+}
+
+db.test("random JSON started from SQL comes back exactly through real workers and both clients", async ({ sql, url }) => {
   const workers: FlowWorker[] = [];
+  const both = clients(url);
   try {
     await startWorker(workers, echo, { connectionString: url, queueName: "xj_first" });
     await startWorker(workers, echo, { connectionString: url, queueName: "xj_second" });
     const documents = randomJsonDocuments({ count: 120, seed: SEED });
     const runs: string[] = [];
+    const readings: Reading[] = [];
     // One after another: the bug needs an earlier document of the same shape parsed first.
-    for (const text of documents) {
+    for (const [i, text] of documents.entries()) {
       const [row] = await sql<{ run_id: string }[]>`
         select run_id::text from pgflow.start_flow('xj_echo', ${text}::text::jsonb)`;
       runs.push(row.run_id);
       await waitForRun(sql, row.run_id, 20_000);
+      for (const [name, client] of both.list) {
+        readings.push(...await readBack(client, row.run_id, text, `document ${i} ${name}`));
+      }
     }
     const bad = await mismatches(sql, runs);
     assert.deepEqual(
@@ -69,7 +138,61 @@ db.test("random JSON started from SQL comes back exactly through real workers", 
       [],
       `seed ${SEED}`,
     );
+    assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
   } finally {
     await stopAll(workers);
+    await both.close();
+  }
+});
+
+db.test("random JSON started by each client comes back exactly in waitFor, events and getRun", async ({ sql, url }) => {
+  const workers: FlowWorker[] = [];
+  const both = clients(url);
+  try {
+    await startWorker(workers, echo, { connectionString: url, queueName: "xj_first" });
+    await startWorker(workers, echo, { connectionString: url, queueName: "xj_second" });
+    const documents = randomJsonDocuments({ count: 50, seed: SEED + 1 });
+    const readings: Reading[] = [];
+    for (const [name, client] of both.list) {
+      for (const [i, text] of documents.entries()) {
+        const label = `document ${i} ${name}`;
+        // The client is given values as parseJson reads them (numbers beyond a double as
+        // ExactNumbers), and writes them back with JSON.stringify.
+        const run = await client.startFlow("xj_echo", parseJson(text));
+        const events = [];
+        for await (const event of run.events()) events.push(event);
+        readings.push({
+          what: `${label} waitFor`,
+          value: await run.waitFor("completed", { timeoutMs: 20_000 }),
+          want: pair(text),
+        });
+        for (const event of events) {
+          if (event.type === "run:started") {
+            readings.push({ what: `${label} run:started`, value: event.input, want: text });
+          } else if (event.type === "step:completed") {
+            readings.push({ what: `${label} ${event.stepSlug}`, value: event.output, want: text });
+          } else if (event.type === "run:completed") {
+            readings.push({
+              what: `${label} run:completed`,
+              value: event.output,
+              want: pair(text),
+            });
+          }
+        }
+        assert.equal(events.filter((e) => e.type === "step:completed").length, 3, label);
+        readings.push(...await readBack(client, run.runId, text, label));
+        const [stored] = await sql<{ input: string }[]>`
+          select input::text from pgflow.runs where run_id = ${run.runId}::uuid`;
+        readings.push({
+          what: `${label} stored input`,
+          value: parseJson(stored.input),
+          want: text,
+        });
+      }
+    }
+    assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
+  } finally {
+    await stopAll(workers);
+    await both.close();
   }
 });
