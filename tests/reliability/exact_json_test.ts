@@ -18,6 +18,7 @@ import {
   parseJson,
   type PgflowClient,
   routeFlow,
+  StartFlowError,
 } from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
 import { fakePostgrest } from "../client/postgrest.ts";
@@ -193,6 +194,43 @@ db.test("random JSON started by each client comes back exactly in waitFor, event
     assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
   } finally {
     await stopAll(workers);
+    await both.close();
+  }
+});
+
+db.test("a start whose input jsonb would change or refuse fails naming the place, and starts nothing", async ({ sql, url }) => {
+  const both = clients(url);
+  const cases: [unknown, string][] = [
+    [{ a: { b: NaN } }, "input.a.b is NaN, which JSON cannot hold (it would be stored as null)"],
+    [{ list: [1, Infinity] }, "input.list[1] is Infinity, which JSON cannot hold"],
+    [
+      { text: "secret\u0000" },
+      "input.text is a string with U+0000, which Postgres jsonb cannot store",
+    ],
+    [["secret\udc00"], "input[0] is a string with a lone surrogate"],
+    [{ "\u0000": 1 }, 'input["\uFFFD"] is a key with U+0000'],
+    [{ id: 12345678901234567890n }, "input.id is a bigint, which JSON.stringify cannot write"],
+  ];
+  try {
+    const [{ count: before }] = await sql<
+      { count: number }[]
+    >`select count(*)::int from pgflow.runs`;
+    for (const [name, client] of both.list) {
+      for (const [input, message] of cases) {
+        const error = await client.startFlow("xj_echo", input as never).catch((e) => e);
+        assert.ok(error instanceof StartFlowError, `${name}: ${error}`);
+        assert.ok(
+          error.message.startsWith(`cannot start flow xj_echo: ${message}`),
+          `${name}: ${error.message}`,
+        );
+        assert.doesNotMatch(error.message, /secret/);
+      }
+    }
+    const [{ count: after }] = await sql<
+      { count: number }[]
+    >`select count(*)::int from pgflow.runs`;
+    assert.equal(after, before);
+  } finally {
     await both.close();
   }
 });
