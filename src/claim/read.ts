@@ -3,7 +3,7 @@ import type { PgmqMessageRecord } from "./message.ts";
 import type { ClaimedTask, Disposition, SkippedMessage, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
-import { parseJson } from "../util/json_parse.ts";
+import { parseJsonb } from "../util/json_parse.ts";
 import type { CompletionArrays } from "../completion/sql.ts";
 
 /** How one read reserves messages. */
@@ -44,7 +44,7 @@ interface Row {
   readonly run_id: string | null;
   readonly step_slug: string | null;
   readonly task_index: number | null;
-  /** The task's input as jsonb's text (`::text`), parsed by `parseJson`: see {@link decodeRead}. */
+  /** The task's input as jsonb's text (`::text`), parsed by `parseJsonb`: see {@link decodeRead}. */
   readonly input: string | null;
   readonly attempt: number | null;
   read_ct: number;
@@ -123,7 +123,7 @@ export async function completeAndClaim(
  * The one decoder of read rows: `claimed` rows become tasks (identity, input, attempt) with their
  * message records; every other row is a message id with its disposition and, when a task owns it,
  * that task's identity. Inputs, bodies and headers come as jsonb's text and are read by
- * `parseJson`, not by the pool's JSON.parse: keys exactly as stored (V8's key-cache bug), and
+ * `parseJsonb`, not by the pool's JSON.parse: keys exactly as stored (V8's key-cache bug), and
  * numbers a JavaScript number cannot hold as `ExactNumber`s. This holds for any pool the worker
  * is given, whatever its type parsers.
  */
@@ -148,8 +148,8 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       read_ct: row.read_ct,
       enqueued_at: iso(row.enqueued_at),
       vt: iso(row.vt),
-      message: row.message === null ? null : parseJson(row.message),
-      headers: row.headers === null ? null : parseJson(row.headers),
+      message: row.message === null ? null : parseJsonb(row.message),
+      headers: row.headers === null ? null : parseJsonb(row.headers),
     });
     claimed.push({
       messageId,
@@ -157,7 +157,7 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       runId: row.run_id!,
       stepSlug: row.step_slug!,
       taskIndex: row.task_index!,
-      input: row.input === null ? null : parseJson(row.input),
+      input: row.input === null ? null : parseJsonb(row.input),
       attempt: row.attempt!,
     });
   }

@@ -10,9 +10,9 @@
  *   to 12345678901234567000, a 30-digit decimal to 17 digits, 1e400 to Infinity.
  *
  * {@link parseJson} therefore uses `JSON.parse` only for text where neither can happen (no
- * backslash inside a key, no number longer than 15 digits or with an exponent: the everyday
- * case, at native speed) and a parser of its own otherwise, which reads keys correctly and keeps
- * every number a double cannot hold as an {@link ExactNumber}.
+ * backslash inside a key, no number of more than 15 digits, no big exponent: the everyday case,
+ * at native speed) and a parser of its own otherwise, which reads keys correctly and keeps every
+ * number a double cannot hold as an {@link ExactNumber}.
  *
  * @module
  */
@@ -91,11 +91,11 @@ export function exactNumber(value: string | bigint): ExactNumber {
 }
 
 /**
- * Parses JSON text (as Postgres writes `json` and `jsonb`) so that every key is read as written
- * and every number is either a JavaScript number that holds it exactly or an
- * {@link ExactNumber}. Text with no backslash inside a key and no number of more than 15 digits
- * or with an exponent (the everyday case) goes to `JSON.parse` as it is. Throws a `SyntaxError`
- * (with the position, never the text) for text that is not JSON.
+ * Parses JSON text so that every key is read as written and every number is either a JavaScript
+ * number that holds it exactly or an {@link ExactNumber}. Text with no backslash inside a key, no
+ * run of more than 15 digits and no exponent of three digits or more (the everyday case) goes to
+ * `JSON.parse` as it is. Throws a `SyntaxError` (with the position, never the text) for text that
+ * is not JSON.
  *
  * @example
  * ```ts
@@ -107,28 +107,65 @@ export function exactNumber(value: string | bigint): ExactNumber {
  * ```
  */
 export function parseJson(text: string): Json {
-  if (!needsExactParse(text)) {
+  return parse(text, needsExactParse(text) || BIG_EXPONENT.test(text));
+}
+
+/**
+ * {@link parseJson} for the text Postgres writes for a `jsonb` value (`jsonb::text`, `jsonb`
+ * columns): numbers there never have an exponent (1e400 is written with its 401 digits), so only
+ * keys and digit runs are looked at.
+ */
+export function parseJsonb(text: string): Json {
+  return parse(text, needsExactParse(text));
+}
+
+function parse(text: string, exact: boolean): Json {
+  if (!exact) {
     try {
       return JSON.parse(text);
     } catch {
       // Not JSON. JSON.parse's message may quote the text; the parser's names a position only.
     }
   }
-  return new ExactParser(text).parse();
+  return parseExactly(text);
 }
 
 /**
- * Numbers `JSON.parse` may round: more than 15 digits (a double holds any 15) or an exponent.
- * An exponent counts only where a number ends (before `,`, `]`, `}`, a space or the end), so the
- * digits-e-digits inside ids and hashes ("3e5c…") do not send text to the slow path. Digits in
- * strings may match too; that costs time, never correctness.
+ * Whether `text` may hold a key with a backslash or a number a double may not hold (a run of 16 or
+ * more digits and dots: a double holds any 15 digits). Digits in strings may count too; that costs
+ * time, never correctness.
  */
-const RISKY_NUMBER = /[\d.]{16}|\d[eE][+-]?\d+(?=[\s,\]}]|$)/;
-
-/** Whether `text` has a key with a backslash or a number a double may not hold. */
 export function needsExactParse(text: string): boolean {
   const backslash = text.indexOf("\\");
-  return (backslash !== -1 && escapedKey(text, backslash)) || RISKY_NUMBER.test(text);
+  return (backslash !== -1 && escapedKey(text, backslash)) || longDigitRun(text);
+}
+
+/**
+ * An exponent of three digits or more: with up to 15 digits before it (more make a long run), only
+ * such an exponent can leave a double's range or its full precision (1e400, 4.9e-325).
+ */
+const BIG_EXPONENT = /e[-+]?\d{3}/i;
+
+/**
+ * Whether `text` has a run of 16 or more digits and dots. Any 16 consecutive positions hold one
+ * position ≡ 15 (mod 16), so only those are looked at, and a run is measured only around one that
+ * is a digit: a sixteenth of the text is read where digits are rare, a few times that where not.
+ */
+function longDigitRun(text: string): boolean {
+  const end = text.length;
+  for (let probe = 15; probe < end; probe += 16) {
+    if (!isDigitOrDot(text.charCodeAt(probe))) continue;
+    let from = probe;
+    while (from > 0 && isDigitOrDot(text.charCodeAt(from - 1))) from--;
+    let to = probe + 1;
+    while (to < end && isDigitOrDot(text.charCodeAt(to))) to++;
+    if (to - from >= 16) return true;
+  }
+  return false;
+}
+
+function isDigitOrDot(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || c === 0x2e;
 }
 
 /**
@@ -177,16 +214,22 @@ function isSpace(c: number): boolean {
 // deno-lint-ignore no-control-regex
 const CONTROL = /[\u0000-\u001f]/;
 
-const ESCAPES: Record<string, string> = {
-  '"': '"',
-  "\\": "\\",
-  "/": "/",
-  b: "\b",
-  f: "\f",
-  n: "\n",
-  r: "\r",
-  t: "\t",
-};
+/** What each one-character escape stands for, by the escape's character code. */
+const ESCAPES: readonly (string | undefined)[] = (() => {
+  const table: (string | undefined)[] = [];
+  const pairs: [string, string][] = [
+    ['"', '"'],
+    ["\\", "\\"],
+    ["/", "/"],
+    ["b", "\b"],
+    ["f", "\f"],
+    ["n", "\n"],
+    ["r", "\r"],
+    ["t", "\t"],
+  ];
+  for (const [escape, char] of pairs) table[escape.charCodeAt(0)] = char;
+  return table;
+})();
 
 /** One container being filled: its key (objects) or `undefined` (arrays). */
 interface Frame {
@@ -197,192 +240,178 @@ interface Frame {
 /**
  * A JSON parser that reads each key from its own text and keeps numbers a double cannot hold as
  * {@link ExactNumber}s. Iterative, so nesting as deep as Postgres allows cannot overflow the
- * stack; strings without escapes are single slices of the text.
+ * stack; a string without escapes is one slice of the text; raw control characters are looked
+ * for in strings only when the text has any (Postgres never writes one).
  */
-class ExactParser {
-  readonly #text: string;
-  #at = 0;
-  /** Position of the next backslash at or after `#at` (the text's length when there is none). */
-  #slash = -1;
+function parseExactly(text: string): Json {
+  const end = text.length;
+  const strict = CONTROL.test(text);
+  const stack: Frame[] = [];
+  let at = 0;
+  /** The next backslash at or after the current string's start (`end` when there is none). */
+  let slash = -1;
 
-  constructor(text: string) {
-    this.#text = text;
-  }
-
-  parse(): Json {
-    const text = this.#text;
-    const stack: Frame[] = [];
-    let value: unknown;
-    for (;;) {
-      // A value starts here: a scalar completes at once, a container opens a frame.
-      this.#space();
-      const c = text.charCodeAt(this.#at);
-      if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-        this.#at++;
-        this.#space();
-        const array = c === OPEN_BRACKET;
-        if (text.charCodeAt(this.#at) === (array ? CLOSE_BRACKET : CLOSE_BRACE)) {
-          this.#at++;
-          value = array ? [] : {};
-        } else {
-          stack.push({ container: array ? [] : {}, key: array ? undefined : this.#key() });
-          continue;
-        }
-      } else {
-        value = this.#scalar(c, stack);
-      }
-      // A value is complete: it goes into its container, and containers that end complete too.
-      for (;;) {
-        const top = stack.at(-1);
-        if (top === undefined) {
-          this.#space();
-          if (this.#at !== text.length) this.#fail("unexpected text after the value");
-          return value as Json;
-        }
-        if (top.key === undefined) (top.container as unknown[]).push(value);
-        else setMember(top.container as Record<string, unknown>, top.key, value);
-        this.#space();
-        const next = text.charCodeAt(this.#at++);
-        if (next === COMMA) {
-          if (top.key !== undefined) {
-            this.#space();
-            top.key = this.#key();
-          }
-          break;
-        }
-        if (next !== (top.key === undefined ? CLOSE_BRACKET : CLOSE_BRACE)) {
-          this.#at--;
-          this.#fail(top.key === undefined ? "expected , or ]" : "expected , or }");
-        }
-        stack.pop();
-        value = top.container;
-      }
-    }
-  }
-
-  #scalar(c: number, stack: readonly Frame[]): unknown {
-    if (c === QUOTE) return this.#string();
-    if (c === MINUS || (c >= 0x30 && c <= 0x39)) return this.#number(stack);
-    for (const [word, value] of LITERALS) {
-      if (this.#text.startsWith(word, this.#at)) {
-        this.#at += word.length;
-        return value;
-      }
-    }
-    return this.#fail(this.#at >= this.#text.length ? "unexpected end" : "expected a value");
-  }
-
-  /** A key and its colon. */
-  #key(): string {
-    if (this.#text.charCodeAt(this.#at) !== QUOTE) this.#fail("expected a key");
-    const key = this.#string();
-    this.#space();
-    if (this.#text.charCodeAt(this.#at++) !== COLON) {
-      this.#at--;
-      this.#fail("expected :");
-    }
-    return key;
-  }
-
-  #string(): string {
-    const text = this.#text;
-    const start = this.#at + 1;
+  const fail = (where: number, problem: string): never => {
+    throw new SyntaxError(`JSON text is not valid at position ${where}: ${problem}`);
+  };
+  const space = () => {
+    let c = text.charCodeAt(at);
+    while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = text.charCodeAt(++at);
+  };
+  const string = (): string => {
+    const start = at + 1;
     let quote = text.indexOf('"', start);
-    if (quote === -1) this.#fail("unterminated string");
-    if (this.#slash < start) this.#nextSlash(start);
+    if (quote === -1) fail(at, "unterminated string");
+    if (slash < start) {
+      slash = text.indexOf("\\", start);
+      if (slash === -1) slash = end;
+    }
     let out = "";
     let from = start;
-    while (this.#slash < quote) {
-      const slash = this.#slash;
+    while (slash < quote) {
       const part = text.slice(from, slash);
-      if (CONTROL.test(part)) this.#failAt(from, "control character in a string");
+      if (strict && CONTROL.test(part)) fail(from, "control character in a string");
       out += part;
-      const escape = text[slash + 1];
-      if (escape === "u") {
+      const escape = text.charCodeAt(slash + 1);
+      if (escape === 0x75 /* u */) {
         const hex = text.slice(slash + 2, slash + 6);
-        if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.#failAt(slash, "bad \\u escape");
+        if (!HEX4.test(hex)) fail(slash, "bad \\u escape");
         out += String.fromCharCode(parseInt(hex, 16));
         from = slash + 6;
       } else {
         const char = ESCAPES[escape];
-        if (char === undefined) this.#failAt(slash, "bad escape");
+        if (char === undefined) fail(slash, "bad escape");
         out += char;
         from = slash + 2;
       }
-      this.#nextSlash(from);
+      slash = text.indexOf("\\", from);
+      if (slash === -1) slash = end;
       if (quote < from) {
         quote = text.indexOf('"', from);
-        if (quote === -1) this.#fail("unterminated string");
+        if (quote === -1) fail(at, "unterminated string");
       }
     }
     const tail = text.slice(from, quote);
-    if (CONTROL.test(tail)) this.#failAt(from, "control character in a string");
-    this.#at = quote + 1;
-    return out + tail;
-  }
-
-  #nextSlash(from: number): void {
-    const found = this.#text.indexOf("\\", from);
-    this.#slash = found === -1 ? this.#text.length : found;
-  }
-
-  #number(stack: readonly Frame[]): number | ExactNumber {
-    const text = this.#text;
-    const start = this.#at;
-    let at = start;
-    if (text.charCodeAt(at) === MINUS) at++;
-    const first = text.charCodeAt(at);
-    if (first === 0x30) at++;
-    else if (first >= 0x31 && first <= 0x39) at = digits(text, at);
-    else this.#failAt(at, "expected a digit");
+    if (strict && CONTROL.test(tail)) fail(from, "control character in a string");
+    at = quote + 1;
+    return from === start ? tail : out + tail;
+  };
+  const key = (): string => {
+    if (text.charCodeAt(at) !== QUOTE) fail(at, "expected a key");
+    const name = string();
+    space();
+    if (text.charCodeAt(at) !== COLON) fail(at, "expected :");
+    at++;
+    space();
+    return name;
+  };
+  const digits = (from: number): number => {
+    let c = text.charCodeAt(from);
+    while (c >= 0x30 && c <= 0x39) c = text.charCodeAt(++from);
+    return from;
+  };
+  const number = (): number | ExactNumber => {
+    const start = at;
+    let i = start;
+    if (text.charCodeAt(i) === MINUS) i++;
+    const first = text.charCodeAt(i);
+    if (first === 0x30) i++;
+    else if (first >= 0x31 && first <= 0x39) i = digits(i + 1);
+    else fail(i, "expected a digit");
     let plain = true;
-    if (text.charCodeAt(at) === 0x2e) {
-      const end = digits(text, at + 1);
-      if (end === at + 1) this.#failAt(at + 1, "expected a digit");
-      at = end;
+    if (text.charCodeAt(i) === 0x2e) {
+      const after = digits(i + 1);
+      if (after === i + 1) fail(i + 1, "expected a digit");
+      i = after;
     }
-    const e = text.charCodeAt(at);
+    const e = text.charCodeAt(i);
     if (e === 0x65 || e === 0x45) {
       plain = false;
-      at++;
-      const sign = text.charCodeAt(at);
-      if (sign === 0x2b || sign === MINUS) at++;
-      const end = digits(text, at);
-      if (end === at) this.#failAt(at, "expected a digit");
-      at = end;
+      i++;
+      const sign = text.charCodeAt(i);
+      if (sign === 0x2b || sign === MINUS) i++;
+      const after = digits(i);
+      if (after === i) fail(i, "expected a digit");
+      i = after;
     }
-    this.#at = at;
-    const token = text.slice(start, at);
-    const value = Number(token);
+    at = i;
+    const token = text.slice(start, i);
+    const value = +token;
     // Up to 15 digits without an exponent: a double holds it.
-    if (plain && at - start <= 15) return value;
+    if (plain && i - start <= 15) return value;
     if (Number.isFinite(value) && sameDecimal(token, String(value))) return value;
     return rawJson(token, () => `the number at ${pathOf(stack)}`);
-  }
+  };
+  const scalar = (): unknown => {
+    const c = text.charCodeAt(at);
+    if (c === QUOTE) return string();
+    if (c === MINUS || (c >= 0x30 && c <= 0x39)) return number();
+    if (c === 0x74 && text.startsWith("true", at)) {
+      at += 4;
+      return true;
+    }
+    if (c === 0x66 && text.startsWith("false", at)) {
+      at += 5;
+      return false;
+    }
+    if (c === 0x6e && text.startsWith("null", at)) {
+      at += 4;
+      return null;
+    }
+    return fail(at, at >= end ? "unexpected end" : "expected a value");
+  };
 
-  #space(): void {
-    while (isSpace(this.#text.charCodeAt(this.#at))) this.#at++;
-  }
-
-  #fail(problem: string): never {
-    return this.#failAt(this.#at, problem);
-  }
-
-  #failAt(at: number, problem: string): never {
-    throw new SyntaxError(`JSON text is not valid at position ${at}: ${problem}`);
+  let value: unknown;
+  for (;;) {
+    // A value starts here: a scalar completes at once, a container opens a frame.
+    space();
+    const c = text.charCodeAt(at);
+    if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      at++;
+      space();
+      const array = c === OPEN_BRACKET;
+      if (text.charCodeAt(at) === (array ? CLOSE_BRACKET : CLOSE_BRACE)) {
+        at++;
+        value = array ? [] : {};
+      } else {
+        stack.push({ container: array ? [] : {}, key: array ? undefined : key() });
+        continue;
+      }
+    } else {
+      value = scalar();
+    }
+    // A value is complete: it goes into its container, and containers that end complete too.
+    for (;;) {
+      const top = stack[stack.length - 1];
+      if (top === undefined) {
+        space();
+        if (at !== end) fail(at, "unexpected text after the value");
+        return value as Json;
+      }
+      const inObject = top.key !== undefined;
+      if (inObject) setMember(top.container as Record<string, unknown>, top.key!, value);
+      else (top.container as unknown[]).push(value);
+      space();
+      const next = text.charCodeAt(at);
+      if (next === COMMA) {
+        at++;
+        if (inObject) {
+          space();
+          top.key = key();
+        }
+        break;
+      }
+      if (next !== (inObject ? CLOSE_BRACE : CLOSE_BRACKET)) {
+        fail(at, inObject ? "expected , or }" : "expected , or ]");
+      }
+      at++;
+      stack.pop();
+      value = top.container;
+    }
   }
 }
 
-const LITERALS: readonly (readonly [string, unknown])[] = [
-  ["true", true],
-  ["false", false],
-  ["null", null],
-];
-
-function digits(text: string, at: number): number {
-  for (let c = text.charCodeAt(at); c >= 0x30 && c <= 0x39; c = text.charCodeAt(++at));
-  return at;
-}
+const HEX4 = /^[0-9a-fA-F]{4}$/;
 
 /** Sets a member as `JSON.parse` does: `__proto__` is an own property, not the prototype. */
 function setMember(object: Record<string, unknown>, key: string, value: unknown): void {

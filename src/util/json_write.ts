@@ -42,7 +42,10 @@ export function jsonText(value: unknown, root = "$"): string | undefined {
   } catch (error) {
     throw findProblem(value, root) ?? error;
   }
-  if (text !== undefined && (UNSTORABLE_ESCAPE.test(text) || text.includes("null"))) {
+  if (
+    text !== undefined &&
+    (text.includes("null") || (text.includes("\\u") && UNSTORABLE_ESCAPE.test(text)))
+  ) {
     const found = findProblem(value, root);
     if (found !== undefined) throw found;
   }
