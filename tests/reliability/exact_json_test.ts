@@ -114,12 +114,25 @@ function clients(url: string) {
   };
 }
 
-db.test("random JSON started from SQL comes back exactly through real workers and both clients", async ({ sql, url }) => {
+/** The two workers of `echo` (one per queue) and both clients, for `body`; then stops them. */
+async function withEcho(
+  url: string,
+  body: (clients: [string, PgflowClient][]) => Promise<void>,
+): Promise<void> {
   const workers: FlowWorker[] = [];
   const both = clients(url);
   try {
     await startWorker(workers, echo, { connectionString: url, queueName: "xj_first" });
     await startWorker(workers, echo, { connectionString: url, queueName: "xj_second" });
+    await body(both.list);
+  } finally {
+    await stopAll(workers);
+    await both.close();
+  }
+}
+
+db.test("random JSON started from SQL comes back exactly through real workers and both clients", async ({ sql, url }) => {
+  await withEcho(url, async (list) => {
     const documents = randomJsonDocuments({ count: 120, seed: SEED });
     const runs: string[] = [];
     const readings: Reading[] = [];
@@ -129,7 +142,7 @@ db.test("random JSON started from SQL comes back exactly through real workers an
         select run_id::text from pgflow.start_flow('xj_echo', ${text}::text::jsonb)`;
       runs.push(row.run_id);
       await waitForRun(sql, row.run_id, 20_000);
-      for (const [name, client] of both.list) {
+      for (const [name, client] of list) {
         readings.push(...await readBack(client, row.run_id, text, `document ${i} ${name}`));
       }
     }
@@ -140,21 +153,14 @@ db.test("random JSON started from SQL comes back exactly through real workers an
       `seed ${SEED}`,
     );
     assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
-  } finally {
-    await stopAll(workers);
-    await both.close();
-  }
+  });
 });
 
 db.test("random JSON started by each client comes back exactly in waitFor, events and getRun", async ({ sql, url }) => {
-  const workers: FlowWorker[] = [];
-  const both = clients(url);
-  try {
-    await startWorker(workers, echo, { connectionString: url, queueName: "xj_first" });
-    await startWorker(workers, echo, { connectionString: url, queueName: "xj_second" });
+  await withEcho(url, async (list) => {
     const documents = randomJsonDocuments({ count: 50, seed: SEED + 1 });
     const readings: Reading[] = [];
-    for (const [name, client] of both.list) {
+    for (const [name, client] of list) {
       for (const [i, text] of documents.entries()) {
         const label = `document ${i} ${name}`;
         // The client is given values as parseJson reads them (numbers beyond a double as
@@ -192,10 +198,7 @@ db.test("random JSON started by each client comes back exactly in waitFor, event
       }
     }
     assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
-  } finally {
-    await stopAll(workers);
-    await both.close();
-  }
+  });
 });
 
 db.test("a start whose input jsonb would change or refuse fails naming the place, and starts nothing", async ({ sql, url }) => {
