@@ -184,6 +184,7 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
   assert.deepEqual(functions.map((r) => r.fn), [
     "pgflow.cancel_run(uuid,text)",
     "pgflow.get_run(uuid)",
+    "pgflow.get_run_text(uuid)",
     "pgflow.list_aliases()",
     "pgflow.list_runs(text,text,timestamp with time zone,text,integer)",
     "pgflow.listen_barrier(text[])",
@@ -215,11 +216,13 @@ db.test("the grants to service_role are exactly the documented ones", async ({ s
   const definers = await sql`
     select p.oid::regprocedure::text as fn, p.prosecdef as definer from pg_proc p
     where p.oid = any (array['pgflow.start_flow(text,jsonb,uuid)', 'pgflow.cancel_run(uuid,text)',
-      'pgflow.retry_run(uuid)', 'pgflow.resume_run(uuid)', 'pgflow.get_run(uuid)']::regprocedure[])
+      'pgflow.retry_run(uuid)', 'pgflow.resume_run(uuid)', 'pgflow.get_run(uuid)',
+      'pgflow.get_run_text(uuid)']::regprocedure[])
     order by 1`;
   assert.deepEqual(definers.map((d) => [d.fn, d.definer]), [
     ["pgflow.cancel_run(uuid,text)", true],
     ["pgflow.get_run(uuid)", false],
+    ["pgflow.get_run_text(uuid)", false],
     ["pgflow.resume_run(uuid)", true],
     ["pgflow.retry_run(uuid)", true],
     ["pgflow.start_flow(text,jsonb,uuid)", true],
