@@ -26,7 +26,9 @@ async function defineFlow(sql: Sql, slug: string, steps: StepDef[]): Promise<voi
     await sql`select pgflow.add_step(
       flow_slug => ${slug}, step_slug => ${s.slug}, deps_slugs => ${s.deps ?? []}::text[],
       when_exhausted => ${s.whenExhausted ?? "fail"}, when_unmet => ${s.whenUnmet ?? "skip"},
-      required_input_pattern => ${s.required === undefined ? null : sql.json(s.required as never)})`;
+      required_input_pattern => ${
+      s.required === undefined ? null : sql.json(s.required as never)
+    })`;
   }
 }
 
