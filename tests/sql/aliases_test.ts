@@ -8,7 +8,8 @@ import type { Sql } from "postgres";
 import { Flow } from "../../src/dsl/flow.ts";
 import { routeFlow } from "../../src/routing/route_flow.ts";
 import { extractFlowShape, extractRoutePlan } from "../../src/compile/shape.ts";
-import { testDatabase, waitFor } from "../support/db.ts";
+import { type Blocked, sendBlocked } from "../support/blocked.ts";
+import { testDatabase } from "../support/db.ts";
 import { compileFlow, readAndStart, registerWorker } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
@@ -201,23 +202,17 @@ db.test("create_flow refuses a slug that is an alias's name, even racing the com
   assert.equal(run.flow_slug, "cn_v1", "the alias still points at its first version");
 
   // A compile creating alias rc_name is open; create_flow('rc_name') waits for it, then refuses.
-  const a = connect();
-  const b = connect();
-  const [{ pid }] = await b`select pg_backend_pid() as pid`;
-  let created: Promise<string> | undefined;
-  let settled: string | undefined;
-  await a.begin(async (tx) => {
+  let created: Blocked | undefined;
+  await connect().begin(async (tx) => {
     await compileFlow(tx as unknown as Sql, version("rn_v1", "rn_name"));
-    created = b`select pgflow.create_flow('rn_name')`.execute()
-      .then(() => "created", (e: { code?: string }) => e.code ?? "error");
-    created.then((outcome) => settled = outcome);
-    await waitFor(async () => {
-      assert.equal(settled, undefined, "create_flow ended while the alias's compile was open");
-      return (await sql`select 1 from pg_stat_activity
-                        where pid = ${pid} and wait_event_type = 'Lock'`).length > 0;
-    }, { what: "create_flow to wait for the compile", timeoutMs: 60_000 });
+    created = await sendBlocked(
+      sql,
+      connect(),
+      (b) => b`select pgflow.create_flow('rn_name')`,
+      "create_flow",
+    );
   });
-  assert.equal(await created, "23505");
+  assert.equal(await created!.outcome, "23505");
   assert.deepEqual(
     (await sql`select flow_slug from pgflow.flows where flow_slug like 'rn_%' order by 1`)
       .map((r) => r.flow_slug),
@@ -252,23 +247,17 @@ db.test("deleting an alias's target: refused while other versions carry the alia
   // An activation onto a version is open; deleting that version waits for it and is then refused.
   await compileFlow(sql, version("dr_v1", "dr_triage"));
   await compileFlow(sql, version("dr_v2", "dr_triage"));
-  const a = connect();
-  const b = connect();
-  const [{ pid }] = await b`select pg_backend_pid() as pid`;
-  let deleted: Promise<string> | undefined;
-  let settled: string | undefined;
-  await a.begin(async (tx) => {
+  let deleted: Blocked | undefined;
+  await connect().begin(async (tx) => {
     await tx`select pgflow.activate_alias('dr_triage', 'dr_v1', 'dr_v2', true)`;
-    deleted = b`select pgflow.delete_flow_and_data('dr_v2')`.execute()
-      .then(() => "deleted", (e: { code?: string }) => e.code ?? "error");
-    deleted.then((outcome) => settled = outcome);
-    await waitFor(async () => {
-      assert.equal(settled, undefined, "the deletion ended while the activation was open");
-      return (await sql`select 1 from pg_stat_activity
-                        where pid = ${pid} and wait_event_type = 'Lock'`).length > 0;
-    }, { what: "the deletion to wait for the activation", timeoutMs: 60_000 });
+    deleted = await sendBlocked(
+      sql,
+      connect(),
+      (b) => b`select pgflow.delete_flow_and_data('dr_v2')`,
+      "the deletion",
+    );
   });
-  assert.equal(await deleted, "55000");
+  assert.equal(await deleted!.outcome, "55000");
   assert.equal((await alias(sql, "dr_triage")).flow_slug, "dr_v2");
 });
 

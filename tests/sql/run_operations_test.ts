@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
-import { testDatabase, waitFor } from "../support/db.ts";
+import { type Blocked, sendBlocked } from "../support/blocked.ts";
+import { testDatabase } from "../support/db.ts";
 import {
   archivedMessages,
   defineFlow,
@@ -406,22 +407,17 @@ db.test("again => false: a run restarted already is refused, naming its restart;
   const [other] = await sql`select run_id from pgflow.start_flow('ag_flow', '{}')`;
   await sql`select * from pgflow.cancel_run(${other.run_id})`;
   const a = connect();
-  const b = connect();
-  const [{ pid: bPid }] = await b`select pg_backend_pid() as pid`;
-  let second: Promise<unknown> | undefined;
-  let settled: unknown;
+  let second: Blocked | undefined;
   await a.begin(async (tx) => {
     await tx`select pgflow.retry_run(${other.run_id}, again => false)`;
-    second = b`select pgflow.retry_run(${other.run_id}, again => false)`.execute()
-      .then(() => "restarted", (e: { code?: string }) => e.code);
-    second.then((outcome) => settled = outcome);
-    await waitFor(async () => {
-      assert.equal(settled, undefined, "the second restart ended while the first was open");
-      return (await sql`select 1 from pg_stat_activity
-                        where pid = ${bPid} and wait_event_type = 'Lock'`).length > 0;
-    }, { what: "the second restart to wait for the first", timeoutMs: 60_000 });
+    second = await sendBlocked(
+      sql,
+      connect(),
+      (b) => b`select pgflow.retry_run(${other.run_id}, again => false)`,
+      "the second restart",
+    );
   });
-  assert.equal(await second, "23505");
+  assert.equal(await second!.outcome, "23505");
   const [{ n }] = await sql`select count(*)::int as n from pgflow.runs
                             where restart_of_run_id = ${other.run_id}`;
   assert.equal(n, 1);
