@@ -134,12 +134,16 @@ begin
                        order by x2.started_at desc, x2.run_id limit 20) x)
   )
   from pgflow.runs r
+  -- One probe of runs_restart_of_idx per run looked at, as the newest runs are read: written as
+  -- a lateral join, because an EXISTS under the OR below would be planned as a hash of every
+  -- restart ever made (tens of milliseconds with a long history).
+  left join lateral (select true as yes from pgflow.runs x where x.restart_of_run_id = r.run_id limit 1) was
+    on list_runs.restarted is not null
   where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
     and (list_runs.status is null or r.status = list_runs.status)
     and (since is null or r.started_at >= since)
     and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
-    and (list_runs.restarted is null
-         or list_runs.restarted = exists (select 1 from pgflow.runs x where x.restart_of_run_id = r.run_id))
+    and (list_runs.restarted is null or coalesce(was.yes, false) = list_runs.restarted)
   order by r.started_at desc, r.run_id
   limit max_rows;
 end;
