@@ -94,6 +94,11 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return value;
 }
 
+// The ways a form may be matched (shared: an input may have a million values).
+const STRING: Form = { numeric: false, quotedOnly: false };
+const SHORT_STRING: Form = { numeric: false, quotedOnly: true };
+const NUMBER: Form = { numeric: true, quotedOnly: false };
+
 /**
  * Every printed form of every value in `root` (walked without recursion: an input may be deeply
  * nested; each object once, so a cycle in a client's input ends). `near`: the issue's own value,
@@ -102,8 +107,7 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 function formsOf(root: unknown, near: boolean): Forms {
   const forms: Forms = { byText: new Map(), lengths: new Set() };
   const add = (text: string, form: Form) => {
-    if (text === "") return;
-    const key = text.toLowerCase();
+    const key = form.numeric ? text : text.toLowerCase();
     const known = forms.byText.get(key);
     // A form known both ways keeps the looser match.
     if (known === undefined || (known.quotedOnly && !form.quotedOnly)) {
@@ -127,25 +131,30 @@ function formsOf(root: unknown, near: boolean): Forms {
     }
     if (typeof value === "string") addString(value, near, add);
     else if (typeof value === "number" || typeof value === "bigint") addNumber(value, near, add);
-    else if ((typeof value === "boolean" || value === null) && near) {
-      add(String(value), { numeric: false, quotedOnly: false });
-    } else if (value !== null && typeof value === "object" && !seen.has(value)) {
+    else if ((typeof value === "boolean" || value === null) && near) add(String(value), STRING);
+    else if (value !== null && typeof value === "object" && !seen.has(value)) {
       seen.add(value);
-      pending.push(...Object.values(value));
+      for (const item of Object.values(value)) pending.push(item);
     }
   }
   return forms;
 }
 
+// What JSON escapes in a string: quotes, backslashes, control characters, lone surrogates.
+// deno-lint-ignore no-control-regex
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
 function addString(value: string, near: boolean, add: (text: string, form: Form) => void): void {
-  // JSON writes `a"b` as "a\"b": its escaped form is a form too; so is the value trimmed, as a
-  // schema that trims before it checks prints it.
-  const variants = new Set([value, value.trim(), JSON.stringify(value).slice(1, -1)]);
-  for (const text of variants) {
-    const short = text.length < MIN_BARE_CHARS;
-    if (short && !near) continue;
-    add(text, { numeric: false, quotedOnly: short });
-  }
+  const string = (text: string) => {
+    if (text.length >= MIN_BARE_CHARS) add(text, STRING);
+    else if (near && text !== "") add(text, SHORT_STRING);
+  };
+  string(value);
+  // A schema that trims before it checks prints the value trimmed.
+  const trimmed = value.trim();
+  if (trimmed !== value) string(trimmed);
+  // JSON writes `a"b` as "a\"b": its escaped form is a form too.
+  if (ESCAPED.test(value)) string(JSON.stringify(value).slice(1, -1));
 }
 
 function addNumber(
@@ -154,20 +163,28 @@ function addNumber(
   add: (text: string, form: Form) => void,
 ): void {
   const plain = String(value);
-  if (!near && plain.replace("-", "").length < MIN_BARE_CHARS) return;
-  const texts = typeof value === "bigint" ? [plain, `${plain}n`] : [plain];
-  const n = Number(value);
-  if (Number.isFinite(n)) {
-    if (Math.abs(n) >= 1_000) texts.push(value.toLocaleString("en-US"));
-    if (typeof value === "number" && (Math.abs(n) >= 1e6 || !Number.isInteger(n))) {
-      texts.push(n.toExponential());
-    }
+  if (!near && plain.length - (plain[0] === "-" ? 1 : 0) < MIN_BARE_CHARS) return;
+  add(plain, NUMBER);
+  if (typeof value === "bigint") add(`${plain}n`, NUMBER);
+  if (/^-?\d{4}/.test(plain)) add(grouped(plain), NUMBER);
+  if (plain.includes("e+")) add(plain.replace("e+", "e"), NUMBER); // `1e+21` is also `1e21`
+  // Exponent forms (`4.111111111111111e+15`) are a way to print the value at the path; elsewhere
+  // the plain and grouped forms suffice.
+  if (near && typeof value === "number" && Number.isFinite(value)) {
+    const exponent = value.toExponential();
+    add(exponent, NUMBER);
+    add(exponent.replace("e+", "e"), NUMBER);
   }
-  for (const text of texts) {
-    add(text, { numeric: true, quotedOnly: false });
-    // `1e+21` is also written `1e21`.
-    if (text.includes("e+")) add(text.replace("e+", "e"), { numeric: true, quotedOnly: false });
-  }
+}
+
+/**
+ * `plain` (a number as `String` writes it) with its whole part grouped by thousands, as
+ * `toLocaleString("en-US")` prints it (which is slow for a million values).
+ */
+function grouped(plain: string): string {
+  const [whole, fraction] = plain.split(".");
+  const withCommas = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return fraction === undefined ? withCommas : `${withCommas}.${fraction}`;
 }
 
 /** `message` with each longest form of `sets` found at word boundaries replaced, left to right. */
