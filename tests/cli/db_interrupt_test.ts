@@ -5,26 +5,17 @@
  * initdb may still be writing in it) and creates the database again. `db status` says so meanwhile.
  */
 import assert from "node:assert/strict";
+import { freePort } from "../e2e/process.ts";
+import { waitFor } from "../support/db.ts";
 import { projectDir, query, runCli, shown } from "./helpers.ts";
 
 const MAIN = new URL("../../src/cli/main.ts", import.meta.url).href;
 
-/** A port of the system's choosing, so this file's servers keep clear of other test files'. */
-function somePort(): string {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  listener.close();
-  return String((listener.addr as Deno.NetAddr).port);
-}
-
 const exists = (path: string) => Deno.lstat(path).then(() => true, () => false);
 
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 90_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Waits (long: initdb on a busy machine) until `check` holds. */
+const until = (what: string, check: () => Promise<boolean>) =>
+  waitFor(check, { what, timeoutMs: 90_000, intervalMs: 20 });
 
 /** `pgflow db start` in a process group of its own (as a terminal runs it), not awaited. */
 function spawnStart(dir: string, port: string, env: Record<string, string> = {}) {
@@ -85,7 +76,7 @@ for (
     const dir = `${project}/db`;
     const cli = (args: string[]) => runCli(["db", ...args, "--data-dir", dir], { cwd: project });
     try {
-      const port = somePort();
+      const port = String(freePort());
       const { child, stderr } = spawnStart(dir, port);
       await until("initdb at work", () => initdbRunning(dir));
       Deno.kill(group ? -child.pid : child.pid, signal);
@@ -124,7 +115,7 @@ Deno.test("db start killed after initdb finished: the next start records the dat
   const dir = `${project}/db`;
   const cli = (args: string[]) => runCli(["db", ...args, "--data-dir", dir], { cwd: project });
   try {
-    const port = somePort();
+    const port = String(freePort());
     const { child, stderr } = spawnStart(dir, port, { PGFLOW_DB_TEST_PAUSE: "record:600000" });
     await until("initdb done", () => exists(`${dir}/data/PG_VERSION`));
     child.kill("SIGKILL");
