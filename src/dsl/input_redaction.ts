@@ -26,7 +26,7 @@ export const REDACTED = "[redacted]";
  */
 export const MIN_BARE_CHARS = 3;
 
-/** The longest message redacted whole; a longer one is cut first (a schema's message is short). */
+/** The longest message kept whole; a longer one is cut once redacted (a schema's is short). */
 export const MAX_MESSAGE_CHARS = 1_000;
 
 /** How one printed form of a value may be matched. */
@@ -70,17 +70,16 @@ export class InputRedactor {
   }
 
   /**
-   * `message` (cut at {@link MAX_MESSAGE_CHARS}) with the input's values replaced by
-   * {@link REDACTED}: every value at `path` (the issue's), and the distinctive ones elsewhere.
+   * `message` with the input's values replaced by {@link REDACTED} (every value at `path`, the
+   * issue's, and the distinctive ones elsewhere), then cut at {@link MAX_MESSAGE_CHARS}.
    */
   redact(message: string, path: readonly PropertyKey[]): string {
     const near = path.length === 0
       ? (this.#root ??= formsOf(this.#input, true))
       : formsOf(valueAt(this.#input, path), true);
-    const text = message.length > MAX_MESSAGE_CHARS
-      ? `${message.slice(0, MAX_MESSAGE_CHARS)} … [cut]`
-      : message;
-    return replaceForms(text, [near, this.#elsewhere]);
+    // Redacted whole, then cut: a cut first could leave the start of a value unrecognised.
+    const text = replaceForms(message, [near, this.#elsewhere]);
+    return text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS)} … [cut]` : text;
   }
 }
 

@@ -182,9 +182,13 @@ Deno.test("a message about the whole input redacts every value in it; keys are t
   assert.equal(formatIssues([nested]), "nested.ssn: Invalid format");
 });
 
-Deno.test("a long message is cut before it is redacted; a deep or cyclic input is walked without recursion", () => {
+Deno.test("a long message is redacted, then cut; a deep or cyclic input is walked without recursion", () => {
   const [long] = inputIssues([{ message: "x ".repeat(MAX_MESSAGE_CHARS) + "gold" }], INPUT);
   assert.equal(long.message.length, MAX_MESSAGE_CHARS + " … [cut]".length);
+  // Where the cut falls inside a value, what is left of it is not shown either.
+  const at = MAX_MESSAGE_CHARS - "received ".length - 8;
+  const [split] = inputIssues([{ message: `${"x".repeat(at)} received 4111111111111111` }], INPUT);
+  assert.doesNotMatch(split.message, /4111/);
   let deep: unknown = "deep-secret";
   for (let i = 0; i < 100_000; i++) deep = [deep];
   const [found] = inputIssues([{ message: 'saw "deep-secret"' }], deep);
