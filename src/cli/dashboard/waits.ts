@@ -266,10 +266,9 @@ async function messageTimes(tx: ReadTx, queued: readonly TaskRow[]): Promise<Mes
       unavailable.set(queue, `this role may not read msg_id and vt of pgmq.${layout.table}`);
       continue;
     }
+    const table = tx(`pgmq.${layout.table}`);
     const rows = await tx<{ msg_id: string; vt: Date }[]>`
-      select msg_id::text, vt from ${
-      tx(`pgmq.${layout.table}`)
-    } where msg_id = any(${ids}::bigint[])`;
+      select msg_id::text, vt from ${table} where msg_id = any(${ids}::bigint[])`;
     for (const r of rows) times.set(`${queue}\u001f${r.msg_id}`, r.vt);
   }
   return { times, unavailable };
