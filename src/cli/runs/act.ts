@@ -101,7 +101,8 @@ export async function act(
     ? (await client.listRuns({ ...selected, restarted: true, limit: 1000 })).map(restartedBefore)
     : [];
   if (found.length === 0) {
-    report(name, skipped, false, options.json);
+    // Nothing left to act on: every match was restarted before (or nothing matched).
+    report(name, skipped, options.yes, options.json);
     return skipped.length === 0 ? 3 : 0;
   }
   if (found.length > selected.limit || found.length === 1000) {
