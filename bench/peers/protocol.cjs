@@ -9,18 +9,22 @@
  * many units are done; the window since the last backlog), `paced {from, count, rate}` (units
  * started one by one; their latencies), `ledger` (the tally of step runs written to
  * `bench_ledger`), `stop`.
+ *
+ * CommonJS (`.cjs`), importing the ESM libraries with `import()`: the repository's `deno check`
+ * takes every JavaScript module but `.cjs` under bench/, and cannot resolve these npm packages.
  */
-import pg from "pg";
+"use strict";
+const pg = require("pg");
 
-export const MARK = "@@bench ";
+const MARK = "@@bench ";
 
 /** Wall-clock ms with sub-ms resolution (the Deno bench reads the same clock). */
-export function wallMs() {
+function wallMs() {
   return performance.timeOrigin + performance.now();
 }
 
 /** The peer's settings from its environment. */
-export function settings() {
+function settings() {
   const url = process.env.PEER_URL;
   const shape = process.env.PEER_SHAPE;
   const concurrency = Number(process.env.PEER_CONCURRENCY ?? "10");
@@ -34,7 +38,7 @@ export function settings() {
 }
 
 /** The steps of a unit: one, or the chain a → b → c. */
-export function stepsOf(shape) {
+function stepsOf(shape) {
   return shape === "single" ? ["a"] : ["a", "b", "c"];
 }
 
@@ -44,7 +48,7 @@ export function stepsOf(shape) {
  * units whose start time was noted with `startedAt(unit, ms)` (the paced ones): pickup (start →
  * first step) for single steps, run latency (start → last step over) for chains.
  */
-export class Tally {
+class Tally {
   constructor(shape) {
     this.shape = shape;
     this.done = 0;
@@ -103,7 +107,7 @@ export class Tally {
 }
 
 /** A connection of its own for producing units (its backend pid is left out of the server CPU). */
-export async function producer(url) {
+async function producer(url) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const { rows } = await client.query("select pg_backend_pid() as pid");
@@ -111,7 +115,7 @@ export async function producer(url) {
 }
 
 /** Starts `count` units one by one at `rate` per second; `start(unit)` starts one. */
-export async function paced(tally, from, count, rate, start) {
+async function paced(tally, from, count, rate, start) {
   tally.latencies = [];
   const before = tally.done;
   const t0 = wallMs();
@@ -127,7 +131,7 @@ export async function paced(tally, from, count, rate, start) {
 }
 
 /** Runs `from..from+n-1` one commit: BEGIN, `add(client, unit)` each, COMMIT. */
-export async function inOneCommit(client, from, n, add) {
+async function inOneCommit(client, from, n, add) {
   await client.query("begin");
   try {
     for (let unit = from; unit < from + n; unit++) await add(client, unit);
@@ -142,7 +146,7 @@ export async function inOneCommit(client, from, n, add) {
  * Runs `setup` (async; resolves with `{ answer, handlers }`: the first answer, e.g. the
  * producer's pid, and op → async (command) → answer object), then serves the bench's commands.
  */
-export async function serve(setup) {
+async function serve(setup) {
   const say = (answer) => process.stdout.write(MARK + JSON.stringify(answer) + "\n");
   let handlers;
   try {
@@ -180,3 +184,15 @@ export async function serve(setup) {
   // The bench gone (its end of stdin closed): stop at once, nobody reads the answers.
   process.stdin.on("end", () => process.exit(0));
 }
+
+module.exports = {
+  MARK,
+  wallMs,
+  settings,
+  stepsOf,
+  Tally,
+  producer,
+  paced,
+  inOneCommit,
+  serve,
+};

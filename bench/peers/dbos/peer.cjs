@@ -8,8 +8,9 @@
  * the loop starts the next unit as one ends). The rest at DBOS's defaults; its logs go to an
  * in-process sink at info level.
  */
-import { DBOS, DBOSClient } from "@dbos-inc/dbos-sdk";
-import { inOneCommit, paced, producer, serve, settings, stepsOf, Tally } from "./protocol.mjs";
+"use strict";
+const { DBOS, DBOSClient } = require("@dbos-inc/dbos-sdk");
+const { inOneCommit, paced, producer, serve, settings, stepsOf, Tally } = require("./protocol.cjs");
 
 const s = settings();
 if (s.mode !== "queued" && s.mode !== "direct") {
@@ -45,7 +46,7 @@ async function closedLoop(from, n) {
   await Promise.all(Array.from({ length: Math.min(s.concurrency, n) }, lane));
 }
 
-await serve(async () => {
+serve(async () => {
   DBOS.setConfig({ name: APP, systemDatabaseUrl: s.url, logger });
   await DBOS.launch();
   if (s.mode === "queued") {

@@ -6,17 +6,13 @@
  * completion is committed (`job:complete`). Backlogs are added with the batch
  * `graphile_worker.add_jobs` in one statement.
  */
-import { Logger, run, runMigrations } from "graphile-worker";
-import { paced, producer, serve, settings, stepsOf, Tally } from "./protocol.mjs";
+"use strict";
+const { paced, producer, serve, settings, stepsOf, Tally } = require("./protocol.cjs");
 
 const s = settings();
 const steps = stepsOf(s.shape);
 const tally = new Tally(s.shape);
 let logged = 0;
-// Every level but debug, kept in the process (as an application's log sink would receive them).
-const logger = new Logger(() => (level) => {
-  if (level !== "debug") logged++;
-});
 
 function task(index) {
   const name = steps[index];
@@ -26,7 +22,12 @@ function task(index) {
   };
 }
 
-await serve(async () => {
+serve(async () => {
+  const { Logger, run, runMigrations } = await import("graphile-worker");
+  // Every level but debug, kept in the process (as an application's log sink would receive them).
+  const logger = new Logger(() => (level) => {
+    if (level !== "debug") logged++;
+  });
   await runMigrations({ connectionString: s.url, logger });
   const runner = await run({
     connectionString: s.url,

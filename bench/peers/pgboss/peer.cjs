@@ -9,8 +9,8 @@
  * pg-boss's defaults (maintenance, supervision, retention of completed jobs); its `error` and
  * `warning` events go to an in-process sink. Backlogs are one `insert` of every job, one commit.
  */
-import { PgBoss } from "pg-boss";
-import { paced, producer, serve, settings, stepsOf, Tally } from "./protocol.mjs";
+"use strict";
+const { paced, producer, serve, settings, stepsOf, Tally } = require("./protocol.cjs");
 
 const s = settings();
 const QUEUE = "bench";
@@ -18,7 +18,8 @@ const steps = stepsOf(s.shape);
 const tally = new Tally(s.shape);
 let logged = 0;
 
-await serve(async () => {
+serve(async () => {
+  const { PgBoss } = await import("pg-boss");
   const boss = new PgBoss({ connectionString: s.url, useListenNotify: true });
   boss.on("error", () => logged++);
   boss.on("warning", () => logged++);
