@@ -107,6 +107,11 @@ export interface Drain {
   readonly tasksPerSec: number;
   /** Server CPU ms per task over the drain. */
   readonly cpuMsPerTask: number;
+  /**
+   * Server CPU ms per task of the connections that started the backlog (left out of
+   * `cpuMsPerTask`; the engine's monitor polls on the same connection, a few queries a second).
+   */
+  readonly startCpuMsPerTask: number;
 }
 
 /** One round of a cell. */
@@ -459,12 +464,13 @@ async function inCell(
     // One connection for producing and polling: the probe leaves its CPU out of the figures.
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     const [{ pid }] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
-    const probe = await ServerProbe.open(url, [pid]);
+    const probe = await ServerProbe.open(url);
+    probe.producers([pid]);
     const s: EngineSettings = { ...base, url, sql };
     let d: Driver | undefined;
     try {
       d = await driver(s, key, load, log);
-      probe.exclude(d.producers);
+      probe.producers(d.producers);
       let tasksThrough = 0;
       const drain = async (): Promise<Drain> => {
         const units = rates.size(`${key}/${state}`, load.drainSeconds, GUESS[key], `${key}/fresh`);
@@ -472,7 +478,7 @@ async function inCell(
         await probe.start();
         await d!.backlog(units);
         const busy = await d!.drained(units);
-        const { cpuMs } = await probe.stop();
+        const { cpuMs, producersCpuMs } = await probe.stop();
         const tasks = units * d!.tasksPerUnit;
         tasksThrough += tasks;
         const perSec = units / busy;
@@ -488,6 +494,7 @@ async function inCell(
           perSec,
           tasksPerSec: tasks / busy,
           cpuMsPerTask: cpuMs / tasks,
+          startCpuMsPerTask: producersCpuMs / tasks,
         };
       };
       if (state === "fresh") {
