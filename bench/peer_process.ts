@@ -183,8 +183,6 @@ export class PeerProcess {
         PEER_CONCURRENCY: String(s.concurrency),
         PEER_MODE: s.mode ?? "",
         PEER_POLL_MS: String(s.pollMs ?? ""),
-        // Quiet libraries that print through `debug` or their own console loggers.
-        NODE_ENV: "production",
       },
       stdin: "piped",
       stdout: "piped",

@@ -57,6 +57,12 @@ class Tally {
     this.ledger = new Map();
     this.starts = new Map();
     this.latencies = [];
+    this.error = undefined;
+  }
+
+  /** A unit that failed: the bench's next wait fails with it rather than timing out. */
+  fail(unit, error) {
+    this.error ??= new Error(`unit ${unit} failed: ${error?.stack ?? error}`);
   }
 
   step(unit, name) {
@@ -86,6 +92,7 @@ class Tally {
   async until(n, timeoutMs = 600_000) {
     const deadline = wallMs() + timeoutMs;
     while (this.done < n) {
+      if (this.error) throw this.error;
       if (wallMs() > deadline) throw new Error(`finished ${this.done} of ${n} units`);
       await new Promise((r) => setTimeout(r, 5));
     }

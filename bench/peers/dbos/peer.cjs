@@ -69,7 +69,7 @@ serve(async () => {
       backlog: async ({ from, n }) => {
         tally.resetWindow();
         if (s.mode === "direct") {
-          loop = closedLoop(from, n);
+          loop = closedLoop(from, n).catch((error) => tally.fail(`${from}+`, error));
         } else {
           await inOneCommit(
             pgClient,
@@ -90,7 +90,7 @@ serve(async () => {
           if (s.mode === "queued") {
             await DBOS.startWorkflow(workflow, { queueName: QUEUE })(u);
           } else {
-            workflow(u).then(() => tally.finished(u));
+            workflow(u).then(() => tally.finished(u), (error) => tally.fail(u, error));
           }
         }),
       }),
