@@ -107,11 +107,15 @@ export interface Drain {
   readonly tasksPerSec: number;
   /** Server CPU ms per task over the drain. */
   readonly cpuMsPerTask: number;
-  /**
-   * Server CPU ms per task of the connections that started the backlog (left out of
-   * `cpuMsPerTask`; the engine's monitor polls on the same connection, a few queries a second).
-   */
+  /** Server CPU ms per task of the connections that started the backlog (not in `cpuMsPerTask`). */
   readonly startCpuMsPerTask: number;
+  /** Seconds the bench waited for the backlog to be started (committed). */
+  readonly startSeconds: number;
+  /**
+   * Units per second counting the start too (units ÷ (start + drain)): what a harness that times
+   * from issuing the start to the last completion measures.
+   */
+  readonly withStartPerSec: number;
 }
 
 /** One round of a cell. */
@@ -239,10 +243,12 @@ function engineLoad(
       await startBacklog(s.sql, [slug], n);
     },
     drained: async (n) => {
-      // A slow poll: the count is the monitor's work, not the engine's, and the window is read
-      // from the tasks' own timestamps (first claim → last completion) anyway.
-      await waitRunsCompleted(s.sql, [slug], since, n, 300_000, 250);
-      return (await taskWindow(s.sql, [slug], since)).seconds;
+      // A slow poll on the watching connection: the count is the bench's work, not the
+      // engine's, and the window is read from the tasks' own timestamps (first claim → last
+      // completion) anyway.
+      const watch = s.watch ?? s.sql;
+      await waitRunsCompleted(watch, [slug], since, n, 300_000, 250);
+      return (await taskWindow(watch, [slug], since)).seconds;
     },
     latencies: () =>
       tasksPerUnit > 1
@@ -461,12 +467,15 @@ async function inCell(
   state: TableState,
 ): Promise<InCell> {
   return await withFreshDatabase(template, async (url) => {
-    // One connection for producing and polling: the probe leaves its CPU out of the figures.
+    // One connection producing work (its server CPU measured apart), one watching for the
+    // drain's end (left out of the figures).
     const sql = postgres(url, { max: 1, onnotice: () => {} });
-    const [{ pid }] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
-    const probe = await ServerProbe.open(url);
-    probe.producers([pid]);
-    const s: EngineSettings = { ...base, url, sql };
+    const watch = postgres(url, { max: 1, onnotice: () => {} });
+    const pid = async (c: postgres.Sql) =>
+      (await c<{ pid: number }[]>`select pg_backend_pid() as pid`)[0].pid;
+    const probe = await ServerProbe.open(url, [await pid(watch)]);
+    probe.producers([await pid(sql)]);
+    const s: EngineSettings = { ...base, url, sql, watch };
     let d: Driver | undefined;
     try {
       d = await driver(s, key, load, log);
@@ -476,7 +485,9 @@ async function inCell(
         const units = rates.size(`${key}/${state}`, load.drainSeconds, GUESS[key], `${key}/fresh`);
         // The producer's connection is left out of the probe: the window's CPU is the drain's.
         await probe.start();
+        const t0 = performance.now();
         await d!.backlog(units);
+        const startSeconds = (performance.now() - t0) / 1000;
         const busy = await d!.drained(units);
         const { cpuMs, producersCpuMs } = await probe.stop();
         const tasks = units * d!.tasksPerUnit;
@@ -495,6 +506,8 @@ async function inCell(
           tasksPerSec: tasks / busy,
           cpuMsPerTask: cpuMs / tasks,
           startCpuMsPerTask: producersCpuMs / tasks,
+          startSeconds,
+          withStartPerSec: units / (startSeconds + busy),
         };
       };
       if (state === "fresh") {
@@ -525,6 +538,7 @@ async function inCell(
       await d?.stop();
       await probe.close();
       await sql.end({ timeout: 5 });
+      await watch.end({ timeout: 5 });
     }
   });
 }

@@ -64,6 +64,16 @@ export function peerRatioRows(m: CellMedian): string[][] {
     "single-step: this engine at its public defaults ÷ with the bench's settings",
   );
   throughput("graphile", "graphileDeno", "graphile-worker 0.18 on Node ÷ 0.16.6 in Deno");
+  const [fr, us] = STATES.map((st) =>
+    m("engine", (r) => r[st].withStartPerSec) / m("graphile", (r) => r[st].withStartPerSec)
+  );
+  if (Number.isFinite(fr) || Number.isFinite(us)) {
+    rows.push([
+      "single-step counting the start (start + drain): this engine ÷ graphile-worker",
+      ratio(fr),
+      ratio(us),
+    ]);
+  }
   for (const p of PEERS) {
     latency("engine", p.single, `pickup p50: this engine ÷ ${p.label}`);
     latency("engineChain", p.chain, `unloaded 3-step run p50: this engine ÷ ${p.label}`);
