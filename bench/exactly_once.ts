@@ -23,7 +23,17 @@ export interface UnitCounts {
   readonly left: number;
 }
 
-/** What is wrong with `c`, one line each; empty when every unit ran each step exactly once. */
+/**
+ * What is wrong with `c`, one line each; empty when every unit ran each step exactly once.
+ *
+ * @example
+ * ```ts
+ * exactlyOnceViolations({
+ *   started: 2, steps: 1, ledgerRows: 2, ledgerOnce: 1, ledgerUnits: 2,
+ *   recorded: 2, recordedOnce: 2, left: 0,
+ * }); // ["1 unit steps ran more than once"]
+ * ```
+ */
 export function exactlyOnceViolations(c: UnitCounts): string[] {
   const want = c.started * c.steps;
   const out: string[] = [];
@@ -41,7 +51,7 @@ export function exactlyOnceViolations(c: UnitCounts): string[] {
 }
 
 /** The ledger's counts in the cell's database. */
-export async function ledgerCounts(
+async function ledgerCounts(
   sql: postgres.Sql,
 ): Promise<{ rows: number; once: number; units: number }> {
   const [row] = await sql<{ rows: number; once: number; units: number }[]>`
@@ -51,7 +61,14 @@ export async function ledgerCounts(
   return row;
 }
 
-/** Writes an in-process ledger (key `unit␟step` → runs) to `bench_ledger`. */
+/**
+ * Writes an in-process ledger (key `unit␟step` → runs) to `bench_ledger`.
+ *
+ * @example
+ * ```ts
+ * await writeLedger(sql, new Map([["run-1\u001fwork", 1]]));
+ * ```
+ */
 export async function writeLedger(sql: postgres.Sql, ledger: ReadonlyMap<string, number>) {
   await sql`create table if not exists bench_ledger (unit text not null, step text not null,
                                                    n int not null)`;
@@ -70,7 +87,7 @@ export async function writeLedger(sql: postgres.Sql, ledger: ReadonlyMap<string,
 export type OwnRecord = "engine" | "graphile" | "pgboss" | "dbos";
 
 /** `recorded`, `recordedOnce`, `left` (and, for the engine, the runs started) from `system`. */
-export async function ownRecord(
+async function ownRecord(
   sql: postgres.Sql,
   system: OwnRecord,
 ): Promise<{ recorded: number; recordedOnce: number; left: number; units?: number }> {
@@ -112,7 +129,12 @@ export async function ownRecord(
 /**
  * Throws, naming the cell and what went wrong, unless each of the `started` units ran each of its
  * `steps` exactly once by both the ledger and `system`'s own record. graphile-worker deletes a
- * job when it completes, so only its ledger and its empty job table count.
+ * job when it completes, so only its ledger and its empty job table count. Returns the units.
+ *
+ * @example
+ * ```ts
+ * await checkExactlyOnce(sql, "pg-boss, single job", "pgboss", 1, 1000);
+ * ```
  */
 export async function checkExactlyOnce(
   sql: postgres.Sql,

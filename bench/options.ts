@@ -48,6 +48,20 @@ export interface BenchOptions {
   dbosPollMs: number;
 }
 
+/** `words` joined with ", " in lines of at most `width` characters, the next ones indented. */
+function wrapped(words: readonly string[], indent: number, width: number): string {
+  const lines = [""];
+  for (const word of words) {
+    const last = lines[lines.length - 1];
+    const next = last === "" ? word : `${last}, ${word}`;
+    if (indent + next.length + 1 > width && last !== "") {
+      lines[lines.length - 1] = `${last},`;
+      lines.push(word);
+    } else lines[lines.length - 1] = next;
+  }
+  return lines.join(`\n${" ".repeat(indent)}`);
+}
+
 export const HELP =
   `pgflow benchmarks: headline cells on fresh and used tables (this engine, graphile-worker,
 pg-boss, DBOS Transact, the raw PGMQ floor), queue shapes, mixed workers, chains, server cost per
@@ -58,11 +72,13 @@ usage: deno task bench [options]
   --fast               start the throw-away server with fsync, synchronous_commit and
                        full_page_writes off (quick comparisons; hides commit cost). Default:
                        durable settings, as on Supabase
-  --quick              one round, shorter drains, fewer tasks (about two minutes); noisy
+  --quick              one round, shorter drains, fewer tasks (several minutes); noisy
   --drain-seconds S    each headline drain (fresh and used tables) is sized from the cell's
                        measured rate to last at least S seconds (default 10; quick 2)
-  --cells LIST         headline cells: ${Object.keys(CELLS).join(", ")}
-                       (default all but graphileDeno). The peers (graphile*, pgboss*, dbos*) run
+  --cells LIST         headline cells (default all but graphileDeno):
+                       ${
+    wrapped(Object.keys(CELLS), 23, 100)
+  }. The peers (graphile*, pgboss*, dbos*) run
                        on Node 22, installed from npm into bench/.peers on first use (needs npm)
   --dbos-poll-ms MS    the DBOS queue's minPollingIntervalMs in the dbos queued cells (default
                        50; DBOS's own default is 1000)

