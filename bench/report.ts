@@ -583,7 +583,7 @@ function settings(f: Figures): string {
     `${o.tasks} tasks per queue-shape and mixed-worker scenario (a backlog committed in one transaction, drained; tasks/s over first claim → last completion)`,
     `${o.latencyTasks} runs started one at a time at ${o.rate}/s for pickup latency (sending transaction's now() → handler's first line, clocks aligned by a measured offset)`,
     `every worker: batchSize 10, maxConcurrent 10, pollIntervalMs ${o.pollIntervalMs}, maxPollSeconds ${o.maxPollSeconds}, default pool (4 connections; prepared statements on this direct connection)`,
-    `chains (grouped, private): ${o.chainRuns} three-step runs drained (runs/s), then ${o.chainPaced} runs started one at a time at ${o.chainRate}/s (unloaded): run latency from start_flow's now() to the now() of the transaction completing its last step; graphile-worker (headline): from job a's run_at to the end of job c's function, each job adding the next`,
+    `chains (grouped, private): ${o.chainRuns} three-step runs drained (runs/s), then ${o.chainPaced} runs started one at a time at ${o.chainRate}/s (unloaded): run latency from start_flow's now() to the now() of the transaction completing its last step (the headline peers': see "peers" below)`,
     `server cost by workers: ${o.scaleWorkers.join(", ")} workers on one shared queue${
       o.scaleSeparate ? " (and on a queue each)" : ""
     } and as many graphile-worker ${GRAPHILE_VERSION} runners (concurrency 10 each, in the bench's Deno process: the curve keeps the runtime of earlier rounds), on the main database after ${WARM_UP_TASKS} tasks of each engine; per point a warm-up of ${WARM_UP_PER_WORKER} tasks per worker, then a drain sized to last about ${o.scaleSeconds} s, then pickup from ${
