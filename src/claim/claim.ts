@@ -13,7 +13,7 @@ import type { Json } from "../util/json.ts";
 export type SupportedPair = readonly [flow: string, step: string];
 
 /**
- * What the claim did with one message id (see DESIGN §4). `handed_back`: its task is outside this
+ * What the claim did with one message id (docs/design.md, Claim table). `handed_back`: its task is outside this
  * worker's support set and a live worker on the queue serves it, so the message was made visible
  * again at once and announced to that worker; `handed_back_later`: the same, but that worker is
  * busy (the message was handed back often), so it was hidden for a while and announced with when

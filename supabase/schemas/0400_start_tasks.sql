@@ -205,7 +205,7 @@ begin
         cardinality(v_msg), v_msg using errcode = '55000';
     end if;
   end if;
-  -- Shared reads (DESIGN §4). Reading a message hides it from every other reader of the queue,
+  -- Shared reads (docs/design.md, Claim table). Reading a message hides it from every other reader of the queue,
   -- so a message this worker cannot claim would wait a visibility timeout for the worker that can,
   -- and a non-supporting reader whose next read lands as it reappears could hide it again, for
   -- ever. So a message whose task is queued in a started run, outside this worker's support set,

@@ -17,14 +17,15 @@ const RPC: Record<string, Record<string, string>> = {
   get_run: { run_id: "uuid" },
   get_run_text: { run_id: "uuid" },
   cancel_run: { run_id: "uuid", reason: "text" },
-  retry_run: { run_id: "uuid" },
-  resume_run: { run_id: "uuid" },
+  retry_run: { run_id: "uuid", again: "boolean" },
+  resume_run: { run_id: "uuid", again: "boolean" },
   list_runs: {
     flow_slug: "text",
     status: "text",
     since: "timestamptz",
     run_id_prefix: "text",
     max_rows: "integer",
+    restarted: "boolean",
   },
 };
 

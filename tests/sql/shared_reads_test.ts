@@ -1,5 +1,5 @@
 /**
- * Shared reads (DESIGN §4): a worker that reads a message it cannot claim must not keep it from a
+ * Shared reads (docs/design.md, Claim): a worker that reads a message it cannot claim must not keep it from a
  * worker that can. read_and_claim hands such a message back when a live worker on the queue serves
  * its pair: visible again at once on its first reads (later hidden for a random half to whole
  * visibility timeout), announced on the queue's channel with the pair; its task untouched. A
