@@ -132,7 +132,14 @@ Deno.test("thousands of random documents: keys as written, numbers exact", () =>
     poison();
     const got = parseJson(text);
     if (needsExactParse(text) || /e[-+]?\d{3}/i.test(text)) slow++;
-    else assert.deepEqual(got, JSON.parse(text), `document ${i}: the fast path is JSON.parse`);
+    else {
+      // As text: older Deno's node:assert compares an own "constructor" key as the constructor.
+      assert.equal(
+        JSON.stringify(got),
+        JSON.stringify(JSON.parse(text)),
+        `document ${i}: the fast path is JSON.parse`,
+      );
+    }
     // Postgres never writes an exponent for jsonb; without one, parseJsonb reads the same.
     if (!/\d[eE]/.test(text)) assert.deepEqual(describe(parseJsonb(text)), describe(got));
     assertSame(describe(got), reference(text), `document ${i} (seed ${SEED})`);
