@@ -426,7 +426,7 @@ function setMember(object: Record<string, unknown>, key: string, value: unknown)
 }
 
 /** Whether two decimal texts (JSON numbers, or what `String(number)` writes) are equal values. */
-export function sameDecimal(a: string, b: string): boolean {
+function sameDecimal(a: string, b: string): boolean {
   return canonicalDecimal(a) === canonicalDecimal(b);
 }
 
