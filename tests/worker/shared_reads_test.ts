@@ -12,6 +12,7 @@ import { testDatabase, waitFor } from "../support/db.ts";
 import { type Child, killChild, spawnDeno } from "../e2e/process.ts";
 import { MIXED_FLOWS, MIXED_QUEUE } from "./fixtures/mixed_flows.ts";
 import { startWorker, stopAll } from "./helpers.ts";
+import { runBehindBacklog } from "./fixtures/neighbour_backlog.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -174,4 +175,11 @@ db.test("a busy worker's backlog at the head of the queue does not hold another 
   } finally {
     await stopAll(workers);
   }
+});
+
+db.test("an idle worker behind another flow's backlog of 1,500 at the head of the queue: its 25 runs complete while most of the backlog still waits", async ({ sql, url }) => {
+  // Before reads past a backlog, the idle worker's reads met the busy worker's head, handed it
+  // back and met it again until the whole backlog had started (all 1,500).
+  const { backlogStarted } = await runBehindBacklog(sql, url);
+  assert.ok(backlogStarted < 750, `${backlogStarted} of the 1,500 had started`);
 });
