@@ -33,9 +33,8 @@ interface Repetition {
   /** g's drain, first claim to last completion, seconds: beside S, and alone. */
   readonly gBeside: number;
   readonly gAlone: number;
-  /** What S's reads did with g's messages. */
+  /** g's messages S read and handed back. */
   readonly handedBack: number;
-  readonly handedBackLater: number;
 }
 
 /** `--name value` from the command line, else `fallback`. */
@@ -141,7 +140,6 @@ async function repetition(url: string, sql: postgres.Sql): Promise<Repetition> {
     gBeside: await drainSeconds(sql, since),
     gAlone,
     handedBack: dispositions.get("handed_back") ?? 0,
-    handedBackLater: dispositions.get("handed_back_later") ?? 0,
   };
 }
 
@@ -160,8 +158,7 @@ try {
     "g drain beside S s",
     "alone s",
     "× alone",
-    "handed_back",
-    "handed_back_later",
+    "handed_back by S",
   ]];
   for (let rep = 1; rep <= REPEAT; rep++) {
     const r = await repetition(db.url, sql);
@@ -175,7 +172,6 @@ try {
       fixed(r.gAlone, 2),
       fixed(r.gBeside / r.gAlone, 2),
       String(r.handedBack),
-      String(r.handedBackLater),
     ]);
     console.error(`repetition ${rep} done`);
   }
