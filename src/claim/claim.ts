@@ -13,7 +13,7 @@ import type { Json } from "../util/json.ts";
 export type SupportedPair = readonly [flow: string, step: string];
 
 /**
- * What the claim did with one message id (the claim table in docs/routing.md). `handed_back`: its
+ * What the claim did with one message id (docs/design.md, Claim table). `handed_back`: its
  * task is outside this worker's support set and a live worker on the queue serves it, so the
  * message was made visible again at once and announced to that worker; `unsupported`: outside the
  * set, and no live worker serves it; `surplus`: a task this worker serves, read beyond the tasks

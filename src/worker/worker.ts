@@ -302,6 +302,7 @@ class Worker implements FlowWorker {
       log: this.#log,
       completer,
       activity,
+      logErrorMessages: config.logErrorMessages,
     };
     // The tasks in flight, by run: for ctx.signal, and for the log of what a bounded drain abandons.
     const cancellations = new RunCancellations(sql, this.#log, config.queryTimeoutMs);

@@ -1815,11 +1815,12 @@ begin
         cardinality(v_msg), v_msg using errcode = '55000';
     end if;
   end if;
-  -- Shared reads. Reading a message hides it from every other reader of the queue, so a message
-  -- this worker cannot claim would wait a visibility timeout for the worker that can, and a
-  -- non-supporting reader whose next read lands as it reappears could hide it again, for ever. So
-  -- a message whose task is queued in a started run, outside this worker's support set, whose
-  -- pair a live worker on this queue serves (fresh heartbeat, not deprecated), is handed back:
+  -- Shared reads (docs/design.md, Claim table). Reading a message hides it from every other reader
+  -- of the queue, so a message this worker cannot claim would wait a visibility timeout for the
+  -- worker that can, and a non-supporting reader whose next read lands as it reappears could hide
+  -- it again, for ever. So a message whose task is queued in a started run, outside this worker's
+  -- support set, whose pair a live worker on this queue serves (fresh heartbeat, not deprecated),
+  -- is handed back:
   -- made visible again at once (set_vt 0, or nothing when the read left it visible) and announced
   -- on the queue's channel with its pair as payload (["flow", "step"]: identity, never the body),
   -- which wakes a worker that serves it. A fresh message read by the wrong worker is claimed by

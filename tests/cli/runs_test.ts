@@ -270,6 +270,12 @@ db.test(
           ["list", "--since", "yesterday"],
           /--since "yesterday" is neither a duration nor a time; pass how long ago \(30m, 1h, 2d, 1w\)/,
         ],
+        // Past the year 1 the database refused the time (22009, exit 1): now a usage error.
+        [
+          ["list", "--since", "999999d"],
+          /--since "999999d" reaches back before the year 1; times from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z are accepted, so at most \d+d ago/,
+        ],
+        [["list", "--since", "2026-02-31"], /--since "2026-02-31" is not a date: February 2026/],
         [["list", "--limit", "0"], /--limit must be a whole number from 1 to 1000, got "0"/],
         [
           ["retry", "--status", "started", "--flow", "x"],

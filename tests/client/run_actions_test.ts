@@ -288,8 +288,8 @@ db.test("listRuns filters by flow, status, since and id prefix, newest first; ba
         [{ status: "done" }, /listRuns: status must be .*"cancelled", got "done"/],
         [{ limit: 0 }, /listRuns: limit must be an integer from 1 to 1000, got 0/],
         [{ limit: 1001 }, /got 1001/],
-        [{ since: "yesterday" }, /listRuns: since must be a Date or an ISO time/],
-        [{ since: new Date("nope") }, /since must be a Date/],
+        [{ since: "yesterday" }, /listRuns: since "yesterday" is not an ISO time; pass a Date/],
+        [{ since: new Date("nope") }, /since Invalid Date is not a time; pass a Date/],
         [{ runIdPrefix: "zz" }, /runIdPrefix must be the start of a run id .* got "zz"/],
         [{ flows: "x" }, /unknown option "flows"/],
       ] as const

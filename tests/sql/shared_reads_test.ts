@@ -1,8 +1,8 @@
 /**
- * Shared reads: a worker that reads a message it cannot claim must not keep it from a worker that
- * can. read_and_claim hands such a message back when a live worker on the queue serves its pair:
- * visible again at once, however often it is read, announced on the queue's channel with the
- * pair; its task untouched. A message no live worker serves, or no task owns, keeps the visibility
+ * Shared reads (docs/design.md, Claim): a worker that reads a message it cannot claim must not
+ * keep it from a worker that can. read_and_claim hands such a message back when a live worker on
+ * the queue serves its pair: visible again at once, however often it is read, announced on the
+ * queue's channel with the pair; its task untouched. A message no live worker serves, or no task owns, keeps the visibility
  * the reader asked for. A worker whose own work waits behind another worker's backlog is told how
  * far (next_read_qty) and reads past it: a deeper read that claims at most its free slots.
  */

@@ -317,14 +317,16 @@ export const PAGE_JS: string = String.raw`"use strict";
   // --- why a step waits, and its attempts ------------------------------------------------------
   function waitText(w) {
     var n = w.tasks > 1 ? w.tasks + " tasks " : "";
+    // Whether they wait out a delay could not be read (see StepWait's delayUnavailable).
+    var unknown = w.delayUnavailable ? "; delayed until: unavailable (" + w.delayUnavailable + ")" : "";
     if (w.kind === "dependencies") return "waiting for dependencies: " + w.deps.join(", ");
     if (w.kind === "unserved") {
       return n + "queued on " + w.queue + ": no live worker serves " + w.flowSlug + "/" +
-        w.stepSlug;
+        w.stepSlug + unknown;
     }
     if (w.kind === "queued") {
       return n + "queued on " + w.queue + ": next for " + w.liveWorkers + " live worker" +
-        (w.liveWorkers === 1 ? "" : "s");
+        (w.liveWorkers === 1 ? "" : "s") + unknown;
     }
     if (w.kind === "delayed") {
       return n + "delayed until " + time(w.until) + (w.retry ? " (retry backoff)" : " (start delay)");
