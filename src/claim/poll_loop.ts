@@ -57,10 +57,12 @@ export interface PollLoopDeps {
 const FILL_WAIT_MS = 5;
 
 /**
- * Polls until `signal` aborts: wait for a free slot, then read at most that many messages once and
- * claim them with the exact support set, in one call (`pgflow.read_and_claim`); start each claimed
- * task in its own slot, count the rest for the interval's report (one warning per disposition,
- * flow and step, not one per message: an unclaimed message comes back every visibility timeout).
+ * Polls until `signal` aborts: wait for a free slot, then read that many messages once (more when
+ * the last read said this worker's own work waits behind another worker's backlog: a read past it)
+ * and claim at most that many with the exact support set, in one call (`pgflow.read_and_claim`);
+ * start each claimed task in its own slot, count the rest for the interval's report (one warning
+ * per disposition, flow and step, not one per message: an unclaimed message comes back every
+ * visibility timeout).
  * A failed call rolls its read back, so nothing is left reserved; database errors back off
  * exponentially (with jitter) instead of spinning. With `wakeups`, an empty read is followed by a
  * wait for the queue's next notification (at most `maxPollSeconds`; `pollIntervalMs` while the
