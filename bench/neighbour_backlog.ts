@@ -1,5 +1,5 @@
 /**
- * `deno run -A bench/neighbour_backlog.ts [--backlog N] [--runs N] [--task-ms N] [--vt S]
+ * `deno run -A bench/neighbour_backlog.ts [--backlog N] [--runs N] [--pace N] [--task-ms N] [--vt S]
  * [--repeat N]`
  *
  * An idle worker behind another flow's backlog on a shared queue. Worker N serves only flow g and
@@ -18,7 +18,7 @@ import { Flow, routeFlow } from "../mod.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { type FlowWorker, instantiateWorker } from "../src/worker/worker.ts";
 import { sleep } from "../src/util/backoff.ts";
-import { dbNow, startBacklog, waitRunsCompleted } from "./load.ts";
+import { dbNow, startBacklog, startPaced, waitRunsCompleted } from "./load.ts";
 import { fixed, percentile, textTable } from "./stats.ts";
 
 const QUEUE = "bench_neighbours";
@@ -50,6 +50,8 @@ function option(name: string, fallback: number): number {
 
 const BACKLOG = option("backlog", 1500);
 const RUNS = option("runs", 25);
+/** f's runs per second (0: all at once, right after the backlog). */
+const PACE = Deno.args.includes("--pace") ? option("pace", 10) : 0;
 const TASK_MS = option("task-ms", 15);
 const VT = option("vt", 6);
 const REPEAT = option("repeat", 4);
@@ -115,7 +117,8 @@ async function repetition(url: string, sql: postgres.Sql): Promise<Repetition> {
   since = await dbNow(sql);
   try {
     await startBacklog(sql, ["bench_nb_g"], BACKLOG);
-    await startBacklog(sql, ["bench_nb_f"], RUNS);
+    if (PACE > 0) await startPaced(sql, ["bench_nb_f"], RUNS, PACE);
+    else await startBacklog(sql, ["bench_nb_f"], RUNS);
     await waitRunsCompleted(sql, ["bench_nb_f"], since, RUNS);
     await waitRunsCompleted(sql, ["bench_nb_g"], since, BACKLOG);
   } finally {

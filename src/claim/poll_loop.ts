@@ -97,8 +97,14 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   // Reads in a row that claimed nothing and met only other workers' handed-back messages.
   let blocked = 0;
   // How many messages the next read asks for, when the last one said this worker's own work waits
-  // behind another worker's backlog (see pgflow._start_tasks); it still claims at most qty.
+  // behind another worker's backlog (see pgflow._start_tasks); it still claims at most qty. A read
+  // past holds the messages it passes from their worker while it runs, so reads past are paced:
+  // they may hold them for a third of a visibility timeout in a row, then for at most a fifth of
+  // the time (the budget is min(burst, (now - readPastFrom) / 4) ms, spent by each read past's
+  // duration; a read past waits until it is not negative).
+  const burstMs = (deps.visibilityTimeout * 1000) / 3;
   let readPast = 0;
+  let readPastFrom = -Infinity;
   while (!signal.aborted) {
     await slots.waitForFree(signal);
     // Under load slots free up one at a time, and reading at once would make batches of one or
@@ -110,6 +116,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       FILL_WAIT_MS,
       signal,
     );
+    if (readPast > 0 && Date.now() < readPastFrom) await sleep(readPastFrom - Date.now(), signal);
     if (signal.aborted) break;
     // With wake-ups the read does not wait in the database: the loop waits for the notification
     // instead, which arrives with the sending transaction's commit, or, while the LISTEN
@@ -137,11 +144,17 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
     };
     try {
       wakeups?.beforeRead();
+      const readStarted = Date.now();
       const result = deps.completer === undefined
         ? await readWith(undefined)
         : await deps.completer.carry(readWith);
       failures = 0;
       readPast = result.nextReadQty;
+      if (readQty > qty) {
+        const now = Date.now();
+        const left = Math.min(burstMs, (now - readPastFrom) / 4) - (now - readStarted);
+        readPastFrom = now - 4 * left;
+      }
       if (result.read === 0) {
         // The fallback timer finds what no notification announces: a retry's delay or a
         // visibility timeout running out, a step's startDelay, a notification lost.
