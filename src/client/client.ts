@@ -135,6 +135,11 @@ export interface ListRunsOptions {
   readonly runIdPrefix?: string;
   /** At most this many, newest first: 1 to 1,000; default 50. */
   readonly limit?: number;
+  /**
+   * `false`: only runs never retried or resumed; `true`: only runs that were (their `restarts`
+   * say as what). Default: both.
+   */
+  readonly restarted?: boolean;
 }
 
 /**

@@ -13,7 +13,7 @@ import type { RunFilter } from "./backend.ts";
 import type { ClientOptions, ClientTiming, ListRunsOptions, StartFlowOptions } from "./client.ts";
 import { ClientConfigError } from "./errors.ts";
 import { inRange, parseIsoTime } from "./since.ts";
-import type { EventsOptions, WaitForOptions } from "./run_handle.ts";
+import type { EventsOptions, RestartOptions, WaitForOptions } from "./run_handle.ts";
 import type { WatchTiming } from "./watch.ts";
 
 /** A whole number of milliseconds: its default and its inclusive range. */
@@ -230,7 +230,7 @@ export function checkListRunsOptions(
 ): RunFilter {
   const where = "listRuns";
   const o: Record<string, unknown> = options === undefined ? {} : options as never;
-  knownKeys(where, o, ["flow", "status", "since", "runIdPrefix", "limit"]);
+  knownKeys(where, o, ["flow", "status", "since", "runIdPrefix", "limit", "restarted"]);
   const status = o.status ?? null;
   if (status !== null && !RUN_STATUSES.includes(status as never)) {
     throw new ClientConfigError(
@@ -266,13 +266,34 @@ export function checkListRunsOptions(
       `${where}: limit must be an integer from 1 to 1000, got ${describe(limit)}`,
     );
   }
+  const restarted = o.restarted ?? null;
+  if (restarted !== null && typeof restarted !== "boolean") {
+    throw new ClientConfigError(
+      `${where}: restarted must be true or false, got ${describe(restarted)}`,
+    );
+  }
   return {
     flowSlug,
     status: status as RunFilter["status"],
     since,
     runIdPrefix: prefix === null ? null : (prefix as string).toLowerCase(),
     limit,
+    restarted,
   };
+}
+
+/** `run.retry`'s and `run.resume`'s options, checked, with their default. */
+export function checkRestartOptions(
+  where: "retry" | "resume",
+  options: RestartOptions | undefined,
+): { readonly again: boolean } {
+  if (options === undefined) return { again: true };
+  knownKeys(where, options, ["again"]);
+  const again = (options as Record<string, unknown>).again ?? true;
+  if (typeof again !== "boolean") {
+    throw new ClientConfigError(`${where}: again must be true or false, got ${describe(again)}`);
+  }
+  return { again };
 }
 
 /** `run.events`'s options, checked. */

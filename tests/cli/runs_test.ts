@@ -48,12 +48,17 @@ db.test(
     const all = await runs(url, "list");
     assert.equal(all.code, 0, shown(all));
     const lines = all.stdout.trim().split("\n");
-    assert.match(lines[0], /^run id\s+flow\s+status\s+started\s+ended\s+restart of\s+error$/);
+    assert.match(
+      lines[0],
+      /^run id\s+flow\s+status\s+started\s+ended\s+restart of\s+restarted as\s+error$/,
+    );
     assert.equal(lines.length, 6);
     assert.ok(lines[1].startsWith(idle[2]), "newest first");
     assert.match(
       all.stdout,
-      new RegExp(`${failed[0]}\\s+cl_failing\\s+failed\\s+\\S+\\s+\\S+\\s+-\\s+.*disk is on fire`),
+      new RegExp(
+        `${failed[0]}\\s+cl_failing\\s+failed\\s+\\S+\\s+\\S+\\s+-\\s+-\\s+.*disk is on fire`,
+      ),
     );
 
     const json = await runs(

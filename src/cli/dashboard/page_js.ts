@@ -379,8 +379,8 @@ export const PAGE_JS: string = String.raw`"use strict";
   var ACTION_TEXT = {
     cancel: "Cancel run {run} of {flow}? Its queued and running tasks stop and it ends as cancelled.",
     retry: "Retry run {run} of {flow}? A new run starts with the same input, from the beginning.",
-    resume: "Resume run {run} of {flow}? A new run starts that reuses every completed task and " +
-      "runs only the rest."
+    resume: "Resume run {run} of {flow}? A new run starts that reuses every completed task (and " +
+      "the skips they were built on) and runs only the rest."
   };
   function actionButtons(run) {
     if (!session.actions) return null;
@@ -393,10 +393,17 @@ export const PAGE_JS: string = String.raw`"use strict";
         name.charAt(0).toUpperCase() + name.slice(1) + " run");
     }));
   }
+  function restartedVerb(mode) {
+    return mode === "retry" ? "retried" : mode === "resume" ? "resumed" : "restarted";
+  }
   function askAction(name, run) {
     pending = { action: name, runId: run.runId };
+    // A run restarted before: say so, or a second click makes a second run unnoticed.
+    var newest = name !== "cancel" && run.restartedAs && run.restartedAs[0];
     document.getElementById("confirm-text").textContent = ACTION_TEXT[name]
-      .replace("{run}", run.runId).replace("{flow}", run.flowSlug);
+      .replace("{run}", run.runId).replace("{flow}", run.flowSlug) +
+      (newest ? " It was " + restartedVerb(newest.mode) + " already, as run " + newest.runId +
+        " (" + newest.status + "); this starts one more." : "");
     document.getElementById("confirm-reason-label").hidden = name !== "cancel";
     document.getElementById("confirm-reason").value = "";
     document.getElementById("confirm-yes").textContent = "Confirm " + name;
@@ -455,7 +462,7 @@ export const PAGE_JS: string = String.raw`"use strict";
         " of run ", runLink(run.restartOf)]));
     }
     (run.restartedAs || []).forEach(function (r) {
-      lineage.push(el("span", { className: "restarted-as" }, [(r.mode || "restarted") +
+      lineage.push(el("span", { className: "restarted-as" }, [restartedVerb(r.mode) +
         " as run ", runLink(r.runId), " (" + r.status + ")"]));
     });
     var steps = table(["step", "type", "state", "tasks", "attempts", "started", "ended", "took",
