@@ -126,11 +126,10 @@ export function queueChannel(queue: string): string {
  * not over workers that would only read it and hand it back). With no member waiting, every member is marked, so none goes to sleep
  * over it. A lost or returned connection wakes every member.
  *
- * A notification whose payload names a pair (`["flow", "step"]`, or `["flow", "step", ms]`) is a
- * message handed back by a worker that read it and cannot claim it (pgflow._start_tasks), visible
- * again now or in `ms`: then (a timer for `ms`) it wakes one waiting member that serves the pair,
- * or marks every member that does, and never one that does not, which would only read it and
- * hand it back again.
+ * A notification whose payload names a pair (`["flow", "step"]`) is a message handed back, visible
+ * again now, by a worker that read it and cannot claim it, or that had no free slot for it
+ * (pgflow._start_tasks): it wakes one waiting member that serves the pair, or marks every member
+ * that does, and never one that does not, which would only read it and hand it back again.
  */
 export class QueueWakeups {
   readonly #shared: ProcessListener;
@@ -288,8 +287,6 @@ class WakeGroup {
   refused = false;
   /** Since when every read came back full with no member waiting (see `busy`). */
   #busySince: number | undefined;
-  /** Wakes due when handed-back messages become visible again. */
-  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
   private constructor(
     readonly shared: ProcessListener,
@@ -383,26 +380,18 @@ class WakeGroup {
   /** Ends the LISTEN once no member is left. */
   async leave(): Promise<void> {
     if (this.members.size > 0) return;
-    for (const timer of this.#timers) clearTimeout(timer);
-    this.#timers.clear();
     this.shared.groups.delete(this.channel);
     await this.#subscription?.close();
   }
 
   #heard(event: ChannelEvent, payload: string): void {
     const handedBack = event === "notify" ? handedBackPair(payload) : undefined;
-    if (handedBack === undefined) {
-      if (event === "notify" && this.wakeOne()) return;
-      for (const member of this.members) member.wake();
-    } else if (handedBack.inMs <= 0) {
-      this.wakeServing(handedBack.key);
-    } else {
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
-        this.wakeServing(handedBack.key);
-      }, handedBack.inMs);
-      this.#timers.add(timer);
+    if (handedBack !== undefined) {
+      this.wakeServing(handedBack);
+      return;
     }
+    if (event === "notify" && this.wakeOne()) return;
+    for (const member of this.members) member.wake();
   }
 }
 
@@ -412,19 +401,16 @@ function pairKey([flow, step]: SupportedPair): string {
 }
 
 /**
- * The pair a hand-back notification names (its payload is `["flow", "step"]`, or with the
- * milliseconds until the message is visible again as a third element; see pgflow._start_tasks),
- * as a {@link pairKey}; `undefined` for any other payload (the plain "work was sent" notification
- * has none).
+ * The pair a hand-back notification names (its payload is `["flow", "step"]`; see
+ * pgflow._start_tasks), as a {@link pairKey}; `undefined` for any other payload (the plain "work
+ * was sent" notification has none).
  */
-function handedBackPair(payload: string): { key: string; inMs: number } | undefined {
+function handedBackPair(payload: string): string | undefined {
   if (!payload.startsWith("[")) return undefined;
   try {
-    const [flow, step, inMs] = JSON.parse(payload);
+    const [flow, step] = JSON.parse(payload);
     if (typeof flow !== "string" || typeof step !== "string") return undefined;
-    const delay = typeof inMs === "number" && Number.isFinite(inMs) ? inMs : 0;
-    // A few milliseconds late rather than early: a read before the message is visible finds nothing.
-    return { key: pairKey([flow, step]), inMs: delay > 0 ? Math.min(delay, 3_600_000) + 5 : 0 };
+    return pairKey([flow, step]);
   } catch {
     return undefined;
   }
