@@ -75,8 +75,12 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
     unloading = reason ?? "unload";
     const current = worker ?? starting?.worker;
     deps.log.info("beforeunload", { reason: unloading, worker: current?.id });
-    // Log lines aggregated in this window are written once the worker has stopped, not lost.
-    if (current !== undefined) deps.waitUntil?.(current.stop({ unloading }).finally(flushLogs));
+    if (current === undefined) return;
+    // Log lines aggregated in this window are written once the worker has stopped, not lost. The
+    // stop is called whether or not there is a waitUntil to keep it pending (plain Deno with
+    // EDGE_WORKER_TRIGGER=http has none).
+    const stopping = current.stop({ unloading }).finally(flushLogs);
+    deps.waitUntil?.(stopping);
   });
 
   // Logged at the first refused request and then at most once a minute: the keep-alive pings

@@ -426,7 +426,7 @@ class Worker implements FlowWorker {
     // read after this (one under way finishes), and a startup under way stops at its next step.
     this.#pollStop.abort();
     // A stop during a drain upgrades it: handlers are now told to finish.
-    if (abortHandlers && !this.#shutdown.signal.aborted && this.#stopping !== undefined) {
+    if (abortHandlers && this.#state === "draining" && !this.#shutdown.signal.aborted) {
       this.#log.info("shutdown: signalling handlers", {});
       this.#shutdown.abort();
     }
