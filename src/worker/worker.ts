@@ -469,8 +469,8 @@ class Worker implements FlowWorker {
     await this.#drain();
     this.#timersStop.abort();
     await this.#within(
-      Promise.all([wakeupsClosed, ...this.#background.slice(1)]),
-      config.queryTimeoutMs + LISTENER_END_MS,
+      Promise.allSettled([wakeupsClosed, ...this.#background.slice(1)]),
+      config.queryTimeoutMs + END_MARGIN_MS,
       "the timers' last calls and the LISTEN connection",
     );
     // The last, partial interval: what happened since the previous summary is not lost.
@@ -492,7 +492,7 @@ class Worker implements FlowWorker {
     });
     const wakeupsClosed = this.#closeWakeups();
     if (this.#registered) await this.#markStopped(this.#sql!);
-    await this.#within(wakeupsClosed, this.#config.queryTimeoutMs + LISTENER_END_MS, "the LISTEN");
+    await this.#within(wakeupsClosed, this.#config.queryTimeoutMs + END_MARGIN_MS, "the LISTEN");
     await this.#closePool();
     this.#state = "stopped";
     this.#log.info("shutdown: stopped", {});
@@ -560,11 +560,12 @@ class Worker implements FlowWorker {
   async #closePool(): Promise<void> {
     if (this.#ownsPool && this.#sql !== undefined) {
       this.#ownsPool = false;
-      // Connections that do not end within the timeout are destroyed (a connection whose backend
-      // was terminated mid-query never ends on its own in postgres.js 3.4.7).
+      // Connections that do not end within the timeout are destroyed: in postgres.js 3.4.7 a
+      // connection whose backend was terminated mid-query never ends on its own, so after such a
+      // fault every stop takes this long.
       await this.#within(
         this.#sql.end({ timeout: POOL_END_S }),
-        POOL_END_S * 1000 + LISTENER_END_MS,
+        POOL_END_S * 1000 + END_MARGIN_MS,
         "the pool",
       );
       this.#log.info("shutdown: pool closed", {});
@@ -575,8 +576,8 @@ class Worker implements FlowWorker {
 /** Seconds the pool's connections get to end at a stop before they are destroyed. */
 const POOL_END_S = 5;
 
-/** How long, beyond its calls' bound, closing the LISTEN connection may take (its own end). */
-const LISTENER_END_MS = 2_000;
+/** What a stop allows, beyond the bound of the calls it waits for, for connections to end. */
+const END_MARGIN_MS = 2_000;
 
 /**
  * The wake-up `Completer.setReader` wants: while the poll loop waits for a notification, a
