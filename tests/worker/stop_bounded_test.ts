@@ -15,6 +15,7 @@ import { ChannelListener } from "../../src/platform/listen.ts";
 import { openWakeups } from "../../src/claim/wakeups.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startWireProxy } from "../support/wire_proxy.ts";
+import { backdateStuck, repeat } from "../reliability/harness.ts";
 import { startRun, startWorker, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
@@ -61,9 +62,16 @@ db.test(
       }
       // Every connection open now, the pools' and the shared LISTEN connection, goes silent.
       proxy.loseReplies();
-      for (let n = 4; n < 8; n++) {
-        const run = await startRun(sql, "stop_silent", { n });
-        assert.equal((await waitForRun(sql, run, 30_000)).status, "completed");
+      // A claim whose reply is lost stays started until stalled recovery (timeout + 30 s): the
+      // handler takes milliseconds, so one started for seconds is such a claim, and is aged.
+      const stopAging = repeat(300, () => backdateStuck(sql, 3000));
+      try {
+        for (let n = 4; n < 8; n++) {
+          const run = await startRun(sql, "stop_silent", { n });
+          assert.equal((await waitForRun(sql, run, 30_000)).status, "completed");
+        }
+      } finally {
+        await stopAging();
       }
       const stopped = await settles(Promise.all(workers.map((w) => w.stop())), HANG_MS);
       assert.ok(stopped, `stop() did not return (states: ${workers.map((w) => w.state)})`);
