@@ -11,8 +11,7 @@ import assert from "node:assert/strict";
 import { createLogger, EdgeWorker, Flow } from "../../mod.ts";
 import { freePort } from "../../src/cli/db/server.ts";
 import { testDatabase } from "../support/db.ts";
-import { queueMessages } from "../support/engine.ts";
-import { startRun, startWorker } from "../worker/helpers.ts";
+import { assertUntouched, startRun, startWorker } from "../worker/helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -52,16 +51,6 @@ db.test("beforeunload while the first request starts the worker: nothing is read
   assert.ok(unloaded, "beforeunload came while the worker started");
   await EdgeWorker.stop();
 
-  const [task] = await sql`
-    select status, attempts_count, message_id::text as message_id
-    from pgflow.step_tasks where run_id = ${run}::uuid`;
-  assert.deepEqual(
-    { status: task.status, attempts: task.attempts_count },
-    { status: "queued", attempts: 0 },
-    "the task was not claimed",
-  );
-  const message = (await queueMessages(sql, "unload_starting"))
-    .find((m) => String(m.msg_id) === task.message_id);
-  assert.equal(message?.read_ct, 0, "its message was never read");
+  await assertUntouched(sql, run, "unload_starting");
   assert.equal(response.status, 503, "the request is told the isolate unloads");
 });

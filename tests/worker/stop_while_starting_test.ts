@@ -15,8 +15,7 @@ import {
   type Sql,
 } from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
-import { queueMessages } from "../support/engine.ts";
-import { FAST, startRun, startWorker } from "./helpers.ts";
+import { assertUntouched, FAST, startRun, startWorker } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -81,17 +80,7 @@ for (const point of POINTS) {
       await stopping;
       assert.equal(worker.state, "stopped", "start() resolves once the stop is done");
 
-      const [task] = await sql`
-        select status, attempts_count, message_id::text as message_id
-        from pgflow.step_tasks where run_id = ${run}::uuid`;
-      assert.deepEqual(
-        { status: task.status, attempts: task.attempts_count },
-        { status: "queued", attempts: 0 },
-        "the task was not claimed",
-      );
-      const message = (await queueMessages(sql, "stop_starting"))
-        .find((m) => String(m.msg_id) === task.message_id);
-      assert.equal(message?.read_ct, 0, "its message was never read");
+      await assertUntouched(sql, run, "stop_starting");
       const rows = await sql`
         select stopped_at from pgflow.workers where worker_id = ${worker.id}::uuid`;
       for (const row of rows) assert.ok(row.stopped_at !== null, "a registered row is stopped");
