@@ -49,7 +49,7 @@ export async function openWakeups(
 ): Promise<WorkerWakeups> {
   const poll: WorkerWakeups = { mode: "poll", close: () => Promise.resolve() };
   if (mode === "poll" || (mode === "auto" && !ownsServerSession(connection.kind))) return poll;
-  const shared = ProcessListener.acquire(sql);
+  const shared = ProcessListener.acquire(sql, timeoutMs);
   try {
     const wakeups = await bounded(
       QueueWakeups.open(shared, queue, supported, log),
@@ -77,16 +77,21 @@ class ProcessListener {
   readonly groups = new Map<string, Promise<WakeGroup>>();
   #users = 0;
 
-  private constructor(sql: Sql, readonly key: string) {
-    this.listener = new ChannelListener(sql, { applicationName: "pgflow worker" });
+  private constructor(sql: Sql, readonly key: string, timeoutMs: number) {
+    this.listener = new ChannelListener(sql, { applicationName: "pgflow worker", timeoutMs });
   }
 
-  /** The process's listener for `sql`'s database and user, with one more user. */
-  static acquire(sql: Sql): ProcessListener {
+  /**
+   * The process's listener for `sql`'s database and user, with one more user. Its calls are
+   * bounded by `timeoutMs` of the worker that opened it.
+   */
+  static acquire(sql: Sql, timeoutMs: number): ProcessListener {
     const o = (sql as unknown as { options: Record<string, unknown> }).options;
     const key = JSON.stringify([o.host, o.port, o.database, o.user]);
     let shared = ProcessListener.#all.get(key);
-    if (shared === undefined) ProcessListener.#all.set(key, shared = new ProcessListener(sql, key));
+    if (shared === undefined) {
+      ProcessListener.#all.set(key, shared = new ProcessListener(sql, key, timeoutMs));
+    }
     shared.#users++;
     return shared;
   }
@@ -192,7 +197,8 @@ export class QueueWakeups {
 
   /**
    * Resolves on a notification since `beforeRead` (at once if one came already), when the
-   * LISTEN connection is lost or back, after `ms`, or when `signal` aborts.
+   * LISTEN connection is lost or back, after `ms`, or when `signal` aborts (also while senders
+   * are being told that this worker waits: a stopping worker does not wait for that call).
    */
   wait(ms: number, signal: AbortSignal): Promise<void> {
     if (this.#pending || signal.aborted) return Promise.resolve();
@@ -202,15 +208,18 @@ export class QueueWakeups {
     // return, so the loop reads again; it sleeps from its next wait on.
     const registering = this.#group.startWaiting();
     if (registering !== undefined) {
-      return registering.then((error) => {
-        if (error === undefined) return;
-        // `listening` is false now: the loop reads again at once, then every pollIntervalMs (the
-        // `ms` it passes from then on), trying again each time.
-        if (error === REFUSED_AGAIN) return this.#sleep(ms, signal);
-        this.#log?.warn("could not tell senders this worker waits; polling meanwhile", {
-          error: (error as Error).message,
-        });
-      });
+      return untilAborted(
+        registering.then((error) => {
+          if (error === undefined) return;
+          // `listening` is false now: the loop reads again at once, then every pollIntervalMs
+          // (the `ms` it passes from then on), trying again each time.
+          if (error === REFUSED_AGAIN) return this.#sleep(ms, signal);
+          this.#log?.warn("could not tell senders this worker waits; polling meanwhile", {
+            error: (error as Error).message,
+          });
+        }),
+        signal,
+      );
     }
     return this.#sleep(ms, signal);
   }
@@ -393,6 +402,21 @@ class WakeGroup {
     if (event === "notify" && this.wakeOne()) return;
     for (const member of this.members) member.wake();
   }
+}
+
+/** `promise`, or nothing once `signal` aborts, whichever comes first. */
+function untilAborted(promise: Promise<void>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    promise.then(done, (error) => {
+      signal.removeEventListener("abort", done);
+      reject(error);
+    });
+  });
 }
 
 /** A pair as one string (flow, unit separator, step: slugs never hold U+001F). */
