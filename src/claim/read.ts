@@ -1,9 +1,9 @@
 import type { Sql } from "../platform/types.ts";
-import type { Json } from "../util/json.ts";
 import type { PgmqMessageRecord } from "./message.ts";
 import type { ClaimedTask, Disposition, SkippedMessage, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
+import { parseJsonb } from "../util/json_parse.ts";
 import type { CompletionArrays } from "../completion/sql.ts";
 
 /** How one read reserves messages. */
@@ -54,15 +54,16 @@ interface Row {
   readonly run_id: string | null;
   readonly step_slug: string | null;
   readonly task_index: number | null;
-  readonly input: Json;
+  /** The task's input as jsonb's text (`::text`), parsed by `parseJsonb`: see {@link decodeRead}. */
+  readonly input: string | null;
   readonly attempt: number | null;
   readonly next_read_qty: number | null;
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
-  /** NULL unless claimed: the body of a message not claimed is never sent. */
-  message: Json | null;
-  headers: Json | null;
+  /** NULL unless claimed: the body of a message not claimed is never sent. As text, like input. */
+  message: string | null;
+  headers: string | null;
 }
 
 /**
@@ -84,8 +85,9 @@ export async function readAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
-           flow_slug, run_id, step_slug, task_index, input, attempt, next_read_qty
+    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
+           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
+           input::text as input, attempt, next_read_qty
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
                                ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
@@ -113,8 +115,9 @@ export async function completeAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
-           flow_slug, run_id, step_slug, task_index, input, attempt, next_read_qty
+    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
+           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
+           input::text as input, attempt, next_read_qty
     from pgflow.complete_and_claim(
       ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
       ${completions.taskIndexes as number[]}::integer[],
@@ -131,7 +134,10 @@ export async function completeAndClaim(
 /**
  * The one decoder of read rows: `claimed` rows become tasks (identity, input, attempt) with their
  * message records; every other row is a message id with its disposition and, when a task owns it,
- * that task's identity.
+ * that task's identity. Inputs, bodies and headers come as jsonb's text and are read by
+ * `parseJsonb`, not by the pool's JSON.parse: keys exactly as stored (V8's key-cache bug), and
+ * numbers a JavaScript number cannot hold as `ExactNumber`s. This holds for any pool the worker
+ * is given, whatever its type parsers.
  */
 function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
   const messages = new Map<string, PgmqMessageRecord>();
@@ -154,8 +160,8 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       read_ct: row.read_ct,
       enqueued_at: iso(row.enqueued_at),
       vt: iso(row.vt),
-      message: row.message,
-      headers: row.headers ?? null,
+      message: row.message === null ? null : parseJsonb(row.message),
+      headers: row.headers === null ? null : parseJsonb(row.headers),
     });
     claimed.push({
       messageId,
@@ -163,7 +169,7 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       runId: row.run_id!,
       stepSlug: row.step_slug!,
       taskIndex: row.task_index!,
-      input: row.input,
+      input: row.input === null ? null : parseJsonb(row.input),
       attempt: row.attempt!,
     });
   }

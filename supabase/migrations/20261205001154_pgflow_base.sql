@@ -4647,6 +4647,20 @@ as $$
   where r.run_id = get_run.run_id
 $$;
 
+-- The same document as text: what the supabase-js client calls (rpc('get_run_text', { run_id })).
+-- PostgREST answers with it as one JSON string, which supabase-js's JSON.parse reads exactly; the
+-- document itself would be read by JSON.parse whole, and V8's can read an escaped key of an input
+-- or output as another key, and rounds numbers beyond 2^53. The client reads the text with its
+-- own exact parser. Null for an unknown run; security invoker, like get_run.
+create or replace function pgflow.get_run_text(run_id uuid)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select pgflow.get_run(get_run_text.run_id)::text
+$$;
+
 -- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
 -- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
 -- as a small JSON document (no input or output) with the runs made from it (restarts), times as
@@ -4722,7 +4736,7 @@ revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
 -- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
--- access to tables or queues is needed), get_run and list_runs (read with the caller's select
+-- access to tables or queues is needed), get_run, get_run_text and list_runs (read with the caller's select
 -- rights) and select on the definition and run tables and the attempt history. Nothing else: it
 -- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
@@ -4739,7 +4753,7 @@ begin
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
-    grant execute on function pgflow.get_run(uuid) to service_role;
+    grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean) to service_role;
     grant execute on function pgflow.resume_run(uuid, boolean) to service_role;

@@ -46,6 +46,10 @@ const MAIN_RUNTIME = [
   "RunTimeoutError",
   "StartFlowError",
   "createClient",
+  // Exact JSON.
+  "exactNumber",
+  "isExactNumber",
+  "parseJson",
 ];
 
 /** The runtime exports of the tools entry. */
