@@ -6,7 +6,7 @@
  * worker and claimed with `supported => NULL`, exactly as a running worker claims.
  */
 import postgres from "postgres";
-import type { SupportedPair } from "../src/claim/claim.ts";
+import type { SupportedPair } from "../src/task/claim.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { compileDefinitions } from "../src/worker/startup.ts";
 import { resolveTarget } from "../src/worker/target.ts";

@@ -1,10 +1,10 @@
-import type { PgmqMessageRecord } from "../claim/message.ts";
+import type { PgmqMessageRecord } from "./message.ts";
 import type { Env } from "../platform/env.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Json } from "./json.ts";
 
 export type { Env } from "../platform/env.ts";
-export type { PgmqMessageRecord } from "../claim/message.ts";
+export type { PgmqMessageRecord } from "./message.ts";
 
 /**
  * The task a handler is running, as returned by the claim. Its message identity is the pair

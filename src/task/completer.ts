@@ -12,7 +12,7 @@ import {
   isUnstorableOutput,
   type TaskAttempt,
   unstorableOutputMessage,
-} from "./sql.ts";
+} from "./report.ts";
 
 /** What a handler's run came to: its output as exact JSON text, or its error's text. */
 export type TaskResult =

@@ -1,12 +1,12 @@
 import type { Sql } from "../platform/types.ts";
-import type { PgmqMessageRecord } from "./message.ts";
+import type { PgmqMessageRecord } from "../dsl/message.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { completeAndClaim, readAndClaim, type ReadOptions } from "./read.ts";
-import type { Completer } from "../completion/completer.ts";
-import type { CompletionArrays } from "../completion/sql.ts";
+import type { Completer } from "./completer.ts";
+import type { CompletionArrays } from "./report.ts";
 import type { Slots } from "../util/slots.ts";
 import type { QueueWakeups } from "./wakeups.ts";
 

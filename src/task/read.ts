@@ -1,10 +1,10 @@
 import type { Sql } from "../platform/types.ts";
-import type { PgmqMessageRecord } from "./message.ts";
+import type { PgmqMessageRecord } from "../dsl/message.ts";
 import type { ClaimedTask, Disposition, SkippedMessage, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
 import { parseJsonb } from "../util/json_parse.ts";
-import type { CompletionArrays } from "../completion/sql.ts";
+import type { CompletionArrays } from "./report.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {

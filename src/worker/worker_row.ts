@@ -2,7 +2,7 @@ import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 import { databaseErrorText } from "../platform/pg_message.ts";
-import type { SupportedPair } from "../claim/claim.ts";
+import type { SupportedPair } from "../task/claim.ts";
 
 /**
  * `pgflow.register_worker`: records the worker, its queue, its function and the exact pairs it
