@@ -8,6 +8,7 @@ import { completeAndClaim, readAndClaim, type ReadOptions } from "./read.ts";
 import type { Completer } from "./completer.ts";
 import type { CompletionArrays } from "./report.ts";
 import type { Slots } from "../util/slots.ts";
+import { pairKey, pairKeys } from "../util/pair_key.ts";
 import type { QueueWakeups } from "./wakeups.ts";
 
 /** What the poll loop needs. */
@@ -77,9 +78,9 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   let pairs: readonly SupportedPair[] | null = null;
   // A task the claim calls unsupported although this worker has its handler: the registration
   // lost the pair (a recompile in local development), which the report names differently.
-  const handled = new Set(deps.supported.map(([flow, step]) => `${flow}\u001f${step}`));
+  const handled = pairKeys(deps.supported);
   const serves = (flow: string | null, step: string | null) =>
-    flow !== null && step !== null && handled.has(`${flow}\u001f${step}`);
+    flow !== null && step !== null && handled.has(pairKey(flow, step));
   const read = (options: ReadOptions, reports: CompletionArrays | undefined) =>
     reports === undefined
       ? readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options)
