@@ -121,8 +121,8 @@ export type {
 } from "./src/routing/selection.ts";
 export { EdgeWorker } from "./src/worker/edge_worker.ts";
 export type { EdgeWorkerApi } from "./src/worker/edge_worker.ts";
-export { createWorker } from "./src/worker/worker.ts";
-export type { FlowWorker, WorkerState } from "./src/worker/worker.ts";
+export { createWorker } from "./src/worker/create_worker.ts";
+export type { FlowWorker, WorkerState } from "./src/worker/flow_worker.ts";
 export type { EdgeWorkerConfig, PreparedStatementsMode, WakeupMode } from "./src/worker/config.ts";
 export { WorkerConfigError, WorkerStartupError } from "./src/worker/errors.ts";
 export type { SupportedPair } from "./src/task/claim.ts";

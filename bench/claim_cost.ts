@@ -8,7 +8,7 @@
 import postgres from "postgres";
 import type { SupportedPair } from "../src/task/claim.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { compileDefinitions } from "../src/worker/startup.ts";
+import { compileDefinitions } from "../src/worker/compile_at_start.ts";
 import { resolveTarget } from "../src/worker/target.ts";
 import { wallMs } from "./clock.ts";
 import { singleStep } from "./flows.ts";

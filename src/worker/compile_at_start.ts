@@ -14,10 +14,7 @@ import {
   schemaVersionProblem,
 } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
-import type { SupportedPair } from "../task/claim.ts";
-import { queueSupportSet } from "../task/support.ts";
 import { WorkerStartupError } from "./errors.ts";
-import type { ResolvedTarget } from "./target.ts";
 
 /**
  * Checks that the database's engine schema is the one this worker was built for
@@ -132,24 +129,4 @@ function warnOptionDrift(
         `slug never change in place; deploy the change as a new flow slug (e.g. ${flow}_v2)`,
     });
   }
-}
-
-/**
- * The worker's support set: the pairs of its flows the database routes to its queue (see
- * `queueSupportSet`). None is a startup error: such a worker would poll for nothing.
- */
-export async function resolveSupportSet(
-  sql: Sql,
-  target: ResolvedTarget,
-  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
-): Promise<readonly SupportedPair[]> {
-  const supported = await queueSupportSet(sql, target.queue, target.flows, timeoutMs);
-  if (supported.length === 0) {
-    throw new WorkerStartupError(
-      `no step of flow(s) ${
-        target.flows.map((f) => `"${f.slug}"`).join(", ")
-      } is routed to queue "${target.queue}" in the database; nothing to poll`,
-    );
-  }
-  return Object.freeze(supported);
 }

@@ -1,67 +1,35 @@
-import { pgMessage } from "../platform/pg_message.ts";
-import type { Sql, SupabaseClient } from "../platform/types.ts";
-import type { SupportedPair } from "../task/claim.ts";
-import { type RunningTasks, runTasks } from "../task/run_tasks.ts";
-import { openWakeups, type WorkerWakeups } from "../task/wakeups.ts";
-import { Slots } from "../util/slots.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
-import { maskError } from "../platform/database_url.ts";
 import { createLogger, type Logger, markLogged } from "../platform/logger.ts";
 import { ActivityLog } from "../platform/activity.ts";
-import { prepareSupabaseClient } from "../platform/supabase_client.ts";
-import type { WorkerStartArgs, WorkerTarget } from "../routing/selection.ts";
+import type { WorkerTarget } from "../routing/selection.ts";
+import type { SupportedPair } from "../task/claim.ts";
+import { type RunningTasks, runTasks } from "../task/run_tasks.ts";
+import { Slots } from "../util/slots.ts";
 import { type EdgeWorkerConfig, isUuid, resolveConfig, type ResolvedConfig } from "./config.ts";
 import { WorkerStartupError } from "./errors.ts";
 import type { FlowWorker, WorkerState } from "./flow_worker.ts";
-import { closePool, END_MARGIN_MS, logAbandoned, waitAtMost } from "./shutdown.ts";
-import { compileDefinitions, resolveSupportSet, verifySchemaVersion } from "./startup.ts";
-import { logSummaries } from "./summary.ts";
-import { recoverStalledTasks } from "./recovery.ts";
+import {
+  closePool,
+  closeWakeups,
+  drainTasks,
+  END_MARGIN_MS,
+  logLeftAtUnload,
+  waitAtMost,
+} from "./shutdown.ts";
+import { type Acquired, type Ready, startUp, startupFailure } from "./startup.ts";
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
-import { connectWorker } from "./worker_pool.ts";
-import { beatUntilStopped, markStopped, registerWorker } from "./worker_row.ts";
-
-/**
- * Creates a worker without starting it. Types match `EdgeWorker.start`: a plain flow takes no
- * queue selection, `withStepQueues(flow)` needs `stepSlug`, routed flows need `queueName` (which
- * autocompletes from their routes). The config is checked at once (`WorkerConfigError`).
- *
- * @example
- * ```ts
- * import { createWorker, Flow, routeFlow } from "@pgflow/shared";
- *
- * const v1 = new Flow<{ id: string }>({ slug: "triage_v1" }).step({ slug: "a" }, (i) => i.id);
- * const worker = createWorker([routeFlow(v1, { queues: { a: "thread_processing" } })], {
- *   queueName: "thread_processing",
- *   connectionString: "postgres://postgres@127.0.0.1:5432/postgres",
- *   maxConcurrent: 4,
- * });
- * // await worker.start(); ... await worker.stop();
- * ```
- */
-export function createWorker<const T extends WorkerTarget>(
-  target: T,
-  ...config: WorkerStartArgs<T, EdgeWorkerConfig>
-): FlowWorker {
-  return instantiateWorker(target, (config[0] ?? {}) as EdgeWorkerConfig & SelectionInput);
-}
-
-/** {@link createWorker} without the typed selection (for the platform adapters). */
-export function instantiateWorker(
-  target: WorkerTarget,
-  config: EdgeWorkerConfig & SelectionInput,
-): FlowWorker {
-  return new Worker(target, config);
-}
+import { startTimers } from "./timers.ts";
+import { markStopped } from "./worker_row.ts";
 
 /** A worker's life (see {@link FlowWorker}); what it runs is the task path's (`runTasks`). */
-class Worker implements FlowWorker {
+export class Worker implements FlowWorker {
   readonly id: string;
   readonly queueName: string;
   readonly functionName: string;
   readonly done: Promise<void>;
   #state: WorkerState = "created";
-  #supportSet: readonly SupportedPair[] = [];
+  /** What the startup set up, which a stop or a failure undoes. */
+  readonly #acquired: Acquired = { registered: false };
   readonly #config: ResolvedConfig;
   readonly #env: WorkerEnv;
   readonly #target: ResolvedTarget;
@@ -70,10 +38,6 @@ class Worker implements FlowWorker {
   readonly #pollStop = new AbortController();
   readonly #shutdown = new AbortController();
   readonly #timersStop = new AbortController();
-  #sql?: Sql;
-  #ownsPool = false;
-  /** Set once `register_worker` has answered: a stop during startup marks the row stopped. */
-  #registered = false;
   /** The startup ended early because `stop()` came while it ran. */
   #startCancelled = false;
   #starting?: Promise<void>;
@@ -82,7 +46,6 @@ class Worker implements FlowWorker {
   /** The timers that end with the worker (the task path's cancellation checks among them). */
   #timers: Promise<void>[] = [];
   #activity?: ActivityLog;
-  #wakeups?: WorkerWakeups;
   #resolveDone!: () => void;
   /** The platform's `beforeunload` reason, once it came: no handler starts after it. */
   #unloading?: string;
@@ -107,7 +70,7 @@ class Worker implements FlowWorker {
   }
 
   get supportSet(): readonly SupportedPair[] {
-    return this.#supportSet;
+    return this.#acquired.supported ?? [];
   }
 
   get inFlight(): number {
@@ -125,15 +88,10 @@ class Worker implements FlowWorker {
     // cancelled the startup, so it resolves with the worker stopped.
     this.#starting = this.#startup().catch(async (error) => {
       this.#state = "failed";
-      await this.#closeWakeups();
-      await this.#closePool();
+      await closeWakeups(this.#acquired, this.#log);
+      await closePool(this.#acquired, this.#log);
       this.#resolveDone();
-      const failure = maskError(
-        error instanceof WorkerStartupError ? error : new WorkerStartupError(
-          `worker for queue "${this.queueName}" could not start: ${pgMessage(error)}`,
-        ),
-        this.#config.connectionString,
-      );
+      const failure = startupFailure(error, this.queueName, this.#config.connectionString);
       // Logged here, once; marked so the entry points that catch it do not print it again.
       this.#log.error("worker failed to start", { error: failure.message });
       throw markLogged(failure);
@@ -151,91 +109,56 @@ class Worker implements FlowWorker {
   }
 
   async #startup(): Promise<void> {
-    const config = this.#config;
-    const timeoutMs = config.queryTimeoutMs;
-    const db = await connectWorker(config);
-    this.#sql = db.sql;
-    this.#ownsPool = db.owned;
-    const sql = db.sql;
-    this.#log.info("database connection", { ...db.connection, preparedStatements: db.prepared });
-    if (this.#stopRequested()) return;
-    await verifySchemaVersion(sql, this.#log, timeoutMs);
-    await compileDefinitions(sql, this.#target.definitions, this.#log, timeoutMs);
-    if (this.#stopRequested()) return;
-    const supported = await resolveSupportSet(sql, this.#target, timeoutMs);
-    this.#supportSet = supported;
-    const supabase = await prepareSupabaseClient(this.#env);
-    if (this.#stopRequested()) return;
-    // The support set is recorded with the worker so the coverage check can see what it serves.
-    await registerWorker(sql, this, supported, timeoutMs);
-    this.#registered = true;
-    if (this.#stopRequested()) return;
-    const log = this.#log;
-    this.#wakeups = await openWakeups(
-      sql,
-      this.queueName,
-      supported,
-      config.wakeups,
-      db.connection,
-      log,
-      timeoutMs,
-    );
-    if (this.#stopRequested()) return;
-    this.#state = "running";
-    log.info("worker started", {
-      function: this.functionName,
-      supported: supported.map(([flow, step]) => `${flow}.${step}`),
-      wakeups: this.#wakeups.mode,
+    const ready = await startUp(this.#acquired, {
+      id: this.id,
+      queueName: this.queueName,
+      functionName: this.functionName,
+      config: this.#config,
+      env: this.#env,
+      target: this.#target,
+      log: this.#log,
+      stopRequested: () => this.#stopRequested(),
     });
-    this.#launch(sql, supabase);
+    if (ready === undefined) return;
+    this.#state = "running";
+    this.#launch(ready);
   }
 
-  #launch(sql: Sql, supabase: () => SupabaseClient): void {
+  #launch({ sql, supported, supabase }: Ready): void {
     const config = this.#config;
     const log = this.#log;
     const activity = this.#activity = new ActivityLog(log);
     const timers = this.#timersStop.signal;
-    const timing = (intervalMs: number) => ({ intervalMs, timeoutMs: config.queryTimeoutMs });
     this.#tasks = runTasks({
       sql,
       queue: this.queueName,
       workerId: this.id,
       flows: this.#target.flows,
-      supported: this.#supportSet,
+      supported,
       options: config,
       env: this.#env,
       supabase,
       slots: this.#slots,
       log,
       activity,
-      wakeups: this.#wakeups?.wakeups,
+      wakeups: this.#acquired.wakeups?.wakeups,
       polling: this.#pollStop.signal,
       shutdown: this.#shutdown.signal,
       timers,
       unloading: () => this.#unloading !== undefined,
     });
-    const heartbeat = timing(config.heartbeatIntervalMs);
-    const recovery = recoverStalledTasks(
-      sql,
-      log,
-      timing(config.stalledRecoveryIntervalMs),
-      timers,
-    );
     this.#timers = [
       this.#tasks.checks,
-      beatUntilStopped(
+      ...startTimers({
         sql,
-        this.id,
+        worker: this,
         log,
-        heartbeat,
-        timers,
-        () => this.#state === "running",
-        () => {
-          void this.#stop(false);
-        },
-      ),
-      logSummaries(sql, this.queueName, activity, timing(config.logSummaryIntervalMs), timers),
-      ...(recovery === undefined ? [] : [recovery]),
+        activity,
+        config,
+        signal: timers,
+        running: () => this.#state === "running",
+        onDeprecated: () => void this.#stop(false),
+      }),
     ];
   }
 
@@ -281,27 +204,14 @@ class Worker implements FlowWorker {
     // in; one that runs out is logged, naming what was left behind.
     const readBound = config.maxPollSeconds * 1000 + config.queryTimeoutMs;
     await waitAtMost(tasks.loop, readBound, "the read under way", log);
-    if (tasks.leftAtUnload > 0) {
-      log.warn("tasks claimed as the platform unloaded were not started", {
-        count: tasks.leftAtUnload,
-        action: "none: stalled recovery takes them back after their timeout + 30 s",
-      });
-    }
+    logLeftAtUnload(tasks, log);
     // On the LISTEN connection, beside the rest (its calls have their own bound).
-    const wakeupsClosed = this.#closeWakeups();
+    const wakeupsClosed = closeWakeups(this.#acquired, this.#log);
     // As soon as polling has really ended, before the drain: the platform may kill the isolate
     // any moment now, and a stopped row lets a replacement start without waiting for the
     // heartbeat to go stale.
-    await markStopped(this.#sql!, this.id, log, config.queryTimeoutMs);
-    // In-flight tasks get at most shutdownTimeoutMs: a handler that ignores shutdownSignal, or a
-    // report that cannot get through, never holds a stopping worker for ever.
-    const bound = config.shutdownTimeoutMs;
-    log.info("shutdown: waiting for in-flight tasks", {
-      inFlight: this.inFlight,
-      timeoutMs: bound,
-    });
-    const abandoned = await tasks.settle(bound);
-    if (abandoned !== undefined) logAbandoned(abandoned, bound, log);
+    await markStopped(this.#acquired.db!.sql, this.id, log, config.queryTimeoutMs);
+    await drainTasks(tasks, this.inFlight, config.shutdownTimeoutMs, log);
     this.#timersStop.abort();
     await waitAtMost(
       Promise.allSettled([wakeupsClosed, ...this.#timers]),
@@ -311,7 +221,7 @@ class Worker implements FlowWorker {
     );
     // The last, partial interval: what happened since the previous summary is not lost.
     this.#activity?.flush();
-    await this.#closePool();
+    await closePool(this.#acquired, this.#log);
     this.#stopped();
   }
 
@@ -323,10 +233,12 @@ class Worker implements FlowWorker {
     this.#state = "stopping";
     const log = this.#log;
     log.info("shutdown: stopped while starting; nothing was read", { reason: this.#unloading });
-    const wakeupsClosed = this.#closeWakeups();
-    if (this.#registered) await markStopped(this.#sql!, this.id, log, this.#config.queryTimeoutMs);
+    const wakeupsClosed = closeWakeups(this.#acquired, this.#log);
+    if (this.#acquired.registered) {
+      await markStopped(this.#acquired.db!.sql, this.id, log, this.#config.queryTimeoutMs);
+    }
     await waitAtMost(wakeupsClosed, this.#config.queryTimeoutMs + END_MARGIN_MS, "the LISTEN", log);
-    await this.#closePool();
+    await closePool(this.#acquired, this.#log);
     this.#stopped();
   }
 
@@ -334,19 +246,5 @@ class Worker implements FlowWorker {
     this.#state = "stopped";
     this.#log.info("shutdown: stopped", {});
     this.#resolveDone();
-  }
-
-  async #closeWakeups(): Promise<void> {
-    const wakeups = this.#wakeups;
-    this.#wakeups = undefined;
-    await wakeups?.close().catch((error) =>
-      this.#log.warn("could not close the LISTEN connection", { error: (error as Error).message })
-    );
-  }
-
-  async #closePool(): Promise<void> {
-    if (!this.#ownsPool || this.#sql === undefined) return;
-    this.#ownsPool = false;
-    await closePool(this.#sql, this.#log);
   }
 }

@@ -89,15 +89,18 @@ export function beatUntilStopped(
   sql: Sql,
   workerId: string,
   log: Logger,
-  timing: { readonly intervalMs: number; readonly timeoutMs: number },
-  signal: AbortSignal,
-  running: () => boolean,
-  onDeprecated: () => void,
+  beat: {
+    readonly intervalMs: number;
+    readonly timeoutMs: number;
+    readonly signal: AbortSignal;
+    readonly running: () => boolean;
+    readonly onDeprecated: () => void;
+  },
 ): Promise<void> {
-  return every(timing.intervalMs, signal, async () => {
-    if (running() && await heartbeat(sql, workerId, log, timing.timeoutMs)) {
+  return every(beat.intervalMs, beat.signal, async () => {
+    if (beat.running() && await heartbeat(sql, workerId, log, beat.timeoutMs)) {
       log.warn("worker deprecated; draining in-flight tasks", {});
-      onDeprecated();
+      beat.onDeprecated();
     }
   });
 }
