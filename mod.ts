@@ -27,7 +27,7 @@
  * @module
  */
 
-export { Flow } from "./src/dsl/flow.ts";
+export { Flow } from "./src/platform/supabase.ts";
 export { ENGINE_VERSION } from "./src/util/version.ts";
 export type {
   Checked,
@@ -65,13 +65,8 @@ export type {
 } from "./src/dsl/json.ts";
 export { exactNumber, isExactNumber, parseJson } from "./src/util/json_parse.ts";
 export type { ExactNumber } from "./src/util/json_parse.ts";
-export type {
-  Env,
-  HandlerContext,
-  PgmqMessageRecord,
-  StepContext,
-  StepTaskRecord,
-} from "./src/dsl/context.ts";
+export type { Env, PgmqMessageRecord, StepTaskRecord } from "./src/dsl/context.ts";
+export type { HandlerContext, StepContext } from "./src/platform/supabase.ts";
 export type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "./src/dsl/options.ts";
 export type {
   AnyStepHandler,

@@ -1,4 +1,4 @@
-import type { Env } from "../platform/env.ts";
+import type { Env } from "../dsl/context.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
 import {
   DATABASE_URL_VARIABLES,
