@@ -12,7 +12,7 @@
  * @module
  */
 import type postgres from "postgres";
-import { ENGINE_VERSION } from "../src/util/version.ts";
+import { ENGINE_VERSION } from "../mod.ts";
 import { catalogSnapshot, diffCatalogs } from "./catalog.ts";
 import { applyMigrations, applySchemaFiles } from "./migrate.ts";
 import { withScratchDatabase } from "./scratch_db.ts";

@@ -1,12 +1,30 @@
 import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { EdgeWorkerConfig } from "./config.ts";
 
-/** The names of the worker's numeric options: every `number` property of `EdgeWorkerConfig`. */
+/**
+ * The names of the worker's numeric options: every `number` property of `EdgeWorkerConfig`.
+ *
+ * @example
+ * ```ts
+ * import type { NumericOptionName } from "@pgflow/shared/tools";
+ *
+ * const name: NumericOptionName = "maxConcurrent";
+ * ```
+ */
 export type NumericOptionName = {
   [K in keyof EdgeWorkerConfig]-?: NonNullable<EdgeWorkerConfig[K]> extends number ? K : never;
 }[keyof EdgeWorkerConfig];
 
-/** An integer option: its default and its inclusive range. */
+/**
+ * An integer option: its default and its inclusive range.
+ *
+ * @example
+ * ```ts
+ * import type { IntegerOption } from "@pgflow/shared/tools";
+ *
+ * const describe = (o: IntegerOption) => `${o.default}${o.unit} (${o.min}–${o.max})`;
+ * ```
+ */
 export interface IntegerOption {
   readonly default: number;
   readonly min: number;
@@ -19,6 +37,13 @@ export interface IntegerOption {
  * The one table of the worker's numeric options: `resolveConfig` validates and defaults from it,
  * the benchmarks take their defaults from it, and a test checks that `EdgeWorkerConfig`'s docs say
  * the same defaults. The type makes it name exactly the numeric options of `EdgeWorkerConfig`.
+ *
+ * @example
+ * ```ts
+ * import { WORKER_OPTIONS } from "@pgflow/shared/tools";
+ *
+ * console.log(WORKER_OPTIONS.maxConcurrent.default); // 10
+ * ```
  */
 export const WORKER_OPTIONS: { readonly [K in NumericOptionName]: IntegerOption } = Object.freeze(
   {
