@@ -26,8 +26,11 @@ export type NumericOptionName = {
  * ```
  */
 export interface IntegerOption {
+  /** The value when the option is not set. */
   readonly default: number;
+  /** The smallest value accepted. */
   readonly min: number;
+  /** The largest value accepted. */
   readonly max: number;
   /** The unit, for docs and errors. */
   readonly unit: "" | "ms" | "s";
