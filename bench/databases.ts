@@ -9,7 +9,7 @@ import { runMigrations } from "graphile-worker";
 import { Logger } from "graphile-worker";
 import { installPgmq } from "../src/cli/db/pgmq.ts";
 import { type CompilableFlow, ensureFlowCompiled } from "../tools.ts";
-import { applyMigrations } from "../local/migrate.ts";
+import { applyMigrations } from "../local/db_push.ts";
 
 const quiet = { onnotice: () => {} };
 

@@ -23,7 +23,7 @@ import { createLogger, type FlowWorker, type Json, type WorkerTarget } from "../
 import { anyWorker } from "./engine.ts";
 import { startLocalPostgres } from "../src/cli/db/launcher.ts";
 import { installPgmq } from "../src/cli/db/pgmq.ts";
-import { applyMigrations, applySchemaFiles } from "../local/migrate.ts";
+import { applyMigrations, applySchemaFiles } from "../local/db_push.ts";
 import { sleep } from "./clock.ts";
 
 const { values: args } = parseArgs({

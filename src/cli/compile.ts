@@ -9,7 +9,7 @@ import type { LogFields, Logger } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import { compileDefinitions } from "../worker/compile_at_start.ts";
 import { WorkerStartupError } from "../worker/errors.ts";
-import { redact } from "./database.ts";
+import { redact } from "./connect.ts";
 import { deployCommand, openEngine } from "./deploy/session.ts";
 import { CliError, progress, result } from "./output.ts";
 

@@ -7,8 +7,8 @@
 import { createClient, type PgflowClient } from "../client/client.ts";
 import type { RunStatus } from "../client/types.ts";
 import { type FlagSpec, parseArgs, type ParsedArgs } from "./args.ts";
-import { databaseUrl, openDatabase } from "./database.ts";
-import { describeError } from "./migrator.ts";
+import { databaseUrl, openDatabase } from "./connect.ts";
+import { describeError } from "./migration_runner.ts";
 import { CliError, result, UsageError } from "./output.ts";
 import { act, type Action, ACTIONS, type Selection } from "./runs/act.ts";
 import { formatRun, formatRunList, runJson } from "./runs/format.ts";
