@@ -17,7 +17,7 @@ import { provision } from "../../local/provision.ts";
 import { startWatchdog } from "../../src/cli/db/watchdog.ts";
 import { openTestServer } from "./test_server.ts";
 import { dropTestDatabases, prepareTemplates } from "./templates.ts";
-import { describeProcesses, lingering, stopProcesses } from "./processes.ts";
+import { describeProcesses, stopLeftovers } from "./processes.ts";
 import {
   killGroup,
   parseDenoTestSummary,
@@ -171,16 +171,15 @@ export async function runTests(args: string[]): Promise<RunTotals> {
       totals.failed += r.failed;
       totals.ignored += r.ignored;
     }
-    const left = await lingering(
-      { envPrefix: `PGFLOW_TEST_RUN=${runDir}/`, commandIncludes: runDir },
-      5000,
-    );
+    const left = await stopLeftovers({
+      envPrefix: `PGFLOW_TEST_RUN=${runDir}/`,
+      commandIncludes: runDir,
+    });
     if (left.length > 0) {
       problems.push(
         `LEFT RUNNING after the suite (now stopped):\n${describeProcesses(left)}`,
       );
       totals.failed++;
-      await stopProcesses(left);
     }
     await Deno.remove(runDir, { recursive: true }).catch(() => {});
     await watchdog.release();

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { runTestFile, unfinishedTest } from "./test_file.ts";
 import { waitFor } from "./db.ts";
+import { isRunning } from "./processes.ts";
 
 const HANG = new URL("./fixtures/hang.ts", import.meta.url).pathname;
 const LEAK = new URL("./fixtures/leak.ts", import.meta.url).pathname;
@@ -13,7 +14,8 @@ const LEAK = new URL("./fixtures/leak.ts", import.meta.url).pathname;
 interface Started {
   postmaster: number;
   sleeper: number;
-  port: number;
+  /** The server's port; none for the fixture's stand-in server. */
+  port?: number;
 }
 
 function started(output: string): Started {
@@ -23,15 +25,8 @@ function started(output: string): Started {
 }
 
 async function gone(s: Started): Promise<boolean> {
-  const alive = (pid: number) => {
-    try {
-      // A zombie (ended, not yet reaped by its parent) has an empty command line.
-      return Deno.readTextFileSync(`/proc/${pid}/cmdline`).length > 0;
-    } catch {
-      return false;
-    }
-  };
-  if (alive(s.postmaster) || alive(s.sleeper)) return false;
+  if (isRunning(s.postmaster) || isRunning(s.sleeper)) return false;
+  if (s.port === undefined) return true;
   try {
     (await Deno.connect({ hostname: "127.0.0.1", port: s.port })).close();
     return false;
@@ -56,12 +51,19 @@ Deno.test("a file over its bound fails naming the test, and nothing it started i
   const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
   await Deno.chmod(runDir, 0o755);
   try {
-    const result = await runTestFile(HANG, { flags: [], env: {}, runDir, timeoutSeconds: 8 });
-    assert.equal(result.timedOutAfterS, 8);
+    // The stand-in server is up at once: the bound is overrun by the hang, however busy the
+    // machine (a real Postgres's initdb alone can take longer than a short bound there).
+    const result = await runTestFile(HANG, {
+      flags: [],
+      env: { PGFLOW_FIXTURE_SERVER: "stand-in" },
+      runDir,
+      timeoutSeconds: 20,
+    });
+    assert.equal(result.timedOutAfterS, 20);
     assert.equal(result.failed, 1);
     assert.match(
       result.problems[0],
-      /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 8 s/,
+      /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 20 s/,
     );
     const s = started(result.output);
     assert.ok(await gone(s), `nothing is left running: ${JSON.stringify(s)}`);
@@ -104,8 +106,9 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     })();
     let s: Started;
     try {
+      // The runner provisions, starts its server and type-checks before the file runs.
       await waitFor(() => out.includes("STARTED"), {
-        timeoutMs: 120_000,
+        timeoutMs: 300_000,
         what: "the runner's file to start its server",
       });
       s = started(out);
@@ -115,11 +118,26 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     const status = await runner.status;
     await reading;
     const err = await stderr;
-    await waitFor(() => gone(s), {
-      timeoutMs: 15_000,
-      what: `what the file started to be stopped (${JSON.stringify(s)})`,
-    });
-    const noted = await Deno.readTextFile(notes);
+    // A watchdog writes its note last, once its stop is done: with the runner killed, the notes
+    // (not the processes being gone) say the watchdogs finished. A watchdog gives up after ~25 s.
+    const expectedNotes = signal === "SIGKILL"
+      ? [
+        /without stopping the test processes of .*hang\.ts/,
+        /without stopping the throw-away Postgres/,
+      ]
+      : [];
+    let noted = "";
+    await waitFor(
+      async () => {
+        noted = await Deno.readTextFile(notes);
+        return expectedNotes.every((re) => re.test(noted)) && await gone(s);
+      },
+      {
+        timeoutMs: 60_000,
+        what: `what the file started to be stopped (${JSON.stringify(s)})` +
+          (expectedNotes.length > 0 ? ` and the watchdogs' notes ${expectedNotes.join(", ")}` : ""),
+      },
+    );
     await Deno.remove(notes);
     if (signal === "SIGTERM") {
       assert.equal(status.code, 143, `${out}\n${err}`);

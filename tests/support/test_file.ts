@@ -9,7 +9,7 @@
  * @module
  */
 import { startWatchdog } from "../../src/cli/db/watchdog.ts";
-import { describeProcesses, lingering, type ProcMatch, stopProcesses } from "./processes.ts";
+import { describeProcesses, type ProcMatch, stopLeftovers } from "./processes.ts";
 
 /** The bound of a file that names none, in seconds. */
 // About twice the slowest file (2-3 min with the suite running two files at once on 2 cores), so a
@@ -215,8 +215,7 @@ export async function runTestFile(
     envPrefix: `PGFLOW_TEST_RUN=${dir}`,
     commandIncludes: dir,
   };
-  const left = await lingering(ours, options.graceMs ?? 5000);
-  await stopProcesses(left);
+  const left = await stopLeftovers(ours, { graceMs: options.graceMs });
   options.onGroup?.(undefined);
   const stopped = (await Deno.readTextFile(notes).catch(() => "")).trim();
   if (left.length > 0 || stopped) {
