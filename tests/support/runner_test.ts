@@ -7,9 +7,11 @@ import assert from "node:assert/strict";
 import { runTestFile, unfinishedTest } from "./test_file.ts";
 import { waitFor } from "./db.ts";
 import { isRunning } from "./processes.ts";
+import { summaryLines } from "./summary.ts";
 
 const HANG = new URL("./fixtures/hang.ts", import.meta.url).pathname;
 const LEAK = new URL("./fixtures/leak.ts", import.meta.url).pathname;
+const FAILS = new URL("./fixtures/fails.ts", import.meta.url).pathname;
 
 interface Started {
   postmaster: number;
@@ -47,6 +49,27 @@ Deno.test("the runner names the test a hang is in", () => {
   assert.equal(unfinishedTest("a ... ignored (0ms)\n"), undefined);
 });
 
+Deno.test("a file's failures are named one per line, file › test, before the totals", async () => {
+  const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
+  await Deno.chmod(runDir, 0o755);
+  try {
+    const result = await runTestFile(FAILS, { flags: [], env: {}, runDir });
+    assert.equal(result.passed, 1);
+    assert.equal(result.failed, 2);
+    assert.deepEqual(result.failures, [
+      `${FAILS} › fails => plainly`,
+      `${FAILS} › fails in a step > the bad step`,
+    ]);
+    assert.equal(
+      summaryLines({ ...result, failures: result.failures }),
+      `FAILED ${FAILS} › fails => plainly\nFAILED ${FAILS} › fails in a step > the bad step\n` +
+        "1 passed, 2 failed",
+    );
+  } finally {
+    await Deno.remove(runDir, { recursive: true });
+  }
+});
+
 Deno.test("a file over its bound fails naming the test, and nothing it started is left", async () => {
   const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
   await Deno.chmod(runDir, 0o755);
@@ -61,6 +84,9 @@ Deno.test("a file over its bound fails naming the test, and nothing it started i
     });
     assert.equal(result.timedOutAfterS, 20);
     assert.equal(result.failed, 1);
+    assert.deepEqual(result.failures, [
+      `${HANG} › starts a server and hangs > the stuck step (still running after 20 s: killed)`,
+    ]);
     assert.match(
       result.problems[0],
       /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 20 s/,
@@ -79,6 +105,7 @@ Deno.test("a file that leaves processes running fails naming them", async () => 
     const result = await runTestFile(LEAK, { flags: [], env: {}, runDir });
     assert.equal(result.passed, 1);
     assert.equal(result.failed, 1, result.problems.join("\n"));
+    assert.deepEqual(result.failures, [`${LEAK} › (left processes running)`]);
     const s = started(result.output);
     assert.match(result.problems.join("\n"), new RegExp(`LEFT RUNNING .*leak\\.ts`));
     assert.match(result.problems.join("\n"), new RegExp(`pid ${s.sleeper}: \\S*sleep 600`));
@@ -143,7 +170,11 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
       assert.equal(status.code, 143, `${out}\n${err}`);
       assert.match(err, /SIGTERM: stopping the test files/);
       assert.match(out, /KILLED .*hang\.ts: SIGKILL ended it before it finished/);
-      assert.match(out, /^0 passed, 2 failed$/m);
+      // The last lines name both failures, then the totals.
+      assert.match(
+        out,
+        /^FAILED \S*hang\.ts › \(killed by SIGKILL before it finished\)\nFAILED the run, stopped by SIGTERM\n0 passed, 2 failed$/m,
+      );
     } else {
       // Nothing of the runner ran: its watchdogs stopped the file, its server and its folder.
       assert.match(noted, /without stopping the test processes of .*hang\.ts/);
