@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase, waitFor } from "../support/db.ts";
-import { defineFlow, waitForNotifications } from "../support/engine.ts";
+import { allNotified, defineFlow, waitForNotifications } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -48,25 +48,30 @@ async function task(sql: postgres.Sql, runId: string) {
   return { ...row };
 }
 
-/** Notifications on the queue's channel, with their payloads. */
-async function listen(connect: () => postgres.Sql, queue: string): Promise<string[]> {
+/**
+ * Notifications on the queue's channel, with their payloads; `delivered()` returns once every one
+ * committed before it has been heard.
+ */
+async function listen(
+  connect: () => postgres.Sql,
+  sql: postgres.Sql,
+  queue: string,
+): Promise<{ heard: string[]; delivered: () => Promise<void> }> {
   const heard: string[] = [];
   const conn = connect();
   await conn.listen(`pgflow_queue:${queue}`, (payload) => heard.push(payload));
   await waitForNotifications(conn, [`pgflow_queue:${queue}`]);
-  return heard;
+  return { heard, delivered: () => allNotified(conn, sql) };
 }
-
-const settle = () => new Promise((r) => setTimeout(r, 200));
 
 db.test("a message another live worker serves is handed back: visible at once, announced with its pair, its task untouched", async ({ sql, connect }) => {
   await defineFlow(sql, "sr_a", [{ slug: "a", queue: "sr_q" }], { mode: "routed" });
   await defineFlow(sql, "sr_b", [{ slug: "b", queue: "sr_q" }], { mode: "routed" });
   const serving = await register(sql, "sr_q", [["sr_a", "a"]]);
   const other = await register(sql, "sr_q", [["sr_b", "b"]]);
-  const heard = await listen(connect, "sr_q");
+  const { heard, delivered } = await listen(connect, sql, "sr_q");
   const [{ run_id: runId }] = await sql`select run_id from pgflow.start_flow('sr_a', '{}')`;
-  await settle();
+  await delivered();
   heard.length = 0;
 
   const [read] = await readAs(sql, "sr_q", other);
@@ -74,7 +79,7 @@ db.test("a message another live worker serves is handed back: visible at once, a
   assert.deepEqual([read.flow_slug, read.step_slug], ["sr_a", "a"]);
   assert.ok(read.in_s <= 0, `visible again at once (in ${read.in_s} s)`);
   assert.deepEqual(await task(sql, runId), { status: "queued", attempts_count: 0 });
-  await settle();
+  await delivered();
   assert.deepEqual(heard, ['["sr_a", "a"]'], "announced with its pair, never its body");
 
   const [claimed] = await readAs(sql, "sr_q", serving);
@@ -95,16 +100,16 @@ db.test("no live worker serves it, or no task owns it: the message keeps the rea
             where worker_id = ${silent}::uuid`;
   // Serving sr_c, but on another queue.
   await register(sql, "sr_elsewhere", [["sr_c", "c"]]);
-  const heard = await listen(connect, "sr_q2");
+  const { heard, delivered } = await listen(connect, sql, "sr_q2");
   await sql`select pgflow.start_flow('sr_c', '{}')`;
   await sql`select pgmq.send('sr_q2', '{"foreign": true}')`;
-  await settle();
+  await delivered();
   heard.length = 0;
 
   const rows = await readAs(sql, "sr_q2", other, 30);
   assert.deepEqual(rows.map((r) => r.disposition).sort(), ["unknown", "unsupported"]);
   for (const r of rows) assert.ok(r.in_s > 25, `${r.disposition}: hidden for the reader's 30 s`);
-  await settle();
+  await delivered();
   assert.deepEqual(heard, [], "nothing announced");
 });
 
@@ -112,7 +117,7 @@ db.test("a message handed back as often as the queue has live workers (at least 
   await defineFlow(sql, "sr_e", [{ slug: "e", queue: "sr_q3" }], { mode: "routed" });
   await register(sql, "sr_q3", [["sr_e", "e"]]); // live, but busy: it never reads here
   const other = await register(sql, "sr_q3", [["sr_other", "x"]]);
-  const heard = await listen(connect, "sr_q3");
+  const { heard, delivered } = await listen(connect, sql, "sr_q3");
   await sql`select pgflow.start_flow('sr_e', '{}')`;
   // Two live workers on the queue: handed back at once on reads 1 and 2.
   for (let i = 1; i <= 2; i++) {
@@ -128,13 +133,13 @@ db.test("a message handed back as often as the queue has live workers (at least 
   // Queued a minute ago, more than half the 30 s timeout: its workers are busy.
   await sql`update pgflow.step_tasks set queued_at = now() - interval '1 minute'
             where flow_slug = 'sr_e'`;
-  await settle();
+  await delivered();
   heard.length = 0;
   // A read that was not full (nothing can wait behind the message) still hands it back at once.
   const [notFull] = await readAs(sql, "sr_q3", other, 30, 10);
   assert.equal(notFull.disposition, "handed_back");
   assert.ok(notFull.in_s <= 0);
-  await settle();
+  await delivered();
   heard.length = 0;
   // A full read that claimed nothing hides it.
   const [fifth] = await readAs(sql, "sr_q3", other, 30, 1);
