@@ -131,7 +131,7 @@ db.test("a read carrying an output Postgres refuses: completions reported alone,
     const runs = (await sql<{ run_id: string }[]>`
       select (pgflow.start_flow('cc_bad', jsonb_build_object('n', n))).run_id
       from generate_series(0, 11) n order by n`).map((r) => r.run_id);
-    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r, 15_000)));
+    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r)));
     assert.deepEqual(
       rows.map((r) => r.status),
       runs.map((_, n) => n === 3 ? "failed" : "completed"),
