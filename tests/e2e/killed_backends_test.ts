@@ -27,7 +27,7 @@ db.test("a worker survives 60 killed backends and finishes every run", async ({ 
     await waitFor(
       () =>
         sql`select 1 from pgflow.workers where queue_name = 'kill_storm'`.then((r) => r.length > 0),
-      { what: `the worker to register; output:\n${child.output()}`, timeoutMs: 30_000 },
+      { what: `the worker to register; output:\n${child.output()}`, timeoutMs: 60_000 },
     );
     const runs: string[] = [];
     let killed = 0;

@@ -32,7 +32,7 @@ async function ended(supervisor: EdgeSupervisor, id: string): Promise<IsolateRec
   return await waitFor(() => {
     const record = supervisor.isolates.find((r) => r.id === id);
     return record?.end !== undefined ? record : undefined;
-  }, { what: `isolate ${id} to end`, timeoutMs: 30_000 });
+  }, { what: `isolate ${id} to end`, timeoutMs: 60_000 });
 }
 
 Deno.test("runtime stand-in: each limit ends an isolate with its reason, beforeunload first", async () => {

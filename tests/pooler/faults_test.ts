@@ -37,7 +37,7 @@ function underWay(sql: postgres.Sql, n: number): Promise<unknown> {
         { n: number }[]
       >`select count(*)::int as n from pgflow.step_tasks where status = 'completed'`
         .then(([r]) => r.n >= n),
-    { what: `${n} completed tasks`, timeoutMs: 30_000 },
+    { what: `${n} completed tasks`, timeoutMs: 60_000 },
   );
 }
 

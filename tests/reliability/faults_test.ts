@@ -66,7 +66,7 @@ db.test(
           sql`select 1 from pgflow.workers where function_name = 'doomed'`.then((r) =>
             r.length === 2
           ),
-        { what: `the doomed process to register; output:\n${child.output()}`, timeoutMs: 30_000 },
+        { what: `the doomed process to register; output:\n${child.output()}`, timeoutMs: 60_000 },
       );
       await startLoadRuns(sql, 20);
       await waitFor(async () => {
