@@ -98,10 +98,7 @@ db.test("a handler's error is stored capped; the log has its first line, never a
     }
     // The run is failed in the database before the worker hears back and logs it.
     const failedLines = () => logs.filter((l) => l.event === "task failed");
-    await waitFor(() => failedLines().length >= 3, {
-      timeoutMs: 5_000,
-      what: "three failure lines",
-    });
+    await waitFor(() => failedLines().length >= 3, { what: "three failure lines" });
     const failed = failedLines();
     assert.deepEqual(failed.map((l) => [l.level, l.fields.errorKind, l.fields.error]), [
       ["error", "Error", "card 4111-1111 declined for ann@example.com"],

@@ -158,7 +158,7 @@ db.test("poll loop: a worker whose row vanished goes on claiming with its explic
       // Done when the run ends, or at the first failed poll (the fallback did not take over).
       await waitFor(
         async () => pollFailures().length > 0 || (await runRow(sql, run)).status !== "started",
-        { timeoutMs: 8_000, what: `run ${n} to end` },
+        { what: `run ${n} to end` },
       );
       assert.deepEqual(pollFailures(), [], "no poll failed");
       assert.deepEqual(await runRow(sql, run), { status: "completed", output: { double: n * 2 } });

@@ -78,7 +78,6 @@ db.test("the workers that do not serve the flow in other processes: every run co
     }
     for (const child of children) {
       await waitFor(() => child.output().includes("ready"), {
-        timeoutMs: 30_000,
         what: `a worker process to start: ${child.output()}`,
       });
     }
