@@ -149,7 +149,12 @@ export type {
   PgflowClient,
   StartFlowOptions,
 } from "./src/client/client.ts";
-export type { EventsOptions, FlowRun, WaitForOptions } from "./src/client/run_handle.ts";
+export type {
+  EventsOptions,
+  FlowRun,
+  RestartOptions,
+  WaitForOptions,
+} from "./src/client/run_handle.ts";
 export {
   ClientClosedError,
   ClientConfigError,
@@ -175,6 +180,7 @@ export type {
   RunEvent,
   RunEventBase,
   RunLevelEvent,
+  RunRestart,
   RunState,
   RunStatus,
   RunStepOutput,

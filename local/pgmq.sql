@@ -1,13 +1,16 @@
--- PGMQ-compatible SQL: the public surface of PGMQ 1.5.1, written from
--- ../shared/reference/pgmq-api.md, for Postgres servers where `create extension pgmq` is not
--- available. Callers (pgflow, the PGMQ client libraries, the Supabase Queues UI) use it unchanged.
+-- PGMQ-compatible SQL: the public surface of PGMQ 1.5.1 (its functions, their signatures and
+-- behaviour, its tables and types as callers see them), for Postgres servers where
+-- `create extension pgmq` is not available; tests/pgmq/ runs the same conformance suite on it and
+-- on the real extension. Callers (pgflow, the PGMQ client libraries, the Supabase Queues UI) use it
+-- unchanged.
 --
 -- There is no extension here, so nothing is ever an extension member: `detach_archive` does
 -- nothing, `drop_queue` simply drops, and dropping the schema removes everything. Never create a
 -- pg_extension row named pgmq: the real extension could not be installed next to this schema.
 --
--- The installer (local/install_pgmq.ts) runs this file once, as one simple-protocol script, and only
--- into a database that has no `pgmq` schema. Every statement is nevertheless safe to re-run.
+-- src/cli/db/pgmq.ts installs it (installPgmq; `pgflow migrate --pgmq-sql`): once, as one
+-- simple-protocol script, and only into a database that has no `pgmq` schema. Every statement is
+-- nevertheless safe to re-run.
 --
 -- Conventions kept from PGMQ, because callers depend on them:
 -- * every function is VOLATILE, SECURITY INVOKER, without `set search_path`, and schema-qualifies

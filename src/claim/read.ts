@@ -10,8 +10,13 @@ import type { CompletionArrays } from "../completion/sql.ts";
 export interface ReadOptions {
   /** Seconds the read hides the messages (the reservation until the claim re-arms it). */
   readonly visibilityTimeout: number;
-  /** Most messages to read (the free slots). */
+  /** Most tasks to claim (the free slots), and how many messages to read unless `readQty` is more. */
   readonly qty: number;
+  /**
+   * Messages to read when more than `qty`: as the last read's `nextReadQty` said, to reach this
+   * worker's own work queued behind another worker's backlog. At most `qty` of them are claimed.
+   */
+  readonly readQty?: number;
   /** Seconds the read may wait in the database for messages to appear. */
   readonly maxPollSeconds: number;
   /** How often, while waiting, the database looks again. */
@@ -33,6 +38,11 @@ export interface ReadAndClaimResult {
   readonly claimed: readonly ClaimedTask[];
   /** Messages not claimed, with the reason and the owning task's identity. */
   readonly skipped: readonly SkippedMessage[];
+  /**
+   * How many messages the next read should ask for to reach this worker's own work queued behind
+   * what this read returned (another worker's backlog at the head of the queue), or 0.
+   */
+  readonly nextReadQty: number;
 }
 
 /** A row of `pgflow.read_and_claim` / `pgflow.complete_and_claim`. */
@@ -46,6 +56,7 @@ interface Row {
   readonly task_index: number | null;
   readonly input: Json;
   readonly attempt: number | null;
+  readonly next_read_qty: number | null;
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
@@ -74,10 +85,11 @@ export async function readAndClaim(
   const rows = await bounded(
     sql<Row[]>`
     select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
-           flow_slug, run_id, step_slug, task_index, input, attempt
+           flow_slug, run_id, step_slug, task_index, input, attempt, next_read_qty
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
-                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb)`,
+                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
+                               ${options.readQty ?? null}::integer)`,
     "read_and_claim",
     options.timeoutMs,
   );
@@ -102,14 +114,14 @@ export async function completeAndClaim(
   const rows = await bounded(
     sql<Row[]>`
     select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
-           flow_slug, run_id, step_slug, task_index, input, attempt
+           flow_slug, run_id, step_slug, task_index, input, attempt, next_read_qty
     from pgflow.complete_and_claim(
       ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
       ${completions.taskIndexes as number[]}::integer[],
       ${completions.outputs as string[]}::text[]::jsonb[],
       ${completions.attempts as number[]}::integer[],
       ${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer, ${options.qty}::integer,
-      ${pairs}::text::jsonb)`,
+      ${pairs}::text::jsonb, ${options.readQty ?? null}::integer)`,
     "complete_and_claim",
     options.timeoutMs,
   );
@@ -155,7 +167,13 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       attempt: row.attempt!,
     });
   }
-  return { read: rows.length, messages, claimed, skipped };
+  return {
+    read: rows.length,
+    messages,
+    claimed,
+    skipped,
+    nextReadQty: rows[0]?.next_read_qty ?? 0,
+  };
 }
 
 function iso(value: Date | string): string {

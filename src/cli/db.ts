@@ -32,8 +32,9 @@ postgres without a password.
   --port N        (start) the port; default: the one it had, else the first free from 54330
 
 Commands on one folder run one at a time: a second start waits for the first and prints the same
-URL; stop waits for a start to finish (DIR.lock sits next to DIR meanwhile). DIR must not hold
-$ \` " or \\ (pg_ctl hands it to a shell).
+URL; stop waits for a start to finish (DIR.lock sits next to DIR meanwhile). A start interrupted
+(Ctrl-C, killed) while creating the database is finished or redone by the next start. DIR must
+not hold $ \` " or \\ (pg_ctl hands it to a shell).
 
 Server binaries: PGFLOW_PG_BIN, else the machine's PostgreSQL (Debian: postgresql-15), else the
 npm-packaged server. As root the server runs as the postgres (or nobody) user.
@@ -122,8 +123,18 @@ async function start(cluster: LocalCluster, port: number | undefined): Promise<n
           "program, or pass another --port (or none: the first free one from 54330 is taken)",
       );
     }
-    progress(`creating a database in ${cluster.dir} (initdb)`);
-    await cluster.create(port);
+    if (cluster.interrupted) {
+      const outcome = await cluster.recover(port);
+      progress(
+        outcome === "completed"
+          ? `an interrupted db start had created the database in ${cluster.dir}: recorded it`
+          : `removed what an interrupted db start left in ${cluster.dir}`,
+      );
+    }
+    if (cluster.port === undefined) {
+      progress(`creating a database in ${cluster.dir} (initdb)`);
+      await cluster.create(port);
+    }
   }
   if (state === "running") {
     await cluster.start(port); // refuses a different port
@@ -176,7 +187,12 @@ async function describe(cluster: LocalCluster): Promise<number> {
   const state = await cluster.state();
   if (state === "absent") {
     result(`state     no database\ndata dir  ${cluster.dir}`);
-    progress(`create one with \`${command("db start")}\``);
+    progress(
+      cluster.interrupted
+        ? `a db start was interrupted while creating it (or is creating it now); ` +
+          `\`${command("db start")}\` finishes or redoes it`
+        : `create one with \`${command("db start")}\``,
+    );
     return 1;
   }
   result(

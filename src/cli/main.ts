@@ -92,11 +92,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     return await run(rest);
   } catch (error) {
+    // Whatever failed (a flows module included) may have echoed a database URL: its password is
+    // masked, in a known error's message as in an unexpected one's stack.
     if (error instanceof CliError) {
-      console.error(`pgflow: error: ${error.message}`);
+      console.error(`pgflow: error: ${maskSecrets(error.message, databaseUrlIn(rest))}`);
       return error.exitCode;
     }
-    // Whatever failed may have echoed a database URL: its password is masked.
     const text = (error as Error)?.stack ?? String(error);
     console.error(`pgflow: unexpected error: ${maskSecrets(text, databaseUrlIn(rest))}`);
     return 1;

@@ -48,10 +48,14 @@ export const RUNS_HELP = `pgflow runs <list|show|cancel|retry|resume> [flags]
   --limit N           at most N runs, 1 to 1000 (default 50 for list, 100 for bulk actions; a bulk
                       action refuses when more match: narrow the filters or raise it)
   --yes               do a bulk action (without it, only print what it would do)
+  --again             retry or resume runs that were retried or resumed before (without it they
+                      are left as they are, and the output names the run made from each)
   --json              one JSON object on stdout
 
-Retry and resume take failed or cancelled runs and never change them; each call starts one new
-run (a bulk retry given twice retries twice). Cancel is idempotent.
+Retry and resume take failed or cancelled runs and never change them; each starts one new run,
+once per run: a run retried or resumed before is skipped unless --again (so a bulk retry given
+twice retries each run once). list and show name the runs made from a run ("retried as …").
+Cancel is idempotent.
 
 Exit codes: 0 done, 1 an action was refused for some run or the database failed, 2 usage error,
 3 nothing matched / no such run, 4 a bulk action without --yes (nothing done).`;
@@ -68,8 +72,8 @@ const SPECS: Readonly<Record<string, FlagSpec>> = {
   list: { ...COMMON, ...FILTERS },
   show: COMMON,
   cancel: { ...COMMON, ...FILTERS, "reason": "string", "yes": "boolean" },
-  retry: { ...COMMON, ...FILTERS, "yes": "boolean" },
-  resume: { ...COMMON, ...FILTERS, "yes": "boolean" },
+  retry: { ...COMMON, ...FILTERS, "yes": "boolean", "again": "boolean" },
+  resume: { ...COMMON, ...FILTERS, "yes": "boolean", "again": "boolean" },
 };
 
 /**
@@ -155,6 +159,7 @@ function action(name: Action, args: ParsedArgs, selected: string | Selection): S
       reason: args.strings.reason ?? null,
       yes: args.booleans.has("yes"),
       json: args.booleans.has("json"),
+      again: args.booleans.has("again"),
     });
 }
 

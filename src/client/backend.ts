@@ -44,6 +44,8 @@ export interface RunFilter {
   readonly runIdPrefix: string | null;
   /** 1 to 1000. */
   readonly limit: number;
+  /** Only runs restarted already (`true`), only runs never restarted (`false`), or both. */
+  readonly restarted: boolean | null;
 }
 
 /** The run a retry or resume started. */
@@ -63,8 +65,11 @@ export interface Backend {
   getRun(runId: string): Promise<AnyRunState | null>;
   /** Cancels a run (`pgflow.cancel_run`); rejects with the database's error (`P0002`: unknown). */
   cancelRun(runId: string, reason: string | null): Promise<CancelResult>;
-  /** Retries or resumes a run (`pgflow.retry_run`, `resume_run`); the new run. */
-  restartRun(runId: string, mode: RestartMode): Promise<RestartedRun>;
+  /**
+   * Retries or resumes a run (`pgflow.retry_run`, `resume_run`); the new run. `again: false`
+   * refuses a run restarted already (`23505`).
+   */
+  restartRun(runId: string, mode: RestartMode, again: boolean): Promise<RestartedRun>;
   /** Lists runs, newest first (`pgflow.list_runs`). */
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */

@@ -126,12 +126,20 @@ export interface ListRunsOptions {
   readonly flow?: string | FlowCarrier;
   /** Runs in this status. */
   readonly status?: RunStatus;
-  /** Runs started at or after this time (a `Date`, or an ISO time such as `2026-12-01T08:00Z`). */
+  /**
+   * Runs started at or after this time: a `Date`, or an ISO time such as `2026-12-01T08:00Z`
+   * (without a zone, UTC), in the years 0001 to 9999. An impossible date (`2026-02-31`) is refused.
+   */
   readonly since?: Date | string;
   /** Runs whose id starts with this (hex digits and dashes, as printed). */
   readonly runIdPrefix?: string;
   /** At most this many, newest first: 1 to 1,000; default 50. */
   readonly limit?: number;
+  /**
+   * `false`: only runs never retried or resumed; `true`: only runs that were (their `restarts`
+   * say as what). Default: both.
+   */
+  readonly restarted?: boolean;
 }
 
 /**

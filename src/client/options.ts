@@ -12,7 +12,8 @@ import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { RunFilter } from "./backend.ts";
 import type { ClientOptions, ClientTiming, ListRunsOptions, StartFlowOptions } from "./client.ts";
 import { ClientConfigError } from "./errors.ts";
-import type { EventsOptions, WaitForOptions } from "./run_handle.ts";
+import { inRange, parseIsoTime } from "./since.ts";
+import type { EventsOptions, RestartOptions, WaitForOptions } from "./run_handle.ts";
 import type { WatchTiming } from "./watch.ts";
 
 /** A whole number of milliseconds: its default and its inclusive range. */
@@ -229,7 +230,7 @@ export function checkListRunsOptions(
 ): RunFilter {
   const where = "listRuns";
   const o: Record<string, unknown> = options === undefined ? {} : options as never;
-  knownKeys(where, o, ["flow", "status", "since", "runIdPrefix", "limit"]);
+  knownKeys(where, o, ["flow", "status", "since", "runIdPrefix", "limit", "restarted"]);
   const status = o.status ?? null;
   if (status !== null && !RUN_STATUSES.includes(status as never)) {
     throw new ClientConfigError(
@@ -239,17 +240,18 @@ export function checkListRunsOptions(
   let since: string | null = null;
   if (o.since !== undefined && o.since !== null) {
     const time = o.since instanceof Date
-      ? o.since.getTime()
-      : typeof o.since === "string" && /^\d{4}-\d{2}-\d{2}/.test(o.since)
-      ? Date.parse(o.since)
-      : NaN;
-    if (Number.isNaN(time)) {
+      ? inRange(o.since.getTime())
+      : typeof o.since === "string"
+      ? parseIsoTime(o.since)
+      : undefined;
+    if (time === undefined || !time.ok) {
       throw new ClientConfigError(
-        `${where}: since must be a Date or an ISO time such as "2026-12-01T08:00:00Z", got ` +
-          describe(o.since instanceof Date ? "Invalid Date" : o.since),
+        `${where}: since ${sinceText(o.since)} ${
+          time?.problem ?? "is neither a Date nor a string"
+        }; pass a Date or an ISO time such as "2026-12-01T08:00:00Z"`,
       );
     }
-    since = new Date(time).toISOString();
+    since = time.time.toISOString();
   }
   const prefix = o.runIdPrefix ?? null;
   if (prefix !== null && (typeof prefix !== "string" || !/^[0-9a-f-]{1,36}$/i.test(prefix))) {
@@ -264,13 +266,34 @@ export function checkListRunsOptions(
       `${where}: limit must be an integer from 1 to 1000, got ${describe(limit)}`,
     );
   }
+  const restarted = o.restarted ?? null;
+  if (restarted !== null && typeof restarted !== "boolean") {
+    throw new ClientConfigError(
+      `${where}: restarted must be true or false, got ${describe(restarted)}`,
+    );
+  }
   return {
     flowSlug,
     status: status as RunFilter["status"],
     since,
     runIdPrefix: prefix === null ? null : (prefix as string).toLowerCase(),
     limit,
+    restarted,
   };
+}
+
+/** `run.retry`'s and `run.resume`'s options, checked, with their default. */
+export function checkRestartOptions(
+  where: "retry" | "resume",
+  options: RestartOptions | undefined,
+): { readonly again: boolean } {
+  if (options === undefined) return { again: true };
+  knownKeys(where, options, ["again"]);
+  const again = (options as Record<string, unknown>).again ?? true;
+  if (typeof again !== "boolean") {
+    throw new ClientConfigError(`${where}: again must be true or false, got ${describe(again)}`);
+  }
+  return { again };
 }
 
 /** `run.events`'s options, checked. */
@@ -322,6 +345,12 @@ function isObject(value: unknown): value is Record<string, unknown> {
 function alternatives(values: readonly string[]): string {
   const quoted = values.map((v) => JSON.stringify(v));
   return `${quoted.slice(0, -1).join(", ")} or ${quoted.at(-1)}`;
+}
+
+/** A `since` value for an error message (a Date as its ISO time, when it has one). */
+function sinceText(value: unknown): string {
+  if (!(value instanceof Date)) return describe(value);
+  return Number.isNaN(value.getTime()) ? "Invalid Date" : `Date ${value.toISOString()}`;
 }
 
 /** A value for an error message: numbers, booleans and short strings as they are. */

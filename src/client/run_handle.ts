@@ -17,7 +17,7 @@ import {
   RunStatusError,
   RunTimeoutError,
 } from "./errors.ts";
-import { checkEventsOptions, resolveWaitOptions } from "./options.ts";
+import { checkEventsOptions, checkRestartOptions, resolveWaitOptions } from "./options.ts";
 import { type AnyRunState, failedStep, isTerminal } from "./snapshot.ts";
 import type {
   CancelResult,
@@ -62,6 +62,27 @@ export interface WaitForOptions {
 export interface EventsOptions {
   /** Ends the iteration (without an error) when aborted. */
   readonly signal?: AbortSignal;
+}
+
+/**
+ * Options of `run.retry` and `run.resume`.
+ *
+ * @example
+ * ```ts
+ * import type { RestartOptions } from "@pgflow/shared";
+ *
+ * // Restart the run only if nobody retried or resumed it yet.
+ * const once: RestartOptions = { again: false };
+ * ```
+ */
+export interface RestartOptions {
+  /**
+   * Whether a run that was retried or resumed already is restarted once more (default `true`:
+   * every call starts one more run). With `false` such a run is refused with `RunActionError`
+   * (`code` `23505`, its message naming the run made from it); two such calls at once restart it
+   * once.
+   */
+  readonly again?: boolean;
 }
 
 /**
@@ -130,15 +151,16 @@ export interface FlowRun<F extends FlowCarrier = never> {
    * Starts a new run of the same flow with the same input (`pgflow.retry_run`) and returns its
    * handle; this run is left as it is, and the new one records it as `restartOfRunId`. Only a
    * failed or cancelled run: otherwise `RunActionError` (`code` `55000`, `status` says what it
-   * is); `RunNotFoundError` for an unknown run.
+   * is); `RunNotFoundError` for an unknown run. It starts the same concrete flow, never the
+   * current target of an alias. `{ again: false }` refuses a run restarted already.
    */
-  retry(): Promise<FlowRun<F>>;
+  retry(options?: RestartOptions): Promise<FlowRun<F>>;
   /**
    * Like `retry`, but the new run reuses every task that completed in this one (whole steps, and
-   * single tasks of a map) and runs only the rest (`pgflow.resume_run`); reused steps have
-   * `reused: true`.
+   * single tasks of a map), and every skip a completed step was built on, and runs only the rest
+   * (`pgflow.resume_run`); reused steps have `reused: true`.
    */
-  resume(): Promise<FlowRun<F>>;
+  resume(options?: RestartOptions): Promise<FlowRun<F>>;
 }
 
 /**
@@ -234,8 +256,9 @@ export function runHandle<F extends FlowCarrier>(
     }
   }
 
-  async function restart(mode: RestartMode): Promise<FlowRun<F>> {
-    const next = await acting(mode, () => backend.restartRun(runId, mode));
+  async function restart(mode: RestartMode, options?: RestartOptions): Promise<FlowRun<F>> {
+    const { again } = checkRestartOptions(mode, options);
+    const next = await acting(mode, () => backend.restartRun(runId, mode, again));
     return runHandle<F>(backend, next.runId, next.flowSlug, timing, closed);
   }
 
@@ -251,8 +274,8 @@ export function runHandle<F extends FlowCarrier>(
       }
       return acting("cancel", () => backend.cancelRun(runId, reason ?? null));
     },
-    retry: () => restart("retry"),
-    resume: () => restart("resume"),
+    retry: (options?: RestartOptions) => restart("retry", options),
+    resume: (options?: RestartOptions) => restart("resume", options),
     async state() {
       if (closed.aborted) throw closedError("state");
       let state;

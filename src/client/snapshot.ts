@@ -6,6 +6,7 @@
 import type {
   AttemptOutcome,
   RestartMode,
+  RunRestart,
   RunState,
   RunStatus,
   RunSummary,
@@ -24,6 +25,14 @@ export interface RawAttempt {
   readonly outcome: AttemptOutcome;
   readonly error_message: string | null;
   readonly error_stack: string | null;
+}
+
+/** One of the runs made from a run, as `pgflow.get_run` and `list_runs` list them. */
+export interface RawRestart {
+  readonly run_id: string;
+  readonly restart_mode: RestartMode;
+  readonly status: RunStatus;
+  readonly started_at: string;
 }
 
 /** One step as `pgflow.get_run` returns it (snake_case, as stored). */
@@ -64,6 +73,8 @@ export interface RawRun {
   readonly restart_of_run_id?: string | null;
   readonly restart_mode?: RestartMode | null;
   readonly started_as?: string | null;
+  // Absent from an engine older than restart lineage (issue 41): read as [].
+  readonly restarts?: readonly RawRestart[] | null;
   readonly steps: readonly RawStep[];
 }
 
@@ -80,6 +91,7 @@ export interface RawSummary {
   readonly restart_mode: RestartMode | null;
   readonly started_as?: string | null;
   readonly error_message: string | null;
+  readonly restarts?: readonly RawRestart[] | null;
 }
 
 /** A run state of any flow: the client's internal, untyped view. */
@@ -109,6 +121,7 @@ export function toRunState(raw: unknown): AnyRunState | null {
     restartOfRunId: run.restart_of_run_id ?? null,
     restartMode: run.restart_mode ?? null,
     startedAs: run.started_as ?? null,
+    restarts: (run.restarts ?? []).map(toRestart),
     steps: run.steps.map((s): StepState => ({
       stepSlug: s.step_slug,
       stepIndex: s.step_index,
@@ -128,6 +141,10 @@ export function toRunState(raw: unknown): AnyRunState | null {
       attempts: (s.attempts ?? []).map(toAttempt),
     })),
   };
+}
+
+function toRestart(r: RawRestart): RunRestart {
+  return { runId: r.run_id, mode: r.restart_mode, status: r.status, startedAt: r.started_at };
 }
 
 function toAttempt(a: RawAttempt): TaskAttempt {
@@ -161,6 +178,7 @@ export function toRunSummary(raw: unknown): RunSummary {
     restartMode: r.restart_mode ?? null,
     startedAs: r.started_as ?? null,
     error: r.error_message ?? null,
+    restarts: (r.restarts ?? []).map(toRestart),
   };
 }
 

@@ -95,14 +95,14 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         throw poolEnded(error, `cancelling run ${runId}`, runId);
       }
     },
-    async restartRun(runId, mode): Promise<RestartedRun> {
+    async restartRun(runId, mode, again): Promise<RestartedRun> {
       try {
         const [row] = await bounded(
           mode === "retry"
             ? sql<{ run_id: string; flow_slug: string }[]>`
-              select run_id, flow_slug from pgflow.retry_run(${runId}::uuid)`
+              select run_id, flow_slug from pgflow.retry_run(${runId}::uuid, ${again}::boolean)`
             : sql<{ run_id: string; flow_slug: string }[]>`
-              select run_id, flow_slug from pgflow.resume_run(${runId}::uuid)`,
+              select run_id, flow_slug from pgflow.resume_run(${runId}::uuid, ${again}::boolean)`,
           `${mode}_run`,
           options.queryTimeoutMs,
         );
@@ -118,7 +118,7 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
             select pgflow.list_runs(
               flow_slug => ${filter.flowSlug}::text, status => ${filter.status}::text,
               since => ${filter.since}::timestamptz, run_id_prefix => ${filter.runIdPrefix}::text,
-              max_rows => ${filter.limit}::int) as run`,
+              max_rows => ${filter.limit}::int, restarted => ${filter.restarted}::boolean) as run`,
           "list_runs",
           options.queryTimeoutMs,
         );

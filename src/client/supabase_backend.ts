@@ -65,9 +65,9 @@ export function supabaseBackend(
         cancelled: row.cancelled,
       };
     },
-    async restartRun(runId, mode): Promise<RestartedRun> {
+    async restartRun(runId, mode, again): Promise<RestartedRun> {
       const fn = mode === "retry" ? "retry_run" : "resume_run";
-      const { data, error } = await pgflow.rpc(fn, { run_id: runId });
+      const { data, error } = await pgflow.rpc(fn, { run_id: runId, again });
       if (error) throw new RpcError(fn, error);
       const row = (Array.isArray(data) ? data[0] : data) as { run_id: string; flow_slug: string };
       return { runId: row.run_id, flowSlug: row.flow_slug };
@@ -79,6 +79,7 @@ export function supabaseBackend(
         since: filter.since,
         run_id_prefix: filter.runIdPrefix,
         max_rows: filter.limit,
+        restarted: filter.restarted,
       });
       if (error) throw new RpcError("list_runs", error);
       return ((data ?? []) as unknown[]).map(toRunSummary);

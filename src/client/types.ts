@@ -211,6 +211,28 @@ export interface TaskAttempt {
 export type RestartMode = "retry" | "resume";
 
 /**
+ * A run made from another by a retry or a resume, as its source lists it (`RunState.restarts`,
+ * `RunSummary.restarts`): "retried as …", "resumed as …".
+ *
+ * @example
+ * ```ts
+ * import type { RunRestart } from "@pgflow/shared";
+ *
+ * const say = (r: RunRestart) => `${r.mode === "retry" ? "retried" : "resumed"} as ${r.runId}`;
+ * ```
+ */
+export interface RunRestart {
+  /** The new run. */
+  readonly runId: string;
+  /** How it was made. */
+  readonly mode: RestartMode;
+  /** Its status when read. */
+  readonly status: RunStatus;
+  /** When it started (UTC, microseconds). */
+  readonly startedAt: string;
+}
+
+/**
  * One step of a {@link RunState}, for one step slug `K`.
  *
  * @example
@@ -250,7 +272,10 @@ export interface StepStateFor<F extends FlowCarrier, K extends string> {
   readonly skippedAt: string | null;
   /** When its run's cancellation ended it, else `null`. */
   readonly cancelledAt: string | null;
-  /** Whether a resume took it over as completed from the source run (it did not run again). */
+  /**
+   * Whether a resume took it over from the source run instead of running it again: as completed
+   * (with its output), or as skipped when a completed step was built on that skip.
+   */
   readonly reused: boolean;
   /**
    * Its tasks' attempts that ended other than by completing, in (task, attempt) order: at most
@@ -319,6 +344,8 @@ export interface RunState<F extends FlowCarrier = never> {
   readonly restartMode: RestartMode | null;
   /** The alias it was started through (`startFlow("thread_triage", …)`), else `null`. */
   readonly startedAs: string | null;
+  /** The runs made from this one by `retry` or `resume`, newest first (at most 20). */
+  readonly restarts: readonly RunRestart[];
   /** Every step, in definition order. */
   readonly steps: readonly StepState<F>[];
 }
@@ -456,6 +483,8 @@ export interface RunSummary {
   readonly startedAs: string | null;
   /** Why it failed, else `null`. */
   readonly error: string | null;
+  /** The runs made from this one by `retry` or `resume`, newest first (at most 20). */
+  readonly restarts: readonly RunRestart[];
 }
 
 /**

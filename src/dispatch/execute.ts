@@ -22,6 +22,11 @@ export interface ExecuteDeps {
   readonly completer: Completer;
   /** Counts outcomes for the interval's summary line; without it nothing is counted. */
   readonly activity?: ActivityLog;
+  /**
+   * Whether a failure's line quotes the message of an error from the flow's code (its input
+   * schema, its handler); without it, only the error's kind, code and length are logged.
+   */
+  readonly logErrorMessages?: boolean;
 }
 
 /**
@@ -33,7 +38,8 @@ export interface ExecuteDeps {
  *
  * Logs: every line carries the task's identity (run id included). A completed task is a `debug`
  * line (the interval's summary counts it at `info`); a failed attempt is `warn` when it will be
- * retried and `error` when it was the last, with the error's message (never input or output).
+ * retried and `error` when it was the last, with the error's kind, code and length, and its
+ * message only when the engine wrote it or `logErrorMessages` is set (never input or output).
  */
 export async function executeTask(
   deps: ExecuteDeps,
@@ -66,12 +72,16 @@ export async function executeTask(
       deps.resources.flowInputs.seed(task.runId, task.input);
     }
     log.debug("task started");
+    // Whether what is thrown comes from the flow's code (its schema, its handler), whose messages
+    // may quote the data they were given; the engine's own (below) never do.
+    let flowCode = true;
     try {
       if (registered.inputSchema !== undefined) {
         await checkRunInput(deps.resources.inputChecks, task.runId, registered.inputSchema);
       }
       const context = buildContext(deps.resources, deps.queue, task, message, signal);
       const output = await registered.handler(task.input, context);
+      flowCode = false;
       if (step.kind === "array" && !Array.isArray(output)) {
         // .array() promises an array to the map that consumes it; say so at the source.
         throw new Error(
@@ -89,6 +99,10 @@ export async function executeTask(
         ? { kind: "fail", error: errorMessage(error), failRun: true }
         : { kind: "fail", error: errorMessage(error), stack: errorStack(error) };
       failFields = errorFields(error);
+      if (flowCode && !deps.logErrorMessages) {
+        const { error: _text, ...described } = failFields;
+        failFields = described;
+      }
     }
   }
   const ms = Math.round(performance.now() - started);

@@ -7,6 +7,7 @@
  * @module
  */
 import { FlowDefinitionError } from "./errors.ts";
+import { InputRedactor } from "./input_redaction.ts";
 
 /**
  * A Standard Schema v1: what `new Flow({ slug, input: schema })` accepts. Written out here (it is
@@ -186,9 +187,9 @@ export async function checkInput(schema: StandardSchemaV1, value: unknown): Prom
 }
 
 /**
- * One issue as the engine reports it: the schema's message (with the string found at its path
- * replaced by `[redacted]` when the message quotes it, as some libraries' default messages do) and
- * the path as plain keys. Never the value itself.
+ * One issue as the engine reports it: the schema's message, with every value of the input it
+ * quotes replaced by `[redacted]` (however the library prints it: a number, a string quoted or
+ * not, `true`, `null`), and the path as plain keys. Never a value of the input.
  *
  * @example
  * ```ts
@@ -198,25 +199,25 @@ export async function checkInput(schema: StandardSchemaV1, value: unknown): Prom
  * ```
  */
 export interface InputIssue {
-  /** What is wrong, as the schema says it. */
+  /** What is wrong, as the schema says it, without the input's values. */
   readonly message: string;
   /** Where: the keys from the input's root (empty for the input itself). */
   readonly path: readonly PropertyKey[];
 }
 
 /**
- * The schema's issues as {@link InputIssue}s: paths as plain keys, and a message that quotes the
- * string found at its path (a secret, say) has it replaced, so it ends up in no error, log or
- * run record.
+ * The schema's issues as {@link InputIssue}s: paths as plain keys, and messages without the
+ * values of `input` (see `InputRedactor`), so none ends up in an error, a log or a run record.
  */
 export function inputIssues(
   issues: readonly StandardSchemaV1Issue[],
   input: unknown,
 ): InputIssue[] {
+  const redactor = new InputRedactor(input);
   return issues.map((issue) => {
     const path = (issue.path ?? []).map(keyOf);
     return Object.freeze({
-      message: redact(String(issue.message), valueAt(input, path)),
+      message: redactor.redact(String(issue.message), path),
       path: Object.freeze(path),
     });
   });
@@ -252,21 +253,4 @@ function pathText(path: readonly PropertyKey[]): string {
     } else text += `[${JSON.stringify(String(key))}]`;
   }
   return text;
-}
-
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let value = input;
-  for (const key of path) {
-    if (value === null || typeof value !== "object") return undefined;
-    value = (value as Record<PropertyKey, unknown>)[key];
-  }
-  return value;
-}
-
-// Shorter strings are left alone: redacting "a" would garble the message and hide nothing.
-const MIN_REDACTED_CHARS = 3;
-
-function redact(message: string, value: unknown): string {
-  if (typeof value !== "string" || value.length < MIN_REDACTED_CHARS) return message;
-  return message.replaceAll(JSON.stringify(value), "[redacted]").replaceAll(value, "[redacted]");
 }

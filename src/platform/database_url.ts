@@ -245,8 +245,11 @@ export function maskDatabaseUrl(text: string): string {
 
 /**
  * `text` with every password of a URL in it masked: each occurrence of the password of `url`
- * (as written, decoded, or encoded as `new URL` writes it), then any `scheme://user:…@` in the
- * text. For errors from postgres.js or Deno that may echo the URL they were given.
+ * (as written, decoded, or encoded as `new URL` writes it), then the password of any
+ * `scheme://user:…@` in the text, and any `password=` parameter. For errors from postgres.js, Deno
+ * or a user's module that may echo a URL: a URL in quotes (Deno's `Invalid URL: '…'`) is masked
+ * up to its last `@` before the closing quote, so a password holding a space or an `@` is masked
+ * whole; an unquoted one up to its last `@` before a space, else the line's last `@`.
  *
  * @example
  * ```ts
@@ -260,10 +263,50 @@ export function maskSecrets(text: string, url?: string): string {
   for (const secret of url === undefined ? [] : passwordForms(url)) {
     out = out.split(secret).join("***");
   }
-  return out
+  return maskUserinfo(out).replace(/(password=)[^&#\s'"]*/gi, "$1***");
+}
+
+// The start of a URL's user part: `scheme://user:` (the password follows the colon).
+const USERINFO = /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s:@/'"`]*:/g;
+const QUOTES = `'"\``;
+
+/** Masks the password after each `scheme://user:` of `text` (see {@link maskSecrets}). */
+function maskUserinfo(text: string): string {
+  let out = "";
+  let done = 0;
+  for (const match of text.matchAll(USERINFO)) {
+    const from = match.index + match[0].length;
+    if (from <= done) continue; // inside a part already masked
+    const lineEnd = endOfLine(text, from);
+    const quote = QUOTES.includes(text[match.index - 1] ?? "") ? text[match.index - 1] : "";
+    const close = quote === "" ? -1 : text.indexOf(quote, from);
+    let at: number;
+    if (close >= 0 && close < lineEnd) at = text.lastIndexOf("@", close - 1);
+    else {
+      const space = text.slice(from, lineEnd).search(/\s/);
+      const tokenEnd = space < 0 ? lineEnd : from + space;
+      at = text.lastIndexOf("@", tokenEnd - 1);
+      if (at < from) at = text.lastIndexOf("@", lineEnd - 1);
+    }
+    let end: number;
+    if (at >= from) end = at;
+    else {
+      // No "@": `host:port` stays, but `user:secret` (a URL missing its host) does not.
+      const rest = /^[^\s/?#'"`]*/.exec(text.slice(from))![0];
+      if (/^\d*$/.test(rest)) continue;
+      end = from + rest.length;
+    }
     // The placeholder of a usage hint ("postgres://user:password@host") is left as it is.
-    .replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s:@/]*:)(?!password@)\S*@/g, "$1***@")
-    .replace(/(password=)[^&#\s'"]*/gi, "$1***");
+    if (text.slice(from, end) === "password") continue;
+    out += text.slice(done, from) + "***";
+    done = end;
+  }
+  return out + text.slice(done);
+}
+
+function endOfLine(text: string, from: number): number {
+  const newline = text.indexOf("\n", from);
+  return newline < 0 ? text.length : newline;
 }
 
 /**

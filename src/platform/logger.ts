@@ -1,11 +1,14 @@
 /**
  * Structured logging: one JSON object per line, with the fields that identify work (queue,
  * worker, run id, message id, flow, step). Message bodies, inputs, outputs and secrets are never
- * logged. A failed task's line carries the error's kind, code, length and the first line of its
- * message, at most 300 characters (`errorFields` in src/dispatch/result.ts); a thrown object that
- * is not an `Error` is never serialised into a line. The whole text, at most 2,000 characters, is
- * stored by `fail_task` in `step_tasks.error_message`. Errors of the worker's own database calls
- * are logged as their first line, at most 200 characters.
+ * logged. A failed task's line carries the error's kind, code and length (`errorFields` in
+ * src/dispatch/result.ts), and the first line of its message, at most 300 characters, when the
+ * engine wrote it; an error thrown by the flow's code (its handler, its input schema) may quote
+ * personal data, so its text is left out unless the worker's `logErrorMessages` option is set. A
+ * thrown object that is not an `Error` is never serialised into a line. The whole text, at most
+ * 2,000 characters, is stored by `fail_task` in `step_tasks.error_message` and the attempt
+ * history. Errors of the worker's own database calls are logged as their first line, at most 200
+ * characters.
  *
  * The default sink keeps to the platform's log limit (about 100 events per 10 s per isolate):
  * beyond 5 lines of one event or 45 lines in 10 s, lines are aggregated into one line per kind

@@ -97,6 +97,13 @@ export interface EdgeWorkerConfig {
   readonly env?: Env;
   /** Where logs go; default JSON lines at `EDGE_WORKER_LOG_LEVEL` (default `info`). */
   readonly logger?: Logger;
+  /**
+   * Whether a `task failed` line carries the first line of the error's message (`error`) when the
+   * error came from the flow's code (its handler, its input schema). Default `false`: such text
+   * often holds personal data ("mailbox ada@example.com unavailable"), so the line carries only
+   * the error's kind, code and length; the whole text is in the attempt history either way.
+   */
+  readonly logErrorMessages?: boolean;
   /** Extra values merged into every handler context (the flow's custom context type). */
   readonly context?: { readonly [key: string]: unknown };
 }
@@ -127,6 +134,7 @@ export type ResolvedConfig = { readonly [K in NumericOptionName]: number } & {
   readonly preparedStatements: PreparedStatementsMode;
   readonly logLevel: LogLevel;
   readonly logger?: Logger;
+  readonly logErrorMessages: boolean;
   readonly context?: { readonly [key: string]: unknown };
 };
 
@@ -140,6 +148,7 @@ const KNOWN = new Set([
   "preparedStatements",
   "env",
   "logger",
+  "logErrorMessages",
   "context",
   "queueName",
   "stepSlug",
@@ -257,6 +266,12 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
       `preparedStatements must be "auto", "on" or "off", got ${describe(preparedStatements)}`,
     );
   }
+  const logErrorMessages = config.logErrorMessages ?? false;
+  if (typeof logErrorMessages !== "boolean") {
+    throw new WorkerConfigError(
+      `logErrorMessages must be true or false, got ${describe(logErrorMessages)}`,
+    );
+  }
   const level = env.EDGE_WORKER_LOG_LEVEL ?? "info";
   if (!isLogLevel(level)) {
     throw new WorkerConfigError(
@@ -273,6 +288,7 @@ export function resolveConfig(config: EdgeWorkerConfig, env: WorkerEnv): Resolve
     preparedStatements,
     logLevel: level,
     logger: config.logger,
+    logErrorMessages,
     context: config.context,
   });
 }

@@ -278,9 +278,11 @@ create table if not exists pgflow.deps (
 create index if not exists deps_step_idx on pgflow.deps (flow_slug, step_slug);
 
 -- Aliases: a stable name that points at exactly one concrete version (a flow carrying that alias).
--- Created by the first compile of a flow with the alias; only pgflow.activate_alias moves it. No
--- foreign key to flows: a local-development recompile deletes and recreates the flow it points at;
--- start_flow names a missing target instead.
+-- Created by the first compile of a flow with the alias; only pgflow.activate_alias moves it, and
+-- only to a flow that carries it. No foreign key to flows: a local-development recompile deletes
+-- and recreates the flow it points at. Deleting the flow it points at deletes it too when no other
+-- version carries it, and is refused otherwise (pgflow._release_aliases); start_flow still names a
+-- missing target rather than fail obscurely.
 create table if not exists pgflow.aliases (
   alias text not null,
   flow_slug text not null,
@@ -830,12 +832,29 @@ $$;
 -- Definition functions the startup compiler builds on. Both are idempotent for identical input and
 -- refuse a different definition under an existing slug instead of silently changing it.
 
+-- Flow slugs and aliases share one namespace, because start_flow resolves an alias before a slug:
+-- a flow named like an alias it does not carry could never be started by its slug. Whoever checks
+-- that namespace before adding a name to it (create_flow, _register_alias) first takes this
+-- transaction lock, so two transactions adding the same name one as a slug, one as an alias,
+-- cannot both pass their check. Taken before any queue lock of the same transaction.
+create or replace function pgflow._lock_names()
+returns void
+language sql
+volatile
+set search_path = ''
+as $$
+  select pg_advisory_xact_lock(hashtext('pgflow.names'))
+$$;
+
+-- alias: the stable name this version carries (pgflow.aliases), recorded with it: the first
+-- version with an alias creates the alias pointing at it (see _register_alias).
 create or replace function pgflow.create_flow(
   flow_slug text,
   max_attempts integer default null,
   base_delay integer default null,
   timeout integer default null,
-  queue_mode text default 'flow'
+  queue_mode text default 'flow',
+  alias text default null
 )
 returns pgflow.flows
 language plpgsql
@@ -845,6 +864,7 @@ as $$
 declare
   existing pgflow.flows;
   created pgflow.flows;
+  taken record;
 begin
   if not pgflow.is_valid_slug(flow_slug) then
     raise exception 'invalid flow slug %', coalesce(quote_literal(flow_slug), 'NULL')
@@ -863,21 +883,42 @@ begin
       using errcode = '22023';
   end if;
 
+  if create_flow.alias is not null and not pgflow.is_valid_slug(create_flow.alias) then
+    raise exception 'flow %: invalid alias %', flow_slug, quote_literal(create_flow.alias)
+      using errcode = '22023', hint = 'use letters, digits and single underscores, starting with a letter';
+  end if;
+
   select * into existing from pgflow.flows f where lower(f.flow_slug) = lower(create_flow.flow_slug);
   if found then
     if existing.flow_slug = create_flow.flow_slug
        and existing.opt_max_attempts = max_attempts and existing.opt_base_delay = base_delay
-       and existing.opt_timeout = timeout and existing.queue_mode = create_flow.queue_mode then
+       and existing.opt_timeout = timeout and existing.queue_mode = create_flow.queue_mode
+       and existing.alias is not distinct from create_flow.alias then
       return existing;
     end if;
-    raise exception 'flow % already exists with a different definition (existing: slug %, max_attempts %, base_delay %, timeout %, queue_mode %)',
-      flow_slug, existing.flow_slug, existing.opt_max_attempts, existing.opt_base_delay, existing.opt_timeout, existing.queue_mode
+    raise exception 'flow % already exists with a different definition (existing: slug %, max_attempts %, base_delay %, timeout %, queue_mode %, alias %)',
+      flow_slug, existing.flow_slug, existing.opt_max_attempts, existing.opt_base_delay, existing.opt_timeout,
+      existing.queue_mode, coalesce(existing.alias, 'none')
       using errcode = '23505', hint = 'use a new concrete slug for a new version (for example ' || flow_slug || '_v2)';
   end if;
 
-  insert into pgflow.flows (flow_slug, opt_max_attempts, opt_base_delay, opt_timeout, queue_mode)
-  values (flow_slug, max_attempts, base_delay, timeout, queue_mode)
+  -- start_flow resolves an alias before a slug: a new flow may not take the name of an alias,
+  -- unless it carries that alias itself (a version named like its alias, which the alias may
+  -- point away from).
+  perform pgflow._lock_names();
+  select a.alias, a.flow_slug into taken from pgflow.aliases a
+  where lower(a.alias) = lower(create_flow.flow_slug) and a.alias is distinct from create_flow.alias;
+  if found then
+    raise exception 'flow %: an alias of that name exists (alias % points at flow %); it would start that flow instead',
+      flow_slug, taken.alias, taken.flow_slug
+      using errcode = '23505',
+        hint = 'use another concrete slug, e.g. with a version suffix (' || flow_slug || '_v2), or give this flow that alias';
+  end if;
+
+  insert into pgflow.flows (flow_slug, opt_max_attempts, opt_base_delay, opt_timeout, queue_mode, alias)
+  values (flow_slug, max_attempts, base_delay, timeout, queue_mode, create_flow.alias)
   returning * into created;
+  perform pgflow._register_alias(flow_slug, create_flow.alias);
 
   -- A plain flow's steps all share the flow's default queue. pgflow creates it and records that it
   -- did; a name that is already taken (an application's queue under any spelling, a declared
@@ -1232,11 +1273,13 @@ begin
   where ss.run_id = p_run_id and ss.step_slug = p_step_slug
   returning ss.flow_slug into flow;
 
+  -- Only dependents that still wait count it: one skipped by a cascade, or taken over by a resume
+  -- from its source run, waits for nothing (see complete_tasks).
   update pgflow.step_states ss
   set remaining_deps = ss.remaining_deps - 1
   from pgflow.deps d
   where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
-    and ss.step_slug = d.step_slug;
+    and ss.step_slug = d.step_slug and ss.status = 'created';
 
   perform pgflow._count_off_step(p_run_id);
 end;
@@ -1584,7 +1627,10 @@ $$;
 -- eligible queued task in the support set is claimed; every other message is reported (with the
 -- identity of its task, when one owns it) and its task left exactly as it was. One such message
 -- changes: a queued task outside the support set whose pair a live worker on the queue serves is
--- handed back to that worker (visible again at once, and announced; see _start_tasks).
+-- handed back to that worker (visible again at once, and announced; see _start_tasks). A read may
+-- ask for more messages than the worker has free slots (to read past another worker's backlog,
+-- see read_and_claim): then at most p_claim_limit tasks are claimed, and the worker's own tasks
+-- beyond them are returned the same way (surplus).
 
 -- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
 -- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
@@ -1639,8 +1685,8 @@ create or replace function pgflow._start_tasks(
   p_read_visibility integer,
   p_unclaimed_visibility integer,
   p_support_keys jsonb default null,
-  p_read_counts integer[] default null,
-  p_read_qty integer default null
+  p_read_qty integer default null,
+  p_claim_limit integer default null
 )
 returns table (
   message_id bigint,
@@ -1652,7 +1698,10 @@ returns table (
   input jsonb,
   attempt integer,
   -- The message's visibility when this call changed it (set_vt), else NULL.
-  vt timestamptz
+  vt timestamptz,
+  -- How many messages this worker's next read should ask for to reach its own queued work
+  -- behind what this read returned (the same on every row), else NULL. See below.
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -1682,15 +1731,21 @@ declare
   malformed boolean;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
   stamp uuid := _start_tasks.worker_id;
-  -- Messages handed back to a worker that serves them (see below): ids, visibility offsets, and
-  -- the notification payloads that announce them.
+  -- Messages handed back to a worker that serves them (see below), and the notification payloads
+  -- that announce them.
   h_msg bigint[];
-  h_off integer[];
   h_payloads text[];
   h_payload text;
-  h_hide integer;
-  h_reads integer;
-  h_patience interval;
+  -- The ids the claim may take: every id read, or with a claim limit the worker's own queued tasks
+  -- up to it; the worker's own queued tasks beyond it (surplus), returned like hand-backs.
+  claim_ids bigint[] := _start_tasks.msg_ids;
+  own_ids bigint[];
+  sur_msg bigint[];
+  -- The worker's first queued task behind this read, and how many to read to reach it.
+  behind bigint;
+  next_qty integer;
+  -- The deepest read a worker is told to make: it reads and hands back every message on its way.
+  read_past_max constant integer := 2000;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
@@ -1720,6 +1775,23 @@ begin
       left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
   end if;
 
+  -- A read deeper than the worker's free slots (read_and_claim's read_qty) may hold more of its own
+  -- tasks than it can run: it claims the first p_claim_limit of them, in message order, and the
+  -- rest are surplus (below). Ordinary reads (no more ids than the limit) skip this lookup.
+  if p_claim_limit is not null and cardinality(msg_ids) > p_claim_limit then
+    -- Each id looked up on its own (LATERAL ... LIMIT 1), as in the claim below.
+    select array_agg(i.mid order by i.mid) into own_ids
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+    cross join lateral (
+      select 1 from pgflow.step_tasks t
+      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+        and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      limit 1
+    ) t;
+    claim_ids := coalesce(own_ids[1:p_claim_limit], '{}');
+    sur_msg := nullif(own_ids[p_claim_limit + 1:], '{}');
+  end if;
+
   with claimed as (
     update pgflow.step_tasks t
     set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
@@ -1734,7 +1806,7 @@ begin
     -- by the row version found (a TID scan; a concurrent change is rechecked against the
     -- conditions below, as with any UPDATE).
     from (select k.tid, k.run_id, k.step_slug, k.task_index
-          from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+          from (select distinct m from unnest(claim_ids) m where m is not null) i(mid)
           cross join lateral (
             select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
             where t2.queue_name = q and t2.message_id = i.mid
@@ -1786,85 +1858,108 @@ begin
         cardinality(v_msg), v_msg using errcode = '55000';
     end if;
   end if;
-  -- Shared reads (DESIGN §4). Reading a message hides it from every other reader of the queue,
-  -- so a message this worker cannot claim would wait a visibility timeout for the worker that can,
-  -- and a non-supporting reader whose next read lands as it reappears could hide it again, for
-  -- ever. So a message whose task is queued in a started run, outside this worker's support set,
-  -- whose pair a live worker on this queue serves (fresh heartbeat, not deprecated), is handed
-  -- back: announced on the queue's channel with its pair as payload (["flow", "step"]: identity,
-  -- never the body), which wakes a worker that serves it, and
-  -- - made visible again at once (set_vt 0): a fresh message read by the wrong worker is claimed
-  --   by the right one without waiting, and a reader busy with its own work (this read claimed
-  --   something) never holds another worker's message back;
-  -- - except when this read was full (as many messages as it asked for, so more may wait behind
-  --   them), claimed nothing, and the message has waited more than half a visibility timeout
-  --   since it was queued and was read more often than the queue has live workers (and at least
-  --   twice; each other worker could have read it once): its workers are busy, and a reader
-  --   meeting the same handed-back messages at the head of every read would never reach its own
-  --   behind them. Then it is hidden for a random half to whole visibility
-  --   timeout (disposition handed_back_later), and the payload says in how many milliseconds it
-  --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
-  --   longer lines up with the reads of the workers that cannot claim it.
-  -- The task is not touched. A message no live worker serves keeps the visibility the worker
-  -- asked for (it would only be read again by workers that cannot claim it), and so does one no
-  -- task owns. Decided by task identity and the worker registry only; costs nothing when every
-  -- message read is claimed. (p_read_counts: PGMQ's read_ct per id, unknown counts as a first;
-  -- p_read_qty: how many the read asked for, unknown counts as full.)
+  -- Shared reads (docs/design.md, Claim table). Reading a message hides it from every other reader
+  -- of the queue, so a message this worker cannot claim would wait a visibility timeout for the
+  -- worker that can, and a non-supporting reader whose next read lands as it reappears could hide
+  -- it again, for ever. So a message whose task is queued in a started run, outside this worker's
+  -- support set, whose pair a live worker on this queue serves (fresh heartbeat, not deprecated),
+  -- is handed back:
+  -- made visible again at once (set_vt 0, or nothing when the read left it visible) and announced
+  -- on the queue's channel with its pair as payload (["flow", "step"]: identity, never the body),
+  -- which wakes a worker that serves it. A fresh message read by the wrong worker is claimed by
+  -- the right one without waiting, and no reader ever hides another worker's message for longer
+  -- than its own transaction. The worker's surplus tasks (see the claim limit above) are returned
+  -- the same way: this worker has no slot for them, another that serves them may. The task is not
+  -- touched. A message no live worker serves keeps the visibility the worker asked for (it would
+  -- only be read again by workers that cannot claim it), and so does one no task owns. Decided by
+  -- task identity and the worker registry only (each pair's servers looked up once); costs nothing
+  -- when every message read is claimed.
   if coalesce(cardinality(c_msg), 0) < n_ids then
-    h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
-                                * (0.5 + random() / 2))::integer);
-    h_patience := make_interval(secs => coalesce(p_unclaimed_visibility, p_read_visibility) / 2.0);
-    select greatest(count(*)::integer, 2) into h_reads from pgflow.workers w
-    where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
-      and w.stopped_at is null and w.deprecated_at is null;
-    select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),
-           array_agg(distinct h.payload)
-    into h_msg, h_off, h_payloads
-    from (select distinct on (u.m) u.m as mid, u.rc
-          from unnest(msg_ids, coalesce(p_read_counts, '{}'::integer[])) u(m, rc)
-          where u.m is not null order by u.m) i
-    cross join lateral (
-      select t.flow_slug, t.step_slug, t.run_id, t.queued_at from pgflow.step_tasks t
-      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
-      limit 1
-    ) t
-    cross join lateral (
-      select i.mid, t.flow_slug || chr(31) || t.step_slug as k,
-             case when c_msg is null and coalesce(i.rc, 1) > h_reads
-                       and n_ids >= coalesce(p_read_qty, n_ids)
-                       and t.queued_at < clock_timestamp() - h_patience then h_hide else 0 end as off
-    ) o
-    cross join lateral (
-      select o.mid, o.off,
-             case when o.off = 0 then jsonb_build_array(t.flow_slug, t.step_slug)
-                  else jsonb_build_array(t.flow_slug, t.step_slug, o.off * 1000) end::text as payload
-    ) h
-    where not (i.mid = any (coalesce(c_msg, '{}')))
-      and not (sup_keys ? o.k)
-      and exists (select 1 from pgflow.runs r where r.run_id = t.run_id and r.status = 'started')
-      and exists (
-        select 1 from pgflow.workers w
-        where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
-          and w.stopped_at is null and w.deprecated_at is null
-          and w.worker_id is distinct from _start_tasks.worker_id
-          and w.supported_keys ? o.k);
+    with unclaimed as (
+      select i.mid, s.m is not null as surplus, t.run_id, t.flow_slug, t.step_slug,
+             t.flow_slug || chr(31) || t.step_slug as k
+      from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+      left join unnest(sur_msg) s(m) on s.m = i.mid
+      cross join lateral (
+        select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
+        where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+        limit 1
+      ) t
+      where not (i.mid = any (coalesce(c_msg, '{}')))
+    ),
+    served as (
+      select p.k from (select distinct u.k from unclaimed u where not u.surplus) p
+      where not (sup_keys ? p.k)
+        and exists (
+          select 1 from pgflow.workers w
+          where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+            and w.stopped_at is null and w.deprecated_at is null
+            and w.worker_id is distinct from _start_tasks.worker_id
+            and w.supported_keys ? p.k)
+    )
+    select array_agg(u.mid order by u.mid),
+           array_agg(distinct jsonb_build_array(u.flow_slug, u.step_slug)::text)
+    into h_msg, h_payloads
+    from unclaimed u
+    where u.surplus
+       or (u.k in (select v.k from served v)
+           and exists (select 1 from pgflow.runs r where r.run_id = u.run_id and r.status = 'started'));
     if h_msg is not null then
-      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
-      from pgflow.set_vt_batch(q, h_msg, h_off) r;
+      if p_read_visibility is distinct from 0 then
+        select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+        from pgflow.set_vt_batch(q, h_msg, array_fill(0, array[cardinality(h_msg)])) r;
+      end if;
       foreach h_payload in array h_payloads loop
         perform pgflow._announce('pgflow_queue:' || q, h_payload);
       end loop;
     end if;
   end if;
-  -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
-  -- visibility the worker asked for, as if read with it.
+  -- A read with the claim's visibility (or, reading past others' messages, with none) hid the
+  -- messages not claimed for as long: they get the visibility the worker asked for, as if read
+  -- with it.
   if p_unclaimed_visibility is not null
      and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
-    select array_agg(i.m) into u_msg
-    from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
-    where not (i.m = any (coalesce(c_msg, '{}'))) and not (i.m = any (coalesce(h_msg, '{}')));
+    select array_agg(m) into u_msg
+    from (select m from unnest(msg_ids) m where m is not null
+          except select unnest(c_msg) except select unnest(h_msg)) i;
     select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
     from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
+  end if;
+  -- Reading past another worker's backlog. PGMQ reads visible messages in id order, so a worker
+  -- whose own tasks are queued behind a busy worker's backlog reads that backlog's head, hands it
+  -- back (visible at once: its worker is live) and reads the same head again, until the backlog
+  -- is gone. So when a full read did not claim all it read, the worker is told how many messages
+  -- its next read must ask for to reach its first queued task behind this read (or its first
+  -- surplus task): the distance in message ids from the first id read (the visible messages in
+  -- between are at most that many), plus its claim limit; at most read_past_max. read_and_claim
+  -- reads that many with visibility 0 and claims at most the limit, so the backlog it reads past
+  -- is hidden from its worker only while that read's transaction holds it. Only the worker's own
+  -- queued tasks are looked at (pgflow's rows, by id, within read_past_max ids of this read),
+  -- never a message's body. A task queued further behind, or whose message is not visible (a
+  -- retry's delay), is not reached this way.
+  if p_claim_limit is not null and coalesce(cardinality(c_msg), 0) < n_ids then
+    behind := sur_msg[1];
+    -- A read that came back short saw every visible message: nothing of this worker's is visible
+    -- behind it. Nor is anything when none of its flows has a started run (a key lookup per pair,
+    -- before a scan of up to read_past_max task rows).
+    if behind is null and n_ids >= coalesce(p_read_qty, n_ids)
+       and exists (select 1 from jsonb_object_keys(sup_keys) k
+                   where exists (select 1 from pgflow.runs r
+                                 where r.flow_slug = split_part(k, chr(31), 1)
+                                   and r.status = 'started')) then
+      select t.message_id into behind
+      from pgflow.step_tasks t
+      where t.queue_name = q
+        and t.message_id > (select max(m) from unnest(msg_ids) m)
+        and t.message_id < (select min(m) from unnest(msg_ids) m) + read_past_max
+        and t.status = 'queued' and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      order by t.message_id
+      limit 1;
+    end if;
+    if behind is not null then
+      next_qty := least(behind - (select min(m) from unnest(msg_ids) m) + p_claim_limit,
+                        read_past_max)::integer;
+    end if;
   end if;
 
   return query
@@ -1877,9 +1972,8 @@ begin
          case
            when c.mid is not null then 'claimed'
            when t.run_id is null then 'unknown'
-           when i.mid = any (coalesce(h_msg, '{}')) then
-             case when h_off[array_position(h_msg, i.mid)] = 0 then 'handed_back'
-                  else 'handed_back_later' end
+           when sur.mid is not null then 'surplus'
+           when h.mid is not null then 'handed_back'
            when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
            when t.status = 'started' then 'started'
            else 'ineligible'
@@ -1910,10 +2004,13 @@ begin
            end
          end,
          c.attempt,
-         nv.vt
+         nv.vt,
+         next_qty
   from ids i
   left join claimed c on c.mid = i.mid
   left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
+  left join unnest(h_msg) as h(mid) on h.mid = i.mid
+  left join unnest(sur_msg) as sur(mid) on sur.mid = i.mid
   -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
   -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
   left join lateral (
@@ -2063,6 +2160,14 @@ $$;
 -- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
 -- again), and only the messages it does not claim are set back to visibility_timeout.
 --
+-- qty is the most tasks the worker claims (its free slots) and, by default, how many messages it
+-- reads. read_qty, when larger, is how many it reads instead: the worker was told (next_read_qty,
+-- on every row of its last read; see _start_tasks) that its own queued work waits that far behind
+-- another worker's backlog at the head of the queue. Such a read is made with visibility 0, so
+-- the messages it does not claim are hidden only while this transaction holds them and need no
+-- set_vt to be handed back; the ones it claims get theirs (timeout + 2 s), and the others that
+-- must stay hidden (no live worker serves them, no task owns them) get visibility_timeout.
+--
 -- Seq scans are priced out here and in everything it calls (enable_seqscan = off): every row it
 -- touches is found by a key, and a worker's session keeps plans made on the statistics of the
 -- moment. A plan made while the tables were small (a young database, or one autovacuum has just
@@ -2075,7 +2180,8 @@ create or replace function pgflow.read_and_claim(
   qty integer,
   max_poll_seconds integer default 2,
   poll_interval_ms integer default 50,
-  supported jsonb default null
+  supported jsonb default null,
+  read_qty integer default null
 )
 returns table (
   msg_id bigint,
@@ -2090,7 +2196,8 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -2105,6 +2212,8 @@ declare
   ids bigint[];
   -- How long the read hides what it reads.
   read_vt integer := read_and_claim.visibility_timeout;
+  -- How many it reads.
+  depth integer := greatest(read_and_claim.qty, coalesce(read_and_claim.read_qty, 0));
   hint integer;
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
@@ -2119,17 +2228,20 @@ begin
     from pgflow._registered_claim(read_and_claim.worker_id, q) r;
     read_vt := coalesce(hint, read_vt);
   end if;
+  if depth > read_and_claim.qty then
+    read_vt := 0;
+  end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
     -- A worker woken by notifications reads once without waiting: it waits for the next
     -- notification itself (read_with_poll with no time left returns before reading at all).
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read(q, read_vt, read_and_claim.qty) m;
+    from pgmq.read(q, read_vt, depth) m;
   else
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read_with_poll(q, read_vt, read_and_claim.qty,
+    from pgmq.read_with_poll(q, read_vt, depth,
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
@@ -2148,13 +2260,13 @@ begin
          case when c.disposition = 'claimed' then m.message end,
          -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
          case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
-         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
+         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt,
+         c.next_read_qty
   from unnest(msgs) m
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           array(select r.read_ct from unnest(msgs) r order by r.msg_id),
-                           read_and_claim.qty) c
+                           depth, read_and_claim.qty) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 
@@ -2208,7 +2320,8 @@ create or replace function pgflow.complete_and_claim(
   worker_id uuid,
   visibility_timeout integer,
   qty integer,
-  supported jsonb default null
+  supported jsonb default null,
+  read_qty integer default null
 )
 returns table (
   msg_id bigint,
@@ -2223,7 +2336,8 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -2233,7 +2347,8 @@ begin
   perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
     complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
   return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,
-    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported);
+    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported,
+    complete_and_claim.read_qty);
 end;
 $$;
 
@@ -2393,7 +2508,9 @@ begin
   if f_runs is not null then
     if releases then
       -- Release the dependents of the steps that completed, and note the runs where one became
-      -- ready.
+      -- ready. Only a dependent that still waits ('created') counts: one that a cascade skipped,
+      -- or that a resume took over from its source run, waits for nothing, and counting it down
+      -- would take its counter below zero.
       with released as (
         update pgflow.step_states ss
         set remaining_deps = ss.remaining_deps - r.n
@@ -2401,11 +2518,11 @@ begin
               from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
               join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
               group by f.run_id, d.step_slug) r
-        where ss.run_id = r.run_id and ss.step_slug = r.step_slug
-        returning ss.run_id, ss.remaining_deps, ss.status
+        where ss.run_id = r.run_id and ss.step_slug = r.step_slug and ss.status = 'created'
+        returning ss.run_id, ss.remaining_deps
       )
       select array_agg(distinct r.run_id order by r.run_id) into ready_runs
-      from released r where r.remaining_deps = 0 and r.status = 'created';
+      from released r where r.remaining_deps = 0;
     end if;
 
     -- Count the steps off their runs; a run's last step completes it with the outputs of its
@@ -2712,27 +2829,46 @@ $$;
 -- Starting a run again. Both make a NEW run of the same concrete flow with the same input and leave
 -- the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
 -- was made (restart_mode). Only a run that failed or was cancelled can be restarted. Its tasks follow
--- the flow's persisted routes, as any run's do.
+-- the flow's persisted routes, as any run's do. Neither resolves an alias: the source's flow slug
+-- is a concrete slug, and a version whose slug is also an alias's name is still that version.
 --
--- retry_run runs everything again. resume_run reuses what the source completed: every completed
--- step is copied as completed (reused = true, its output kept), and of a map step that did not
--- complete, every completed task, when the map's input array is the same (_start_ready_steps);
--- only the rest is queued, and the run proceeds normally from there (dependencies, conditions, map
--- aggregation, the run's output).
+-- retry_run runs everything again. resume_run takes over what the source finished and what was
+-- built on it, and runs the rest:
+--   * every completed step is taken over as completed (reused = true, its output kept);
+--   * every skipped step that a completed step depends on, directly or through other steps, is
+--     taken over as skipped (reused, its skip reason and error kept): the completed step was
+--     computed without its output, and a resumed run holds exactly what its reused steps saw;
+--   * every other step runs again: failed, cancelled and unfinished steps, and skipped steps that
+--     nothing completed was built on (a step skipped because its handler failed gets another
+--     attempt, a condition is decided again, a cascade of skips is applied again if its cause
+--     skips again);
+--   * of a map step that runs again, every completed task is taken over when the map's input
+--     array is the same (_start_ready_steps).
+-- Only steps that run again wait for their dependencies, and they wait only for dependencies that
+-- run again (a step that is taken over never has one that runs again), so no completion counts a
+-- step below zero (complete_tasks also counts down only steps that still wait).
+--
+-- Each call starts one more run unless again => false: then a run already retried or resumed is
+-- refused (23505, naming its restart), so a script that restarts a batch of runs twice, or two
+-- operators at once, restart each run once. Restarts of one run are serialised for this check.
 --
 -- security definer, like start_flow: service_role (0900_privileges) can restart runs without write
 -- access to pgflow's tables or to PGMQ's queues.
 
--- The source of a restart: it must exist and have failed or been cancelled.
-create or replace function pgflow._restart_source(p_run_id uuid, p_verb text)
+-- The source of a restart: it must exist and have failed or been cancelled, and, unless p_again,
+-- must not have been restarted already. Holds a transaction lock on restarting this run until the
+-- caller commits, so a concurrent restart of it sees this one.
+create or replace function pgflow._restart_source(p_run_id uuid, p_verb text, p_again boolean)
 returns pgflow.runs
 language plpgsql
-stable
+volatile
 set search_path = ''
 as $$
 declare
   source pgflow.runs;
+  previous pgflow.runs;
 begin
+  perform pg_advisory_xact_lock(hashtextextended('pgflow.restart:' || coalesce(p_run_id::text, ''), 0));
   select * into source from pgflow.runs r where r.run_id = p_run_id;
   if not found then
     raise exception 'run % does not exist', coalesce(p_run_id::text, 'NULL')
@@ -2744,82 +2880,117 @@ begin
         hint = case when source.status = 'started' then 'cancel it first (pgflow.cancel_run), or wait for it to end'
                     else 'a completed run needs no restart; start a new run with pgflow.start_flow' end;
   end if;
+  if p_again is distinct from true then
+    select * into previous from pgflow.runs r
+    where r.restart_of_run_id = p_run_id
+    order by r.started_at desc, r.run_id limit 1;
+    if found then
+      raise exception 'run % was % already, as run %; it was not % again', p_run_id,
+        case previous.restart_mode when 'retry' then 'retried' else 'resumed' end, previous.run_id, p_verb
+        using errcode = '23505',
+          hint = 'look at run ' || previous.run_id || ' (pgflow.get_run), or pass again => true to restart it once more';
+    end if;
+  end if;
   return source;
 end;
 $$;
 
-create or replace function pgflow.retry_run(run_id uuid)
+-- Makes the new run of a restart and starts what is ready in it. p_mode 'retry' takes over nothing;
+-- 'resume' takes over what the top of this file says.
+create or replace function pgflow._restart_run(p_source pgflow.runs, p_mode text)
 returns pgflow.runs
 language plpgsql
 volatile
-security definer
 set search_path = ''
 as $$
 declare
-  source pgflow.runs := pgflow._restart_source(retry_run.run_id, 'retried');
-  created pgflow.runs;
-begin
-  created := pgflow.start_flow(source.flow_slug, source.input);
-  update pgflow.runs r set restart_of_run_id = source.run_id, restart_mode = 'retry'
-  where r.run_id = created.run_id
-  returning * into created;
-  return created;
-end;
-$$;
-
-create or replace function pgflow.resume_run(run_id uuid)
-returns pgflow.runs
-language plpgsql
-volatile
-security definer
-set search_path = ''
-as $$
-declare
-  source pgflow.runs := pgflow._restart_source(resume_run.run_id, 'resumed');
   new_run_id uuid := gen_random_uuid();
+  reused_steps text[];
   created pgflow.runs;
 begin
-  if not exists (select 1 from pgflow.flows f where f.flow_slug = source.flow_slug) then
-    raise exception 'flow % does not exist', source.flow_slug using errcode = '22023';
+  -- The steps taken over: the completed ones and every step they were built on (each of which
+  -- finished: a step starts only after its dependencies did). A skipped step among them stays
+  -- skipped; one that is neither completed nor skipped (never expected) would run again.
+  if p_mode = 'resume' then
+    with recursive built_on(step_slug) as (
+      select ss.step_slug from pgflow.step_states ss
+      where ss.run_id = p_source.run_id and ss.status = 'completed'
+      union
+      select d.dep_slug from built_on b
+      join pgflow.deps d on d.flow_slug = p_source.flow_slug and d.step_slug = b.step_slug
+    )
+    select coalesce(array_agg(b.step_slug), '{}') into reused_steps
+    from built_on b
+    join pgflow.step_states ss on ss.run_id = p_source.run_id and ss.step_slug = b.step_slug
+    where ss.status in ('completed', 'skipped');
+  else
+    reused_steps := '{}';
   end if;
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode)
-  values (new_run_id, source.flow_slug, source.input,
-          (select count(*) from pgflow.steps s where s.flow_slug = source.flow_slug)
-            - (select count(*) from pgflow.step_states ss
-               where ss.run_id = source.run_id and ss.status = 'completed'),
-          source.run_id, 'resume');
 
-  -- A completed step is copied as completed; every other step waits for its dependencies that
-  -- did not complete in the source (they run again here).
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode)
+  values (new_run_id, p_source.flow_slug, p_source.input,
+          (select count(*) from pgflow.steps s where s.flow_slug = p_source.flow_slug)
+            - cardinality(reused_steps),
+          p_source.run_id, p_mode);
+
+  -- A step taken over is copied with its outcome; every other step waits for its dependencies
+  -- that are not taken over (they run again here).
   insert into pgflow.step_states (run_id, flow_slug, step_slug, status, remaining_deps, remaining_tasks,
-                                  initial_tasks, output, started_at, completed_at, reused)
+                                  initial_tasks, output, skip_reason, error_message, started_at,
+                                  completed_at, skipped_at, reused)
   select new_run_id, s.flow_slug, s.step_slug,
-         case when done then 'completed' else 'created' end,
-         case when done then 0 else (
+         case when kept then prev.status else 'created' end,
+         case when kept then 0 else (
            select count(*) from pgflow.deps d
-           left join pgflow.step_states dss on dss.run_id = source.run_id and dss.step_slug = d.dep_slug
            where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug
-             and dss.status is distinct from 'completed') end,
-         case when done then 0 end,
-         case when done then prev.initial_tasks end,
-         case when done then prev.output end,
-         case when done then clock_timestamp() end,
-         case when done then clock_timestamp() end,
-         done
+             and not (d.dep_slug = any (reused_steps))) end,
+         case when kept then 0 end,
+         case when kept then prev.initial_tasks end,
+         case when kept then prev.output end,
+         case when kept then prev.skip_reason end,
+         case when kept then prev.error_message end,
+         case when kept and prev.status = 'completed' then clock_timestamp() end,
+         case when kept and prev.status = 'completed' then clock_timestamp() end,
+         case when kept and prev.status = 'skipped' then clock_timestamp() end,
+         kept
   from pgflow.steps s
-  left join pgflow.step_states prev on prev.run_id = source.run_id and prev.step_slug = s.step_slug
-  cross join lateral (select prev.status is not distinct from 'completed' as done) c
-  where s.flow_slug = source.flow_slug;
+  left join pgflow.step_states prev on prev.run_id = p_source.run_id and prev.step_slug = s.step_slug
+  cross join lateral (select s.step_slug = any (reused_steps) as kept) c
+  where s.flow_slug = p_source.flow_slug;
 
   perform pgflow._start_ready_steps(new_run_id);
 
-  -- Nothing left to run (every step was reused or finished at once): the run is complete.
+  -- Nothing left to run (every step was taken over, or finished at once): the run is complete.
   update pgflow.runs r
   set status = 'completed', completed_at = clock_timestamp(), output = pgflow._run_output(new_run_id)
   where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
 
   select * into created from pgflow.runs r where r.run_id = new_run_id;
   return created;
+end;
+$$;
+
+create or replace function pgflow.retry_run(run_id uuid, again boolean default true)
+returns pgflow.runs
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  return pgflow._restart_run(pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again), 'retry');
+end;
+$$;
+
+create or replace function pgflow.resume_run(run_id uuid, again boolean default true)
+returns pgflow.runs
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  return pgflow._restart_run(pgflow._restart_source(resume_run.run_id, 'resumed', resume_run.again), 'resume');
 end;
 $$;
 
@@ -3252,9 +3423,10 @@ $$;
 -- concrete slug (thread_triage_v2). Compiling a version never moves an alias; an operator moves it
 -- with a compare-and-swap after checking that the new version's handlers are deployed.
 
--- Records the alias a compiled flow carries: the first compile of a flow with an alias creates the
--- alias pointing at it; a later version with the same alias leaves it where it is. An alias may not
--- take the name of another flow (start_flow would then start the alias's target instead of it).
+-- Records the alias a flow carries (create_flow calls it): the first flow with an alias creates
+-- the alias pointing at it; a later version with the same alias leaves it where it is. An alias
+-- may not take the name of another flow (start_flow would then start the alias's target instead of
+-- it); the names lock (pgflow._lock_names) keeps a concurrent create_flow of that name out.
 create or replace function pgflow._register_alias(p_flow_slug text, p_alias text)
 returns void
 language plpgsql
@@ -3267,6 +3439,7 @@ begin
   if p_alias is null then
     return;
   end if;
+  perform pgflow._lock_names();
   select f.flow_slug into named from pgflow.flows f
   where lower(f.flow_slug) = lower(p_alias) and f.alias is distinct from p_alias
     and f.flow_slug <> p_flow_slug;
@@ -3433,7 +3606,7 @@ begin
     return problems || format('route plan mode must be flow, step or routed, got %s', coalesce(p_routes -> 'mode', 'null'));
   end if;
   if jsonb_typeof(p_routes -> 'queues') is distinct from 'object' then
-    return problems || 'route plan must have a "queues" object';
+    return problems || 'route plan must have a "queues" object'::text;
   end if;
   select array_agg(s order by s) into missing from unnest(slugs) s where not (p_routes -> 'queues' ? s);
   select array_agg(k order by k) into unknown from jsonb_object_keys(p_routes -> 'queues') k where not (k = any (slugs));
@@ -3510,9 +3683,10 @@ as $$
 $$;
 
 -- Creates a validated definition: shared queues are checked (and locked) first, so a conflict is
--- found before anything changes; then the flow, its steps and their queues.
+-- found before anything changes; then the flow with its alias, its steps and their queues. The
+-- names lock comes before the queue locks (the order create_flow takes them in).
 create or replace function pgflow._create_flow_from_definition(
-  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb
+  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb, p_alias text
 )
 returns void
 language plpgsql
@@ -3525,6 +3699,7 @@ declare
   opts jsonb;
   flow_opts jsonb := coalesce(p_options -> 'flow', '{}'::jsonb);
 begin
+  perform pgflow._lock_names();
   if p_routes ->> 'mode' = 'routed' then
     for q in select distinct value #>> '{}' from jsonb_each(p_routes -> 'queues') order by 1 loop
       perform pgflow._check_shared_queue(q, p_flow_slug);
@@ -3534,7 +3709,8 @@ begin
     (flow_opts ->> 'maxAttempts')::integer,
     (flow_opts ->> 'baseDelay')::integer,
     (flow_opts ->> 'timeout')::integer,
-    p_routes ->> 'mode');
+    p_routes ->> 'mode',
+    p_alias);
   for step in select value from jsonb_array_elements(p_shape -> 'steps') order by (value ->> 'index')::integer loop
     opts := coalesce(p_options -> 'steps' -> (step ->> 'slug'), '{}'::jsonb);
     perform pgflow.add_step(
@@ -3594,22 +3770,6 @@ as $$
   where d.stored is distinct from d.supplied
 $$;
 
--- Gives a flow just created its alias, and creates the alias if it is the first version of it.
-create or replace function pgflow._set_flow_alias(p_flow_slug text, p_alias text)
-returns void
-language plpgsql
-volatile
-set search_path = ''
-as $$
-begin
-  if p_alias is null then
-    return;
-  end if;
-  perform pgflow._register_alias(p_flow_slug, p_alias);
-  update pgflow.flows f set alias = p_alias where f.flow_slug = p_flow_slug;
-end;
-$$;
-
 create or replace function pgflow.ensure_flow_compiled(
   flow_slug text,
   shape jsonb,
@@ -3649,14 +3809,9 @@ begin
 
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then
-    -- start_flow resolves an alias before a slug: a new flow may not take another alias's name.
-    if exists (select 1 from pgflow.aliases a where lower(a.alias) = lower(ensure_flow_compiled.flow_slug)
-               and a.alias is distinct from ensure_flow_compiled.alias) then
-      raise exception 'flow %: an alias of that name exists (it points at another version)', ensure_flow_compiled.flow_slug
-        using errcode = '23505', hint = 'use a new concrete slug, e.g. with a version suffix (_v2)';
-    end if;
-    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
-    perform pgflow._set_flow_alias(ensure_flow_compiled.flow_slug, ensure_flow_compiled.alias);
+    -- create_flow refuses a slug that is another alias's name.
+    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options,
+                                                ensure_flow_compiled.alias);
     return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
                               'optionDifferences', '[]'::jsonb);
   end if;
@@ -3689,17 +3844,24 @@ begin
     select format('%s: %s %s stored, %s new', coalesce('step ' || (d ->> 'step'), 'flow'), d ->> 'option',
                   coalesce(d ->> 'stored', 'unset'), coalesce(d ->> 'supplied', 'unset'))
     from jsonb_array_elements(option_differences) d);
-  -- Local development: check the new shared queues before deleting anything.
+  -- Local development: check the new shared queues before deleting anything (names lock first,
+  -- as in _create_flow_from_definition).
+  perform pgflow._lock_names();
   if route_plan ->> 'mode' = 'routed' then
     for q in select distinct value #>> '{}' from jsonb_each(route_plan -> 'queues') order by 1 loop
       perform pgflow._check_shared_queue(q, existing);
     end loop;
   end if;
+  -- An alias that keeps pointing at the slug stays: the flow comes back carrying it. One the new
+  -- definition drops goes as it would with delete_flow_and_data (or the recompile is refused).
+  if exists (select 1 from pgflow.flows f where f.flow_slug = existing
+             and f.alias is distinct from ensure_flow_compiled.alias) then
+    perform pgflow._release_aliases(existing);
+  end if;
   select count(*) into deleted_runs from pgflow.runs r where r.flow_slug = existing;
   select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
-  perform pgflow.delete_flow_and_data(existing);
-  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
-  perform pgflow._set_flow_alias(existing, ensure_flow_compiled.alias);
+  perform pgflow._delete_flow_data(existing);
+  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options, ensure_flow_compiled.alias);
   -- Live workers registered for the old definition (the compiling worker registers after this):
   -- their claims on the flow are withdrawn. Local development only, so reading every live
   -- worker's pairs here costs nothing that matters.
@@ -3750,29 +3912,30 @@ begin
 end;
 $$;
 
+-- Deletes one flow's data; the caller holds the flow's compile lock (pgflow.flow:<slug>) and has
+-- dealt with the aliases that point at it (delete_flow_and_data, or a local-development recompile).
+--
 -- Lock order, the same as every other writer's: the flow, then each of its runs (in run_id order,
 -- as complete_tasks takes them), then messages, then task rows. complete_task, fail_task and
 -- stalled recovery take the run first and its task and messages after; a claim takes a message and
 -- then its task. So a completion in flight finishes before the delete goes on, and the task and
 -- message it created are then seen and removed here; a completion that comes later finds its run
 -- gone and changes nothing. Neither fails, and no message of the flow is left behind.
-create or replace function pgflow.delete_flow_and_data(flow_slug text)
+create or replace function pgflow._delete_flow_data(p_flow_slug text)
 returns void
 language plpgsql
 volatile
 set search_path = ''
 as $$
-#variable_conflict use_column
 declare
   flow pgflow.flows;
   grp record;
   dropped text[];
   own_queue text;
 begin
-  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
-  select * into flow from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug for update;
+  select * into flow from pgflow.flows f where f.flow_slug = p_flow_slug for update;
   if not found then
-    raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
+    raise exception 'flow % does not exist', coalesce(quote_literal(p_flow_slug), 'NULL')
       using errcode = '22023';
   end if;
   perform 1 from pgflow.runs r where r.flow_slug = flow.flow_slug order by r.run_id for update;
@@ -3812,6 +3975,68 @@ begin
   delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
   delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
   delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
+end;
+$$;
+
+-- The aliases that point at a flow about to be deleted. Left alone, an alias would start whatever
+-- is compiled under the slug next, an unrelated flow perhaps. An alias whose only version is this
+-- flow goes with it; one that other versions carry is not deleted with it: the deletion is refused,
+-- naming the activation that points the alias at another version first (an operator's choice,
+-- after a coverage check, as every move of an alias is).
+--
+-- Only the alias the flow carries can point at it (an alias moves only to a version carrying it).
+-- Its row is locked before the flow's, the order activate_alias takes them in, so an activation
+-- that is moving the alias onto this flow either commits first (and is seen here) or waits and
+-- then finds the flow gone.
+create or replace function pgflow._release_aliases(p_flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  carried text;
+  target text;
+  other text;
+begin
+  select f.alias into carried from pgflow.flows f where f.flow_slug = p_flow_slug;
+  if carried is null then
+    return;
+  end if;
+  select a.flow_slug into target from pgflow.aliases a where a.alias = carried for update;
+  if target is distinct from p_flow_slug then
+    return;
+  end if;
+  select f.flow_slug into other from pgflow.flows f
+  where f.alias = carried and f.flow_slug <> p_flow_slug
+  order by f.created_at desc, f.flow_slug limit 1;
+  if other is not null then
+    raise exception 'flow % is the target of alias %, which starts it; it was not deleted', p_flow_slug, carried
+      using errcode = '55000',
+        hint = format('point the alias at another version first, e.g. select pgflow.activate_alias(%L, %L, %L); then delete the flow',
+                      carried, p_flow_slug, other);
+  end if;
+  delete from pgflow.aliases a where a.alias = carried;
+end;
+$$;
+
+-- Deletes one concrete flow with its data (see the top of this file). Refused while an alias
+-- points at it and other versions carry that alias; an alias whose only version it is goes with it
+-- (pgflow._release_aliases).
+create or replace function pgflow.delete_flow_and_data(flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
+  if not exists (select 1 from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug) then
+    raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
+      using errcode = '22023';
+  end if;
+  perform pgflow._release_aliases(delete_flow_and_data.flow_slug);
+  perform pgflow._delete_flow_data(delete_flow_and_data.flow_slug);
 end;
 $$;
 
@@ -4167,11 +4392,38 @@ begin
 end;
 $$;
 
+-- The pg_cron schedule of a keep-alive interval: '<n> seconds' for whole seconds from 1 to 59
+-- (pg_cron 1.5 or later runs those), cron syntax for whole minutes that divide an hour. Anything
+-- else is refused, naming the value and what is accepted: pg_cron could only run it at another
+-- interval than the one asked for (119.6 seconds would become every 2 minutes).
+create or replace function pgflow._keep_alive_schedule(p_keep_alive interval)
+returns text
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  seconds numeric := extract(epoch from p_keep_alive);
+begin
+  if seconds = pg_catalog.trunc(seconds) then
+    if seconds between 1 and 59 then
+      return seconds::integer || ' seconds';
+    end if;
+    if seconds between 60 and 3600 and seconds % 60 = 0 and 60 % (seconds / 60) = 0 then
+      return case seconds when 60 then '* * * * *' when 3600 then '0 * * * *'
+                          else '*/' || (seconds::integer / 60) || ' * * * *' end;
+    end if;
+  end if;
+  raise exception 'keep_alive % is not an interval pg_cron can run exactly', coalesce(p_keep_alive::text, 'NULL')
+    using errcode = '22023',
+      hint = 'use whole seconds from 1 to 59 (pg_cron 1.5 or later), or whole minutes that divide an hour (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60)';
+end;
+$$;
+
 -- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
--- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive gets a
--- schedule pg_cron can run: '<n> seconds' for 1-59 s on pg_cron 1.5 or later (older versions run a
--- job at most once a minute: Debian 12's postgresql-15-cron is 1.4), cron syntax for whole minutes
--- that divide an hour, and otherwise an error naming the value and the fix.
+-- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive's
+-- schedule is _keep_alive_schedule's, checked before anything else; seconds need pg_cron 1.5 or
+-- later (older versions run a job at most once a minute: Debian 12's postgresql-15-cron is 1.4).
 create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
 returns void
 language plpgsql
@@ -4179,10 +4431,9 @@ volatile
 set search_path = ''
 as $$
 declare
-  seconds numeric := extract(epoch from keep_alive);
+  keep_alive_schedule text := pgflow._keep_alive_schedule(keep_alive);
   version text;
   sub_minute boolean;
-  keep_alive_schedule text;
 begin
   if to_regprocedure('cron.schedule(text, text, text)') is null then
     raise exception 'pg_cron is not installed' using errcode = '0A000',
@@ -4197,21 +4448,11 @@ begin
   select e.extversion into version from pg_catalog.pg_extension e where e.extname = 'pg_cron';
   sub_minute := pg_catalog.string_to_array(pg_catalog.split_part(version, '-', 1), '.')::integer[]
                 >= array[1, 5];
-  if seconds >= 1 and seconds < 60 and seconds = pg_catalog.trunc(seconds) then
-    if not sub_minute then
-      raise exception 'keep_alive % needs pg_cron 1.5 or later (this database has pg_cron %, which runs jobs at most once a minute)',
-        keep_alive, version
-        using errcode = '22023',
-          hint = 'pass keep_alive => interval ''1 minute'', or upgrade pg_cron';
-    end if;
-    keep_alive_schedule := seconds::integer || ' seconds';
-  elsif seconds >= 60 and seconds <= 3600 and seconds::integer % 60 = 0 and 60 % (seconds::integer / 60) = 0 then
-    keep_alive_schedule := case seconds when 60 then '* * * * *' when 3600 then '0 * * * *'
-                                else '*/' || (seconds::integer / 60) || ' * * * *' end;
-  else
-    raise exception 'keep_alive % is not a schedule pg_cron can run', keep_alive
+  if keep_alive_schedule like '% seconds' and not sub_minute then
+    raise exception 'keep_alive % needs pg_cron 1.5 or later (this database has pg_cron %, which runs jobs at most once a minute)',
+      keep_alive, version
       using errcode = '22023',
-        hint = 'use whole seconds from 1 to 59 (pg_cron 1.5 or later), or whole minutes that divide an hour (1, 2, 3, 5, 10, 15, 20, 30, 60)';
+        hint = 'pass keep_alive => interval ''1 minute'', or upgrade pg_cron';
   end if;
   execute 'select cron.schedule($1, $2, $3)'
   using 'pgflow_ensure_workers', keep_alive_schedule, 'select pgflow.ensure_workers()';
@@ -4356,6 +4597,13 @@ as $$
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
     'started_as', r.started_as,
+    -- The runs made from this one by retry_run or resume_run ("retried as …"), newest first, at
+    -- most 20; list_runs lists them the same way. runs_restart_of_idx holds only restarts.
+    'restarts', (select coalesce(jsonb_agg(jsonb_build_object('run_id', x.run_id, 'restart_mode', x.restart_mode,
+                   'status', x.status, 'started_at', to_char(x.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+                 order by x.started_at desc, x.run_id), '[]'::jsonb)
+                 from (select * from pgflow.runs x2 where x2.restart_of_run_id = r.run_id
+                       order by x2.started_at desc, x2.run_id limit 20) x),
     'steps', coalesce((
       select jsonb_agg(jsonb_build_object(
         'step_slug', ss.step_slug,
@@ -4399,15 +4647,17 @@ as $$
   where r.run_id = get_run.run_id
 $$;
 
--- Searching runs, newest first: by flow, status, start time and run id prefix (each optional),
--- at most max_rows (1 to 1,000). Each run as a small JSON document (no input or output), times as
+-- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
+-- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
+-- as a small JSON document (no input or output) with the runs made from it (restarts), times as
 -- get_run writes them. security invoker, like get_run.
 create or replace function pgflow.list_runs(
   flow_slug text default null,
   status text default null,
   since timestamptz default null,
   run_id_prefix text default null,
-  max_rows integer default 50
+  max_rows integer default 50,
+  restarted boolean default null
 )
 returns setof jsonb
 language plpgsql
@@ -4440,13 +4690,25 @@ begin
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
     'started_as', r.started_as,
-    'error_message', r.error_message
+    'error_message', r.error_message,
+    -- As in get_run (not a shared function: the caller would need the right to execute it).
+    'restarts', (select coalesce(jsonb_agg(jsonb_build_object('run_id', x.run_id, 'restart_mode', x.restart_mode,
+                   'status', x.status, 'started_at', to_char(x.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+                 order by x.started_at desc, x.run_id), '[]'::jsonb)
+                 from (select * from pgflow.runs x2 where x2.restart_of_run_id = r.run_id
+                       order by x2.started_at desc, x2.run_id limit 20) x)
   )
   from pgflow.runs r
+  -- One probe of runs_restart_of_idx per run looked at, as the newest runs are read: written as
+  -- a lateral join, because an EXISTS under the OR below would be planned as a hash of every
+  -- restart ever made (tens of milliseconds with a long history).
+  left join lateral (select true as yes from pgflow.runs x where x.restart_of_run_id = r.run_id limit 1) was
+    on list_runs.restarted is not null
   where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
     and (list_runs.status is null or r.status = list_runs.status)
     and (since is null or r.started_at >= since)
     and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
+    and (list_runs.restarted is null or coalesce(was.yes, false) = list_runs.restarted)
   order by r.started_at desc, r.run_id
   limit max_rows;
 end;
@@ -4479,9 +4741,9 @@ begin
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
-    grant execute on function pgflow.retry_run(uuid) to service_role;
-    grant execute on function pgflow.resume_run(uuid) to service_role;
-    grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
+    grant execute on function pgflow.retry_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.resume_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer, boolean) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;
     -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
     grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),

@@ -74,9 +74,11 @@ create table if not exists pgflow.deps (
 create index if not exists deps_step_idx on pgflow.deps (flow_slug, step_slug);
 
 -- Aliases: a stable name that points at exactly one concrete version (a flow carrying that alias).
--- Created by the first compile of a flow with the alias; only pgflow.activate_alias moves it. No
--- foreign key to flows: a local-development recompile deletes and recreates the flow it points at;
--- start_flow names a missing target instead.
+-- Created by the first compile of a flow with the alias; only pgflow.activate_alias moves it, and
+-- only to a flow that carries it. No foreign key to flows: a local-development recompile deletes
+-- and recreates the flow it points at. Deleting the flow it points at deletes it too when no other
+-- version carries it, and is refused otherwise (pgflow._release_aliases); start_flow still names a
+-- missing target rather than fail obscurely.
 create table if not exists pgflow.aliases (
   alias text not null,
   flow_slug text not null,

@@ -136,11 +136,13 @@ begin
   where ss.run_id = p_run_id and ss.step_slug = p_step_slug
   returning ss.flow_slug into flow;
 
+  -- Only dependents that still wait count it: one skipped by a cascade, or taken over by a resume
+  -- from its source run, waits for nothing (see complete_tasks).
   update pgflow.step_states ss
   set remaining_deps = ss.remaining_deps - 1
   from pgflow.deps d
   where ss.run_id = p_run_id and d.flow_slug = flow and d.dep_slug = p_step_slug
-    and ss.step_slug = d.step_slug;
+    and ss.step_slug = d.step_slug and ss.status = 'created';
 
   perform pgflow._count_off_step(p_run_id);
 end;

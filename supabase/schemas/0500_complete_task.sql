@@ -153,7 +153,9 @@ begin
   if f_runs is not null then
     if releases then
       -- Release the dependents of the steps that completed, and note the runs where one became
-      -- ready.
+      -- ready. Only a dependent that still waits ('created') counts: one that a cascade skipped,
+      -- or that a resume took over from its source run, waits for nothing, and counting it down
+      -- would take its counter below zero.
       with released as (
         update pgflow.step_states ss
         set remaining_deps = ss.remaining_deps - r.n
@@ -161,11 +163,11 @@ begin
               from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
               join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
               group by f.run_id, d.step_slug) r
-        where ss.run_id = r.run_id and ss.step_slug = r.step_slug
-        returning ss.run_id, ss.remaining_deps, ss.status
+        where ss.run_id = r.run_id and ss.step_slug = r.step_slug and ss.status = 'created'
+        returning ss.run_id, ss.remaining_deps
       )
       select array_agg(distinct r.run_id order by r.run_id) into ready_runs
-      from released r where r.remaining_deps = 0 and r.status = 'created';
+      from released r where r.remaining_deps = 0;
     end if;
 
     -- Count the steps off their runs; a run's last step completes it with the outputs of its

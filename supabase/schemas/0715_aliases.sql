@@ -2,9 +2,10 @@
 -- concrete slug (thread_triage_v2). Compiling a version never moves an alias; an operator moves it
 -- with a compare-and-swap after checking that the new version's handlers are deployed.
 
--- Records the alias a compiled flow carries: the first compile of a flow with an alias creates the
--- alias pointing at it; a later version with the same alias leaves it where it is. An alias may not
--- take the name of another flow (start_flow would then start the alias's target instead of it).
+-- Records the alias a flow carries (create_flow calls it): the first flow with an alias creates
+-- the alias pointing at it; a later version with the same alias leaves it where it is. An alias
+-- may not take the name of another flow (start_flow would then start the alias's target instead of
+-- it); the names lock (pgflow._lock_names) keeps a concurrent create_flow of that name out.
 create or replace function pgflow._register_alias(p_flow_slug text, p_alias text)
 returns void
 language plpgsql
@@ -17,6 +18,7 @@ begin
   if p_alias is null then
     return;
   end if;
+  perform pgflow._lock_names();
   select f.flow_slug into named from pgflow.flows f
   where lower(f.flow_slug) = lower(p_alias) and f.alias is distinct from p_alias
     and f.flow_slug <> p_flow_slug;

@@ -80,7 +80,7 @@ begin
     return problems || format('route plan mode must be flow, step or routed, got %s', coalesce(p_routes -> 'mode', 'null'));
   end if;
   if jsonb_typeof(p_routes -> 'queues') is distinct from 'object' then
-    return problems || 'route plan must have a "queues" object';
+    return problems || 'route plan must have a "queues" object'::text;
   end if;
   select array_agg(s order by s) into missing from unnest(slugs) s where not (p_routes -> 'queues' ? s);
   select array_agg(k order by k) into unknown from jsonb_object_keys(p_routes -> 'queues') k where not (k = any (slugs));
@@ -157,9 +157,10 @@ as $$
 $$;
 
 -- Creates a validated definition: shared queues are checked (and locked) first, so a conflict is
--- found before anything changes; then the flow, its steps and their queues.
+-- found before anything changes; then the flow with its alias, its steps and their queues. The
+-- names lock comes before the queue locks (the order create_flow takes them in).
 create or replace function pgflow._create_flow_from_definition(
-  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb
+  p_flow_slug text, p_shape jsonb, p_routes jsonb, p_options jsonb, p_alias text
 )
 returns void
 language plpgsql
@@ -172,6 +173,7 @@ declare
   opts jsonb;
   flow_opts jsonb := coalesce(p_options -> 'flow', '{}'::jsonb);
 begin
+  perform pgflow._lock_names();
   if p_routes ->> 'mode' = 'routed' then
     for q in select distinct value #>> '{}' from jsonb_each(p_routes -> 'queues') order by 1 loop
       perform pgflow._check_shared_queue(q, p_flow_slug);
@@ -181,7 +183,8 @@ begin
     (flow_opts ->> 'maxAttempts')::integer,
     (flow_opts ->> 'baseDelay')::integer,
     (flow_opts ->> 'timeout')::integer,
-    p_routes ->> 'mode');
+    p_routes ->> 'mode',
+    p_alias);
   for step in select value from jsonb_array_elements(p_shape -> 'steps') order by (value ->> 'index')::integer loop
     opts := coalesce(p_options -> 'steps' -> (step ->> 'slug'), '{}'::jsonb);
     perform pgflow.add_step(
@@ -241,22 +244,6 @@ as $$
   where d.stored is distinct from d.supplied
 $$;
 
--- Gives a flow just created its alias, and creates the alias if it is the first version of it.
-create or replace function pgflow._set_flow_alias(p_flow_slug text, p_alias text)
-returns void
-language plpgsql
-volatile
-set search_path = ''
-as $$
-begin
-  if p_alias is null then
-    return;
-  end if;
-  perform pgflow._register_alias(p_flow_slug, p_alias);
-  update pgflow.flows f set alias = p_alias where f.flow_slug = p_flow_slug;
-end;
-$$;
-
 create or replace function pgflow.ensure_flow_compiled(
   flow_slug text,
   shape jsonb,
@@ -296,14 +283,9 @@ begin
 
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then
-    -- start_flow resolves an alias before a slug: a new flow may not take another alias's name.
-    if exists (select 1 from pgflow.aliases a where lower(a.alias) = lower(ensure_flow_compiled.flow_slug)
-               and a.alias is distinct from ensure_flow_compiled.alias) then
-      raise exception 'flow %: an alias of that name exists (it points at another version)', ensure_flow_compiled.flow_slug
-        using errcode = '23505', hint = 'use a new concrete slug, e.g. with a version suffix (_v2)';
-    end if;
-    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options);
-    perform pgflow._set_flow_alias(ensure_flow_compiled.flow_slug, ensure_flow_compiled.alias);
+    -- create_flow refuses a slug that is another alias's name.
+    perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options,
+                                                ensure_flow_compiled.alias);
     return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
                               'optionDifferences', '[]'::jsonb);
   end if;
@@ -336,17 +318,24 @@ begin
     select format('%s: %s %s stored, %s new', coalesce('step ' || (d ->> 'step'), 'flow'), d ->> 'option',
                   coalesce(d ->> 'stored', 'unset'), coalesce(d ->> 'supplied', 'unset'))
     from jsonb_array_elements(option_differences) d);
-  -- Local development: check the new shared queues before deleting anything.
+  -- Local development: check the new shared queues before deleting anything (names lock first,
+  -- as in _create_flow_from_definition).
+  perform pgflow._lock_names();
   if route_plan ->> 'mode' = 'routed' then
     for q in select distinct value #>> '{}' from jsonb_each(route_plan -> 'queues') order by 1 loop
       perform pgflow._check_shared_queue(q, existing);
     end loop;
   end if;
+  -- An alias that keeps pointing at the slug stays: the flow comes back carrying it. One the new
+  -- definition drops goes as it would with delete_flow_and_data (or the recompile is refused).
+  if exists (select 1 from pgflow.flows f where f.flow_slug = existing
+             and f.alias is distinct from ensure_flow_compiled.alias) then
+    perform pgflow._release_aliases(existing);
+  end if;
   select count(*) into deleted_runs from pgflow.runs r where r.flow_slug = existing;
   select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
-  perform pgflow.delete_flow_and_data(existing);
-  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options);
-  perform pgflow._set_flow_alias(existing, ensure_flow_compiled.alias);
+  perform pgflow._delete_flow_data(existing);
+  perform pgflow._create_flow_from_definition(existing, shape, route_plan, options, ensure_flow_compiled.alias);
   -- Live workers registered for the old definition (the compiling worker registers after this):
   -- their claims on the flow are withdrawn. Local development only, so reading every live
   -- worker's pairs here costs nothing that matters.

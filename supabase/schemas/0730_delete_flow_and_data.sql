@@ -23,29 +23,30 @@ begin
 end;
 $$;
 
+-- Deletes one flow's data; the caller holds the flow's compile lock (pgflow.flow:<slug>) and has
+-- dealt with the aliases that point at it (delete_flow_and_data, or a local-development recompile).
+--
 -- Lock order, the same as every other writer's: the flow, then each of its runs (in run_id order,
 -- as complete_tasks takes them), then messages, then task rows. complete_task, fail_task and
 -- stalled recovery take the run first and its task and messages after; a claim takes a message and
 -- then its task. So a completion in flight finishes before the delete goes on, and the task and
 -- message it created are then seen and removed here; a completion that comes later finds its run
 -- gone and changes nothing. Neither fails, and no message of the flow is left behind.
-create or replace function pgflow.delete_flow_and_data(flow_slug text)
+create or replace function pgflow._delete_flow_data(p_flow_slug text)
 returns void
 language plpgsql
 volatile
 set search_path = ''
 as $$
-#variable_conflict use_column
 declare
   flow pgflow.flows;
   grp record;
   dropped text[];
   own_queue text;
 begin
-  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
-  select * into flow from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug for update;
+  select * into flow from pgflow.flows f where f.flow_slug = p_flow_slug for update;
   if not found then
-    raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
+    raise exception 'flow % does not exist', coalesce(quote_literal(p_flow_slug), 'NULL')
       using errcode = '22023';
   end if;
   perform 1 from pgflow.runs r where r.flow_slug = flow.flow_slug order by r.run_id for update;
@@ -85,5 +86,67 @@ begin
   delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
   delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
   delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
+end;
+$$;
+
+-- The aliases that point at a flow about to be deleted. Left alone, an alias would start whatever
+-- is compiled under the slug next, an unrelated flow perhaps. An alias whose only version is this
+-- flow goes with it; one that other versions carry is not deleted with it: the deletion is refused,
+-- naming the activation that points the alias at another version first (an operator's choice,
+-- after a coverage check, as every move of an alias is).
+--
+-- Only the alias the flow carries can point at it (an alias moves only to a version carrying it).
+-- Its row is locked before the flow's, the order activate_alias takes them in, so an activation
+-- that is moving the alias onto this flow either commits first (and is seen here) or waits and
+-- then finds the flow gone.
+create or replace function pgflow._release_aliases(p_flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  carried text;
+  target text;
+  other text;
+begin
+  select f.alias into carried from pgflow.flows f where f.flow_slug = p_flow_slug;
+  if carried is null then
+    return;
+  end if;
+  select a.flow_slug into target from pgflow.aliases a where a.alias = carried for update;
+  if target is distinct from p_flow_slug then
+    return;
+  end if;
+  select f.flow_slug into other from pgflow.flows f
+  where f.alias = carried and f.flow_slug <> p_flow_slug
+  order by f.created_at desc, f.flow_slug limit 1;
+  if other is not null then
+    raise exception 'flow % is the target of alias %, which starts it; it was not deleted', p_flow_slug, carried
+      using errcode = '55000',
+        hint = format('point the alias at another version first, e.g. select pgflow.activate_alias(%L, %L, %L); then delete the flow',
+                      carried, p_flow_slug, other);
+  end if;
+  delete from pgflow.aliases a where a.alias = carried;
+end;
+$$;
+
+-- Deletes one concrete flow with its data (see the top of this file). Refused while an alias
+-- points at it and other versions carry that alias; an alias whose only version it is goes with it
+-- (pgflow._release_aliases).
+create or replace function pgflow.delete_flow_and_data(flow_slug text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
+  if not exists (select 1 from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug) then
+    raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
+      using errcode = '22023';
+  end if;
+  perform pgflow._release_aliases(delete_flow_and_data.flow_slug);
+  perform pgflow._delete_flow_data(delete_flow_and_data.flow_slug);
 end;
 $$;

@@ -48,11 +48,38 @@ begin
 end;
 $$;
 
+-- The pg_cron schedule of a keep-alive interval: '<n> seconds' for whole seconds from 1 to 59
+-- (pg_cron 1.5 or later runs those), cron syntax for whole minutes that divide an hour. Anything
+-- else is refused, naming the value and what is accepted: pg_cron could only run it at another
+-- interval than the one asked for (119.6 seconds would become every 2 minutes).
+create or replace function pgflow._keep_alive_schedule(p_keep_alive interval)
+returns text
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  seconds numeric := extract(epoch from p_keep_alive);
+begin
+  if seconds = pg_catalog.trunc(seconds) then
+    if seconds between 1 and 59 then
+      return seconds::integer || ' seconds';
+    end if;
+    if seconds between 60 and 3600 and seconds % 60 = 0 and 60 % (seconds / 60) = 0 then
+      return case seconds when 60 then '* * * * *' when 3600 then '0 * * * *'
+                          else '*/' || (seconds::integer / 60) || ' * * * *' end;
+    end if;
+  end if;
+  raise exception 'keep_alive % is not an interval pg_cron can run exactly', coalesce(p_keep_alive::text, 'NULL')
+    using errcode = '22023',
+      hint = 'use whole seconds from 1 to 59 (pg_cron 1.5 or later), or whole minutes that divide an hour (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60)';
+end;
+$$;
+
 -- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
--- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive gets a
--- schedule pg_cron can run: '<n> seconds' for 1-59 s on pg_cron 1.5 or later (older versions run a
--- job at most once a minute: Debian 12's postgresql-15-cron is 1.4), cron syntax for whole minutes
--- that divide an hour, and otherwise an error naming the value and the fix.
+-- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive's
+-- schedule is _keep_alive_schedule's, checked before anything else; seconds need pg_cron 1.5 or
+-- later (older versions run a job at most once a minute: Debian 12's postgresql-15-cron is 1.4).
 create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
 returns void
 language plpgsql
@@ -60,10 +87,9 @@ volatile
 set search_path = ''
 as $$
 declare
-  seconds numeric := extract(epoch from keep_alive);
+  keep_alive_schedule text := pgflow._keep_alive_schedule(keep_alive);
   version text;
   sub_minute boolean;
-  keep_alive_schedule text;
 begin
   if to_regprocedure('cron.schedule(text, text, text)') is null then
     raise exception 'pg_cron is not installed' using errcode = '0A000',
@@ -78,21 +104,11 @@ begin
   select e.extversion into version from pg_catalog.pg_extension e where e.extname = 'pg_cron';
   sub_minute := pg_catalog.string_to_array(pg_catalog.split_part(version, '-', 1), '.')::integer[]
                 >= array[1, 5];
-  if seconds >= 1 and seconds < 60 and seconds = pg_catalog.trunc(seconds) then
-    if not sub_minute then
-      raise exception 'keep_alive % needs pg_cron 1.5 or later (this database has pg_cron %, which runs jobs at most once a minute)',
-        keep_alive, version
-        using errcode = '22023',
-          hint = 'pass keep_alive => interval ''1 minute'', or upgrade pg_cron';
-    end if;
-    keep_alive_schedule := seconds::integer || ' seconds';
-  elsif seconds >= 60 and seconds <= 3600 and seconds::integer % 60 = 0 and 60 % (seconds::integer / 60) = 0 then
-    keep_alive_schedule := case seconds when 60 then '* * * * *' when 3600 then '0 * * * *'
-                                else '*/' || (seconds::integer / 60) || ' * * * *' end;
-  else
-    raise exception 'keep_alive % is not a schedule pg_cron can run', keep_alive
+  if keep_alive_schedule like '% seconds' and not sub_minute then
+    raise exception 'keep_alive % needs pg_cron 1.5 or later (this database has pg_cron %, which runs jobs at most once a minute)',
+      keep_alive, version
       using errcode = '22023',
-        hint = 'use whole seconds from 1 to 59 (pg_cron 1.5 or later), or whole minutes that divide an hour (1, 2, 3, 5, 10, 15, 20, 30, 60)';
+        hint = 'pass keep_alive => interval ''1 minute'', or upgrade pg_cron';
   end if;
   execute 'select cron.schedule($1, $2, $3)'
   using 'pgflow_ensure_workers', keep_alive_schedule, 'select pgflow.ensure_workers()';

@@ -32,6 +32,13 @@ as $$
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
     'started_as', r.started_as,
+    -- The runs made from this one by retry_run or resume_run ("retried as …"), newest first, at
+    -- most 20; list_runs lists them the same way. runs_restart_of_idx holds only restarts.
+    'restarts', (select coalesce(jsonb_agg(jsonb_build_object('run_id', x.run_id, 'restart_mode', x.restart_mode,
+                   'status', x.status, 'started_at', to_char(x.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+                 order by x.started_at desc, x.run_id), '[]'::jsonb)
+                 from (select * from pgflow.runs x2 where x2.restart_of_run_id = r.run_id
+                       order by x2.started_at desc, x2.run_id limit 20) x),
     'steps', coalesce((
       select jsonb_agg(jsonb_build_object(
         'step_slug', ss.step_slug,
@@ -75,15 +82,17 @@ as $$
   where r.run_id = get_run.run_id
 $$;
 
--- Searching runs, newest first: by flow, status, start time and run id prefix (each optional),
--- at most max_rows (1 to 1,000). Each run as a small JSON document (no input or output), times as
+-- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
+-- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
+-- as a small JSON document (no input or output) with the runs made from it (restarts), times as
 -- get_run writes them. security invoker, like get_run.
 create or replace function pgflow.list_runs(
   flow_slug text default null,
   status text default null,
   since timestamptz default null,
   run_id_prefix text default null,
-  max_rows integer default 50
+  max_rows integer default 50,
+  restarted boolean default null
 )
 returns setof jsonb
 language plpgsql
@@ -116,13 +125,25 @@ begin
     'restart_of_run_id', r.restart_of_run_id,
     'restart_mode', r.restart_mode,
     'started_as', r.started_as,
-    'error_message', r.error_message
+    'error_message', r.error_message,
+    -- As in get_run (not a shared function: the caller would need the right to execute it).
+    'restarts', (select coalesce(jsonb_agg(jsonb_build_object('run_id', x.run_id, 'restart_mode', x.restart_mode,
+                   'status', x.status, 'started_at', to_char(x.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+                 order by x.started_at desc, x.run_id), '[]'::jsonb)
+                 from (select * from pgflow.runs x2 where x2.restart_of_run_id = r.run_id
+                       order by x2.started_at desc, x2.run_id limit 20) x)
   )
   from pgflow.runs r
+  -- One probe of runs_restart_of_idx per run looked at, as the newest runs are read: written as
+  -- a lateral join, because an EXISTS under the OR below would be planned as a hash of every
+  -- restart ever made (tens of milliseconds with a long history).
+  left join lateral (select true as yes from pgflow.runs x where x.restart_of_run_id = r.run_id limit 1) was
+    on list_runs.restarted is not null
   where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
     and (list_runs.status is null or r.status = list_runs.status)
     and (since is null or r.started_at >= since)
     and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
+    and (list_runs.restarted is null or coalesce(was.yes, false) = list_runs.restarted)
   order by r.started_at desc, r.run_id
   limit max_rows;
 end;

@@ -24,9 +24,9 @@ begin
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
-    grant execute on function pgflow.retry_run(uuid) to service_role;
-    grant execute on function pgflow.resume_run(uuid) to service_role;
-    grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer) to service_role;
+    grant execute on function pgflow.retry_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.resume_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer, boolean) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;
     -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
     grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),

@@ -430,6 +430,23 @@ db.test("in a browser with --allow-actions: search, a run's waits and attempts, 
          document.querySelector("#run .restart-of"))`,
       "the new run's lineage",
     );
+    // The source names what was made from it, and a second retry is told about the first.
+    await page.evaluate(`location.hash = "run=${runId}"`);
+    await page.waitFor(
+      `(p => p && p.innerText === ${
+        JSON.stringify(`retried as run ${newRun.slice(0, 8)} (started)`)
+      })(document.querySelector("#run .restarted-as"))`,
+      "the source's lineage",
+    );
+    await page.evaluate(`document.querySelector('#run button[data-action="retry"]').click()`);
+    assert.match(
+      await page.evaluate<string>(`document.getElementById("confirm-text").textContent`),
+      new RegExp(
+        `It was retried already, as run ${newRun} \\(started\\); this starts one more\\.$`,
+      ),
+    );
+    await page.evaluate(`document.getElementById("confirm-no").click()`);
+    await page.evaluate(`location.hash = "run=${newRun}"`);
     await page.waitFor(
       `document.querySelector("#recent .body").innerText.includes(${
         JSON.stringify(newRun.slice(0, 8))

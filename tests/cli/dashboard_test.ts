@@ -581,6 +581,82 @@ db.test("the run view says why each unfinished step waits: dependencies, no live
   }
 });
 
+db.test("a role that may not read the queue table: the run view renders, saying delayed until is unavailable", async ({ sql, connect }) => {
+  await defineFlow(sql, "du_flow", [
+    { slug: "later", queue: "du_hidden", startDelay: 3600 },
+    { slug: "lost", queue: "du_unserved" },
+  ], { mode: "routed" });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('du_flow', '{}')`;
+  await liveWorker(sql, "du_hidden", [["du_flow", "later"]]);
+  // An operator's read-only role: every pgflow table and function, PGMQ's schema, no queue table.
+  const role = "du_reader";
+  await sql.unsafe(`drop role if exists ${role}`);
+  await sql.unsafe(`create role ${role} nologin`);
+  await sql.unsafe(`grant usage on schema pgflow, pgmq to ${role};
+    grant select on all tables in schema pgflow to ${role};
+    grant execute on all functions in schema pgflow to ${role}`);
+  const pool = connect({ connection: { options: `-c role=${role}` } });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const [{ allowed }] = await sql`
+      select has_table_privilege(${role}, 'pgmq.q_du_hidden', 'select') as allowed`;
+    assert.equal(
+      allowed,
+      false,
+      "the role must not read the queue table for this test to mean anything",
+    );
+    const run = await getRun(dashboard.url, runId);
+    const byStep = Object.fromEntries(run.steps.map((s) => [s.stepSlug, s]));
+    assert.deepEqual(byStep.later.waits, [{
+      kind: "queued",
+      queue: "du_hidden",
+      liveWorkers: 1,
+      tasks: 1,
+      delayUnavailable: "this role may not read msg_id and vt of pgmq.q_du_hidden",
+    }]);
+    assert.deepEqual(byStep.lost.waits, [{
+      kind: "unserved",
+      queue: "du_unserved",
+      flowSlug: "du_flow",
+      stepSlug: "lost",
+      tasks: 1,
+      delayUnavailable: "this role may not read msg_id and vt of pgmq.q_du_unserved",
+    }]);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+    await sql.unsafe(`drop owned by ${role}; drop role ${role}`);
+  }
+});
+
+db.test("a queue table without the visibility column: the run view renders, saying delayed until is unavailable", async ({ sql, url }) => {
+  await defineFlow(sql, "dl_flow", [{ slug: "later", queue: "dl_odd", startDelay: 3600 }], {
+    mode: "routed",
+  });
+  const [{ run_id: runId }] =
+    await sql`select run_id::text from pgflow.start_flow('dl_flow', '{}')`;
+  await liveWorker(sql, "dl_odd", [["dl_flow", "later"]]);
+  // Another PGMQ version's layout, as far as this read can tell.
+  await sql`alter table pgmq.q_dl_odd rename column vt to visible_at`;
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const run = await getRun(dashboard.url, runId);
+    assert.deepEqual(run.steps.find((s) => s.stepSlug === "later")?.waits, [{
+      kind: "queued",
+      queue: "dl_odd",
+      liveWorkers: 1,
+      tasks: 1,
+      delayUnavailable: "pgmq.q_dl_odd has no msg_id and vt columns",
+    }]);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+    await sql`alter table pgmq.q_dl_odd rename column visible_at to vt`;
+  }
+});
+
 db.test("a failed run's unfinished steps: never taken is not-started with no time, running is stopped at the run's end", async ({ sql, url }) => {
   await defineFlow(sql, "dn_flow", [
     { slug: "boom", queue: "dn_boom" },

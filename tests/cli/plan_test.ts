@@ -10,6 +10,7 @@ import { startPgBouncer } from "../../local/pgbouncer.ts";
 import { testDatabase } from "../support/db.ts";
 import { databaseState, runCli, shown } from "./helpers.ts";
 import { compileNow, flowsModule } from "./deploy_helpers.ts";
+import { SECRET } from "../platform/bad_urls.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -147,6 +148,32 @@ db.test("plan: a module that is missing, does not load or exports no flow is a o
   assert.equal(thrown.code, 1, shown(thrown));
   assert.equal(thrown.stderr.trim().split("\n").length, 1, shown(thrown));
   assert.match(thrown.stderr, /module .*flows\.ts does not load: .*no FLOW_SECRET here$/m);
+
+  // A module that fails on a malformed database URL: Deno's error echoes it, password and all
+  // (with a space or an "@" in it, too, and in the error's cause); none is printed.
+  for (
+    const body of [
+      `new URL("postgres://deployer:s3cret-pw@db.example.com:99999/app");`,
+      `new URL("postgres://deployer:s3cr et@db.example.com:99999/app");`,
+      `new URL("postgres://deployer:s3cr@t@db.example.com:99999/app");`,
+      `try { new URL("postgres://deployer:s3cr et@db:99999/app"); } catch (e) {
+         throw new Error("could not open the database", { cause: e });
+       }`,
+      `throw "bad url postgres://deployer:s3cret@db:99999/app";`,
+    ]
+  ) {
+    const module = await flowsModule(body);
+    for (const command of ["plan", "compile"]) {
+      const run = await runCli([command, module, "--database-url", url]);
+      assert.equal(run.code, 1, shown(run));
+      assert.match(
+        run.stderr,
+        /^pgflow: error: module .*flows\.ts does not load: .*postgres:\/\/deployer:\*\*\*@db/m,
+        shown(run),
+      );
+      assert.doesNotMatch(run.stderr + run.stdout, SECRET, `${command}: ${body}`);
+    }
+  }
 
   const empty = await flowsModule(`export const x = 1;`);
   const noFlow = await runCli(["plan", empty, "--database-url", url]);

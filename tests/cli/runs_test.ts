@@ -48,12 +48,17 @@ db.test(
     const all = await runs(url, "list");
     assert.equal(all.code, 0, shown(all));
     const lines = all.stdout.trim().split("\n");
-    assert.match(lines[0], /^run id\s+flow\s+status\s+started\s+ended\s+restart of\s+error$/);
+    assert.match(
+      lines[0],
+      /^run id\s+flow\s+status\s+started\s+ended\s+restart of\s+restarted as\s+error$/,
+    );
     assert.equal(lines.length, 6);
     assert.ok(lines[1].startsWith(idle[2]), "newest first");
     assert.match(
       all.stdout,
-      new RegExp(`${failed[0]}\\s+cl_failing\\s+failed\\s+\\S+\\s+\\S+\\s+-\\s+.*disk is on fire`),
+      new RegExp(
+        `${failed[0]}\\s+cl_failing\\s+failed\\s+\\S+\\s+\\S+\\s+-\\s+-\\s+.*disk is on fire`,
+      ),
     );
 
     const json = await runs(
@@ -270,6 +275,12 @@ db.test(
           ["list", "--since", "yesterday"],
           /--since "yesterday" is neither a duration nor a time; pass how long ago \(30m, 1h, 2d, 1w\)/,
         ],
+        // Past the year 1 the database refused the time (22009, exit 1): now a usage error.
+        [
+          ["list", "--since", "999999d"],
+          /--since "999999d" reaches back before the year 1; times from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z are accepted, so at most \d+d ago/,
+        ],
+        [["list", "--since", "2026-02-31"], /--since "2026-02-31" is not a date: February 2026/],
         [["list", "--limit", "0"], /--limit must be a whole number from 1 to 1000, got "0"/],
         [
           ["retry", "--status", "started", "--flow", "x"],

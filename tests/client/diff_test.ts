@@ -52,6 +52,7 @@ function run(
     restartOfRunId: null,
     restartMode: null,
     startedAs: null,
+    restarts: [],
     steps,
   };
 }

@@ -13,9 +13,10 @@ import {
   InputValidationError,
   routeFlow,
   RunFailedError,
+  type StandardSchemaV1,
   StartFlowError,
 } from "../../mod.ts";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { startWorker, stopAll } from "../worker/helpers.ts";
 
 const db = testDatabase(import.meta.url);
@@ -113,6 +114,90 @@ db.test("a schema that throws refuses the start with its error; no run is made",
       await sql`select count(*)::int as n from pgflow.runs where flow_slug = ${"cl_throwing"}`;
     assert.equal(n, 0);
   } finally {
+    await client.close();
+  }
+});
+
+/** A hand-written schema printing as valibot does: `received 4111111111111111`, `received true`. */
+const cardSchema: StandardSchemaV1<unknown, { card: string; holder: string }> = {
+  "~standard": {
+    version: 1,
+    vendor: "valibot-like",
+    validate(value) {
+      const v = value as { card?: unknown; holder?: unknown; vip?: unknown };
+      const print = (x: unknown) => typeof x === "string" ? `"${x}"` : `${x}`;
+      const issues = [];
+      if (typeof v.card !== "string") {
+        issues.push({
+          message: `Invalid type: Expected string but received ${print(v.card)}`,
+          path: [{ key: "card" }],
+        });
+      }
+      if (v.vip !== undefined && typeof v.vip !== "string") {
+        issues.push({
+          message: `Invalid type: Expected string but received ${print(v.vip)}`,
+          path: [{ key: "vip" }],
+        });
+      }
+      return issues.length > 0 ? { issues } : { value: v as { card: string; holder: string } };
+    },
+  },
+};
+
+const payments = new Flow({ slug: "cl_payments", input: cardSchema, maxAttempts: 1 })
+  .step({ slug: "charge" }, (input) => input.card.length);
+
+db.test("no value of a rejected input (a number, a boolean) reaches an error, a record or a log line", async ({ url, sql }) => {
+  const client = createClient({ connectionString: url });
+  const workers: FlowWorker[] = [];
+  const input = { card: 4111111111111111, holder: "Ada", vip: true };
+  const leaks = /4111|received true/;
+  try {
+    await assert.rejects(client.startFlow(payments, input as never), (e: unknown) => {
+      assert.ok(e instanceof InputValidationError);
+      assert.equal(
+        e.message,
+        "cannot start flow cl_payments: input failed its schema: card: Invalid type: Expected " +
+          "string but received [redacted]; vip: Invalid type: Expected string but received " +
+          "[redacted]",
+      );
+      assert.doesNotMatch(e.message + JSON.stringify(e.issues), leaks);
+      return true;
+    });
+
+    // Started by slug, the worker checks it: with the handler's text logged, too.
+    const { logs } = await startWorker(workers, payments, {
+      connectionString: url,
+      logErrorMessages: true,
+    });
+    const run = await client.startFlow("cl_payments", input);
+    await assert.rejects(
+      run.waitFor("completed", { timeoutMs: 15_000 }),
+      (e: unknown) => e instanceof RunFailedError && !leaks.test(e.message + e.stepError),
+    );
+    const [row] = await sql<Record<string, string>[]>`
+      select r.error_message as run, s.error_message as step, t.error_message as task,
+             a.error_message as attempt
+        from pgflow.runs r
+        join pgflow.step_states s using (run_id)
+        join pgflow.step_tasks t using (run_id, step_slug)
+        join pgflow.task_attempts a using (run_id, step_slug, task_index)
+       where r.run_id = ${run.runId}::uuid`;
+    for (const [where, text] of Object.entries(row)) {
+      assert.match(
+        text,
+        /^input failed its schema: card: Invalid type: Expected string but received \[redacted\]/,
+        where,
+      );
+      assert.doesNotMatch(text, leaks, where);
+    }
+    const line = await waitFor(() => logs.find((l) => l.event === "task failed"), {
+      what: "the failure's log line",
+    });
+    assert.match(String(line.fields.error), /received \[redacted\]/);
+    assert.doesNotMatch(JSON.stringify(logs), leaks);
+  } finally {
+    await stopAll(workers);
     await client.close();
   }
 });

@@ -144,7 +144,9 @@ db.test("retry starts a new typed run with the same input and lineage; the sourc
     assert.deepEqual(retried?.input, { n: 20 });
     assert.deepEqual(retried?.steps.map((s) => s.reused), [false, false]);
     const after = await client.getRun(run.runId);
-    assert.deepEqual(after, source, "the source run is left as it was");
+    // Only its lineage says it was retried.
+    assert.deepEqual({ ...after, restarts: [] }, source, "the source run is left as it was");
+    assert.deepEqual(after?.restarts.map((r) => [r.runId, r.mode]), [[next.runId, "retry"]]);
     assert.equal(after?.restartOfRunId, null);
     assert.equal(after?.restartMode, null);
     // A retry's handle from an untyped handle knows its flow.
@@ -268,7 +270,35 @@ db.test("listRuns filters by flow, status, since and id prefix, newest first; ba
         restartMode: "retry",
         startedAs: null,
         error: null,
+        restarts: [],
       },
+    );
+    // The source names the run made from it; `restarted` selects on it.
+    const [source] = await client.listRuns({ runIdPrefix: a1.runId });
+    assert.deepEqual(
+      source.restarts.map((r) => ({ ...r, startedAt: typeof r.startedAt })),
+      [{ runId: retried.runId, mode: "retry", status: "started", startedAt: "string" }],
+    );
+    assert.deepEqual(
+      (await client.listRuns({ flow: "cl_list_a", restarted: true })).map((r) => r.runId),
+      [a1.runId],
+    );
+    assert.deepEqual(
+      (await client.listRuns({ flow: "cl_list_a", restarted: false })).map((r) => r.runId),
+      [retried.runId, a2.runId],
+    );
+    // { again: false } refuses a run restarted already, naming its restart; by default it goes.
+    await assert.rejects(
+      a1.resume({ again: false }),
+      (e: unknown) =>
+        e instanceof RunActionError && e.code === "23505" &&
+        e.message.includes(`was retried already, as run ${retried.runId}`),
+    );
+    await assert.rejects(
+      a1.retry({ again: "no" } as never),
+      (e: unknown) =>
+        e instanceof ClientConfigError &&
+        /retry: again must be true or false, got "no"/.test(e.message),
     );
     const cancelled = await client.listRuns({ status: "cancelled", since: before });
     assert.deepEqual(cancelled.map((r) => [r.runId, r.status]), [[a1.runId, "cancelled"]]);
@@ -289,10 +319,11 @@ db.test("listRuns filters by flow, status, since and id prefix, newest first; ba
         [{ status: "done" }, /listRuns: status must be .*"cancelled", got "done"/],
         [{ limit: 0 }, /listRuns: limit must be an integer from 1 to 1000, got 0/],
         [{ limit: 1001 }, /got 1001/],
-        [{ since: "yesterday" }, /listRuns: since must be a Date or an ISO time/],
-        [{ since: new Date("nope") }, /since must be a Date/],
+        [{ since: "yesterday" }, /listRuns: since "yesterday" is not an ISO time; pass a Date/],
+        [{ since: new Date("nope") }, /since Invalid Date is not a time; pass a Date/],
         [{ runIdPrefix: "zz" }, /runIdPrefix must be the start of a run id .* got "zz"/],
         [{ flows: "x" }, /unknown option "flows"/],
+        [{ restarted: "no" }, /listRuns: restarted must be true or false, got "no"/],
       ] as const
     ) {
       await assert.rejects(

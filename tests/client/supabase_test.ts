@@ -199,9 +199,9 @@ db.test("supabase-js rpc: cancel, retry, resume and listRuns go through rpc, wit
     for (
       const call of [
         "cancel_run(reason, run_id)",
-        "retry_run(run_id)",
-        "resume_run(run_id)",
-        "list_runs(flow_slug, max_rows, run_id_prefix, since, status)",
+        "retry_run(again, run_id)",
+        "resume_run(again, run_id)",
+        "list_runs(flow_slug, max_rows, restarted, run_id_prefix, since, status)",
       ]
     ) {
       assert.ok(api.calls.includes(call), `${call} in ${api.calls.join("; ")}`);

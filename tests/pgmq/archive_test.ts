@@ -1,4 +1,4 @@
-// pop, set_vt, archive and delete (reference §2.10–2.13, §4 cases 36–42).
+// pop, set_vt, archive and delete, as PGMQ 1.5.1 defines them.
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";

@@ -1,4 +1,4 @@
-// Two sessions at once: visibility, SKIP LOCKED, blocking (reference §3, §4 cases 33–35).
+// Two sessions at once: visibility, SKIP LOCKED, blocking.
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase, waitFor } from "../support/db.ts";

@@ -1,5 +1,5 @@
-// Extension membership and detach_archive (reference §3, §4 cases 48–49), and the compatible SQL's
-// counterpart: no extension at all, so detaching is a no-op and dropping always works.
+// Extension membership and detach_archive, and the compatible SQL's counterpart: no extension at
+// all, so detaching is a no-op and dropping always works.
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
 import {

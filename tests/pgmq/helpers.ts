@@ -1,7 +1,8 @@
 /**
- * Shared helpers of the PGMQ conformance suite (`../shared/reference/pgmq-api.md` §4). The suite
- * runs unchanged against the real extension and the project's PGMQ-compatible SQL; these helpers
- * tell the two apart where the specification gives per-target answers.
+ * Shared helpers of the PGMQ conformance suite: PGMQ 1.5.1's public surface, which `local/pgmq.sql`
+ * implements (docs/design.md, The PGMQ rule). The suite runs unchanged against the real extension
+ * and the project's PGMQ-compatible SQL; these helpers tell the two apart where PGMQ's versions and
+ * the compatible SQL answer differently.
  *
  * @module
  */

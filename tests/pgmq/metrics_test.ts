@@ -1,4 +1,4 @@
-// purge_queue, metrics and metrics_all (reference §2.14–2.15, §4 cases 43–47).
+// purge_queue, metrics and metrics_all.
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";

@@ -1,4 +1,4 @@
-// Queue names: normalisation, validation, error texts and injection (reference §1.4, §4 cases 5–8).
+// Queue names: normalisation, validation, error texts and injection.
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";

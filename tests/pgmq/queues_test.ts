@@ -1,4 +1,4 @@
-// Queue management: create, list, drop (reference §4 cases 1–4, 9–15).
+// Queue management: create, list, drop.
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
 import { errorCode, freshQueue, pgError, pgmqTarget, relationExists } from "./helpers.ts";

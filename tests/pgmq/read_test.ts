@@ -1,4 +1,4 @@
-// Reading: read, conditional reads, read_with_poll (reference §2.8–2.9, §4 cases 25–32).
+// Reading: read, conditional reads, read_with_poll.
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase, waitFor } from "../support/db.ts";

@@ -1,5 +1,5 @@
 // The catalog shape callers see: meta, queue tables, composite types, function signatures and
-// grants (reference §1, §2.1).
+// grants.
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
 import { freshQueue, pgmqTarget } from "./helpers.ts";

@@ -1,4 +1,4 @@
-// Sending: send and send_batch, their overloads and delays (reference §2.6–2.7, §4 cases 16–24).
+// Sending: send and send_batch, their overloads and delays.
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";

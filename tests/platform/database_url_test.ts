@@ -129,3 +129,38 @@ Deno.test("errors that echo a URL are masked in message, stack and cause", () =>
   );
   assert.equal(maskError("postgres://x:p4ss@y").message, "postgres://x:***@y");
 });
+
+Deno.test("maskSecrets masks a URL's whole password, quoted or not, whatever it holds", () => {
+  const cases: [string, string][] = [
+    // Deno's Invalid URL quotes the URL: up to its last "@" before the closing quote.
+    [
+      "Invalid URL: 'postgres://deployer:s3cr et@db:99999/app'",
+      "Invalid URL: 'postgres://deployer:***@db:99999/app'",
+    ],
+    [
+      'Invalid URL: "postgres://deployer:s3cr@t\'x@db:99999/app" (at flows.ts:1)',
+      'Invalid URL: "postgres://deployer:***@db:99999/app" (at flows.ts:1)',
+    ],
+    // Unquoted: the token's last "@", else (a space in the password) the line's last "@".
+    ["connect postgres://x:s3cr@t@y/z failed", "connect postgres://x:***@y/z failed"],
+    [
+      "connect postgres://x:s3cr et@y/z failed\nnext line",
+      "connect postgres://x:***@y/z failed\nnext line",
+    ],
+    [
+      "a postgres://u:s3cr1@b and postgres://v:s3cr2@c",
+      "a postgres://u:***@b and postgres://v:***@c",
+    ],
+    ["postgres://u:s3cret", "postgres://u:***"],
+    // What holds no password stays: a usage hint's placeholder, a host and port, a stack's files.
+    ["use postgres://user:password@host/db", "use postgres://user:password@host/db"],
+    [
+      "at http://localhost:8080/x (file:///a/b.ts:3:4)",
+      "at http://localhost:8080/x (file:///a/b.ts:3:4)",
+    ],
+  ];
+  for (const [text, masked] of cases) {
+    assert.equal(maskSecrets(text), masked, text);
+    assert.doesNotMatch(maskSecrets(text), /s3cr/);
+  }
+});

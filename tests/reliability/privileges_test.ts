@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
+import { tableRows } from "../docs/markdown.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -176,52 +177,53 @@ db.test("anon and authenticated can neither start flows nor read runs", async ({
   }
 });
 
-db.test("the grants to service_role are exactly the documented ones", async ({ sql }) => {
-  const functions = await sql`
-    select p.oid::regprocedure::text as fn from pg_proc p
-    where p.pronamespace = 'pgflow'::regnamespace and has_function_privilege('service_role', p.oid, 'execute')
+db.test("the grants to service_role are exactly docs/permissions.md's table", async ({ sql }) => {
+  const rows = tableRows(
+    await Deno.readTextFile(new URL("../../docs/permissions.md", import.meta.url)),
+    "service_role is granted",
+  );
+  assert.ok(rows.length > 10, `docs/permissions.md's table has ${rows.length} rows`);
+  const documented = (grant: string) => rows.filter(([g]) => g === grant);
+
+  // Functions: the documented signatures, read by the database itself (timestamptz and
+  // "timestamp with time zone" are one type), with who they run as.
+  const listed = documented("execute");
+  const resolved = await sql<{ fn: string; definer: boolean }[]>`
+    select p.oid::regprocedure::text as fn, p.prosecdef as definer
+    from unnest(${listed.map(([, on]) => on)}::text[]) with ordinality d(sig, i)
+    cross join lateral (select to_regprocedure(d.sig) as oid) r
+    left join pg_proc p on p.oid = r.oid
+    order by d.i`;
+  resolved.forEach((r, i) =>
+    assert.ok(r.fn !== null, `docs/permissions.md names ${listed[i][1]}, which does not exist`)
+  );
+  const granted = await sql<{ fn: string; definer: boolean }[]>`
+    select p.oid::regprocedure::text as fn, p.prosecdef as definer from pg_proc p
+    where p.pronamespace = 'pgflow'::regnamespace
+      and has_function_privilege('service_role', p.oid, 'execute')
     order by 1`;
-  assert.deepEqual(functions.map((r) => r.fn), [
-    "pgflow.cancel_run(uuid,text)",
-    "pgflow.get_run(uuid)",
-    "pgflow.list_aliases()",
-    "pgflow.list_runs(text,text,timestamp with time zone,text,integer)",
-    "pgflow.listen_barrier(text[])",
-    "pgflow.listen_start(text[])",
-    "pgflow.listen_stop(text[])",
-    "pgflow.resume_run(uuid)",
-    "pgflow.retry_run(uuid)",
-    "pgflow.start_flow(text,jsonb,uuid)",
-  ]);
+  const asDoc = resolved.map((r, i) => `${r.fn} runs as ${listed[i][2]}`).sort();
+  assert.deepEqual(
+    granted.map((g) => `${g.fn} runs as ${g.definer ? "owner" : "caller"}`),
+    asDoc,
+  );
+
+  // Tables: every privilege service_role holds on a pgflow table, and only those.
   const tables = await sql`
-    select c.relname, array_agg(a.privilege_type order by a.privilege_type) as privileges
+    select c.relname, lower(a.privilege_type) as privilege
     from pg_class c cross join lateral aclexplode(c.relacl) a
     where c.relnamespace = 'pgflow'::regnamespace and a.grantee = 'service_role'::regrole
-    group by c.relname order by c.relname`;
+    order by 1, 2`;
   assert.deepEqual(
-    tables.map((t) => `${t.relname}: ${t.privileges.join(",")}`),
-    [
-      "aliases: SELECT",
-      "deps: SELECT",
-      "flows: SELECT",
-      "runs: SELECT",
-      "step_states: SELECT",
-      "step_tasks: SELECT",
-      "steps: SELECT",
-      "task_attempts: SELECT",
-    ],
+    tables.map((t) => `${t.privilege} pgflow.${t.relname}`),
+    rows.filter(([g, on]) => g !== "execute" && on.startsWith("pgflow."))
+      .map(([g, on]) => `${g} ${on}`).sort(),
   );
-  // The functions that change runs are security definer (no write grants needed); the reads are not.
-  const definers = await sql`
-    select p.oid::regprocedure::text as fn, p.prosecdef as definer from pg_proc p
-    where p.oid = any (array['pgflow.start_flow(text,jsonb,uuid)', 'pgflow.cancel_run(uuid,text)',
-      'pgflow.retry_run(uuid)', 'pgflow.resume_run(uuid)', 'pgflow.get_run(uuid)']::regprocedure[])
-    order by 1`;
-  assert.deepEqual(definers.map((d) => [d.fn, d.definer]), [
-    ["pgflow.cancel_run(uuid,text)", true],
-    ["pgflow.get_run(uuid)", false],
-    ["pgflow.resume_run(uuid)", true],
-    ["pgflow.retry_run(uuid)", true],
-    ["pgflow.start_flow(text,jsonb,uuid)", true],
-  ]);
+
+  // The schema: usage, not create.
+  const [schema] = await sql`
+    select has_schema_privilege('service_role', 'pgflow', 'usage') as usage,
+           has_schema_privilege('service_role', 'pgflow', 'create') as create`;
+  assert.deepEqual({ ...schema }, { usage: true, create: false });
+  assert.deepEqual(documented("usage").map(([, on]) => on), ["schema `pgflow`"]);
 });

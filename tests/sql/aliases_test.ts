@@ -8,6 +8,7 @@ import type { Sql } from "postgres";
 import { Flow } from "../../src/dsl/flow.ts";
 import { routeFlow } from "../../src/routing/route_flow.ts";
 import { extractFlowShape, extractRoutePlan } from "../../src/compile/shape.ts";
+import { type Blocked, sendBlocked } from "../support/blocked.ts";
 import { testDatabase } from "../support/db.ts";
 import { compileFlow, readAndStart, registerWorker } from "../support/engine.ts";
 
@@ -180,4 +181,127 @@ db.test("fail_task with fail_run fails the run at once: no retry, no whenExhaust
   const [attempt] =
     await sql`select outcome from pgflow.task_attempts where run_id = ${run.run_id}`;
   assert.equal(attempt.outcome, "failed");
+});
+
+db.test("create_flow refuses a slug that is an alias's name, even racing the compile that creates the alias", async ({ sql, connect }) => {
+  await compileFlow(sql, version("cn_v1", "cn_triage"));
+  await assert.rejects(
+    sql`select pgflow.create_flow('cn_triage')`,
+    (e: { code?: string; message: string }) =>
+      e.code === "23505" &&
+      /flow cn_triage: an alias of that name exists \(alias cn_triage points at flow cn_v1\)/.test(
+        e.message,
+      ),
+  );
+  // A version may carry its own name as its alias.
+  await sql`select pgflow.create_flow('cn_triage', alias => 'cn_triage')`;
+  const [{ n }] =
+    await sql`select count(*)::int as n from pgflow.flows where flow_slug = 'cn_triage'`;
+  assert.equal(n, 1);
+  const [run] = await sql`select * from pgflow.start_flow('cn_triage', '{"n": 1}')`;
+  assert.equal(run.flow_slug, "cn_v1", "the alias still points at its first version");
+
+  // A compile creating alias rc_name is open; create_flow('rc_name') waits for it, then refuses.
+  let created: Blocked | undefined;
+  await connect().begin(async (tx) => {
+    await compileFlow(tx as unknown as Sql, version("rn_v1", "rn_name"));
+    created = await sendBlocked(
+      sql,
+      connect(),
+      (b) => b`select pgflow.create_flow('rn_name')`,
+      "create_flow",
+    );
+  });
+  assert.equal(await created!.outcome, "23505");
+  assert.deepEqual(
+    (await sql`select flow_slug from pgflow.flows where flow_slug like 'rn_%' order by 1`)
+      .map((r) => r.flow_slug),
+    ["rn_v1"],
+  );
+});
+
+db.test("deleting an alias's target: refused while other versions carry the alias, the alias goes with its last version", async ({ sql, connect }) => {
+  await compileFlow(sql, version("dl_v1", "dl_triage"));
+  await compileFlow(sql, version("dl_v2", "dl_triage"));
+  await assert.rejects(
+    sql`select pgflow.delete_flow_and_data('dl_v1')`,
+    (e: { code?: string; message: string; hint?: string }) =>
+      e.code === "55000" &&
+      e.message ===
+        "flow dl_v1 is the target of alias dl_triage, which starts it; it was not deleted" &&
+      (e.hint ?? "").includes("select pgflow.activate_alias('dl_triage', 'dl_v1', 'dl_v2')"),
+  );
+  // Another version is not the target: it goes, the alias stays.
+  await sql`select pgflow.delete_flow_and_data('dl_v2')`;
+  assert.deepEqual((await alias(sql, "dl_triage")).versions, ["dl_v1"]);
+  // The last version takes the alias with it: a flow compiled later under its slug, without the
+  // alias, is never started through it.
+  await sql`select pgflow.delete_flow_and_data('dl_v1')`;
+  assert.equal(await alias(sql, "dl_triage"), undefined);
+  await compileFlow(sql, version("dl_v1", undefined));
+  await assert.rejects(
+    sql`select pgflow.start_flow('dl_triage', '{"n": 1}')`,
+    /flow 'dl_triage' does not exist/,
+  );
+
+  // An activation onto a version is open; deleting that version waits for it and is then refused.
+  await compileFlow(sql, version("dr_v1", "dr_triage"));
+  await compileFlow(sql, version("dr_v2", "dr_triage"));
+  let deleted: Blocked | undefined;
+  await connect().begin(async (tx) => {
+    await tx`select pgflow.activate_alias('dr_triage', 'dr_v1', 'dr_v2', true)`;
+    deleted = await sendBlocked(
+      sql,
+      connect(),
+      (b) => b`select pgflow.delete_flow_and_data('dr_v2')`,
+      "the deletion",
+    );
+  });
+  assert.equal(await deleted!.outcome, "55000");
+  assert.equal((await alias(sql, "dr_triage")).flow_slug, "dr_v2");
+});
+
+db.test("local development: a recompile keeps an alias it still carries, and drops one it no longer carries as a deletion would", async ({ sql }) => {
+  await sql`select pgflow.set_local_development(true)`;
+  try {
+    const changed = (slug: string, aliasName: string | undefined) => {
+      const flow = new Flow<{ n: number }>({
+        slug,
+        ...(aliasName === undefined ? {} : { alias: aliasName }),
+      }).step({ slug: "classify" }, (i) => i.n);
+      return routeFlow(flow, { queues: { classify: "al_work" } });
+    };
+    await compileFlow(sql, version("lr_v1", "lr_triage"));
+    assert.equal((await compileFlow(sql, changed("lr_v1", "lr_triage"))).status, "recompiled");
+    assert.equal((await alias(sql, "lr_triage")).flow_slug, "lr_v1");
+    assert.equal((await compileFlow(sql, changed("lr_v1", undefined))).status, "recompiled");
+    assert.equal(await alias(sql, "lr_triage"), undefined);
+
+    await compileFlow(sql, version("lt_v1", "lt_triage"));
+    await compileFlow(sql, version("lt_v2", "lt_triage"));
+    await assert.rejects(
+      compileFlow(sql, changed("lt_v1", undefined)),
+      /flow lt_v1 is the target of alias lt_triage/,
+    );
+    assert.equal((await alias(sql, "lt_triage")).flow_slug, "lt_v1");
+  } finally {
+    await sql`select pgflow.set_local_development(false)`;
+  }
+});
+
+db.test("retry and resume start the source's concrete flow, even a version named like its alias after the alias moved", async ({ sql }) => {
+  // rv_triage is a version carrying its own name as its alias; rv_v2 is the next version.
+  await compileFlow(sql, version("rv_triage", "rv_triage"));
+  await compileFlow(sql, version("rv_v2", "rv_triage"));
+  const [src] = await sql`select run_id, flow_slug from pgflow.start_flow('rv_triage', '{"n": 1}')`;
+  assert.equal(src.flow_slug, "rv_triage");
+  await sql`select * from pgflow.cancel_run(${src.run_id})`;
+  await sql`select pgflow.activate_alias('rv_triage', 'rv_triage', 'rv_v2', true)`;
+  for (const fn of ["retry_run", "resume_run"]) {
+    const [made] = await sql.unsafe(
+      `select flow_slug, started_as from pgflow.${fn}($1)`,
+      [src.run_id],
+    );
+    assert.deepEqual([made.flow_slug, made.started_as], ["rv_triage", null], fn);
+  }
 });

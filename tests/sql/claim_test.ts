@@ -1,5 +1,5 @@
 /**
- * pgflow.start_tasks: every row of the claim table (DESIGN §4), the visibility it sets, exact
+ * pgflow.start_tasks: every row of the claim table (docs/design.md, Claim table), the visibility it sets, exact
  * message ids, and two connections racing for the same messages.
  */
 import assert from "node:assert/strict";

@@ -254,6 +254,8 @@ db.test("SQL validates the definition itself and creates nothing for a bad one",
       queues: { classify: "bad_defs", enrich: "other", deliverSlack: "bad_defs" },
     }, /step enrich: flow-mode queue must be bad_defs, got other/],
     ["mode", shape, { mode: "fifo", queues: {} }, /mode must be flow, step or routed/],
+    ["no queues", shape, { mode: "routed" }, /route plan must have a "queues" object/],
+    ["queues not an object", shape, { mode: "flow", queues: ["bad_defs"] }, /"queues" object/],
     ["forward dependency", { steps: [{ ...shape.steps[1], index: 0 }] }, {
       mode: "routed",
       queues: { enrich: "bad_q" },
@@ -266,8 +268,11 @@ db.test("SQL validates the definition itself and creates nothing for a bad one",
         sql`select pgflow.ensure_flow_compiled('bad_defs', ${sql.json(s as never)}, ${
           sql.json(p as never)
         })`,
-      message,
-      what,
+      (e: { code?: string; message: string }) => {
+        assert.match(e.message, message, what);
+        assert.equal(e.code, "22023", `${what}: ${e.message}`);
+        return true;
+      },
     );
   }
   await assert.rejects(

@@ -147,3 +147,49 @@ db.test("ensure_workers picks enabled functions without live workers, once per d
   assert.deepEqual(await picked(), [], "debounced");
   await assert.rejects(() => sql`select pgflow.schedule_maintenance()`, /pg_cron is not installed/);
 });
+
+db.test("schedule_maintenance takes only keep-alive intervals pg_cron runs exactly, and says which", async ({ sql }) => {
+  const schedule = async (interval: string) =>
+    (await sql`select pgflow._keep_alive_schedule(${interval}::interval) as s`)[0].s;
+  assert.equal(await schedule("5 seconds"), "5 seconds");
+  assert.equal(await schedule("59 seconds"), "59 seconds");
+  assert.equal(await schedule("1 minute"), "* * * * *");
+  assert.equal(await schedule("120 seconds"), "*/2 * * * *");
+  assert.equal(await schedule("12 minutes"), "*/12 * * * *");
+  assert.equal(await schedule("1 hour"), "0 * * * *");
+  // Refused before pg_cron is even looked for, with the value and what is accepted: a fraction of
+  // a second would be rounded to another interval, the rest pg_cron cannot express.
+  for (
+    const bad of [
+      "119.6 seconds",
+      "0.5 seconds",
+      "0 seconds",
+      "-5 seconds",
+      "7 minutes",
+      "90 seconds",
+      "2 hours",
+      "1 month",
+    ]
+  ) {
+    await assert.rejects(
+      () => sql`select pgflow.schedule_maintenance(${bad}::interval)`,
+      (e: { code?: string; message: string; hint?: string }) => {
+        assert.equal(e.code, "22023", `${bad}: ${e.message}`);
+        assert.match(e.message, /^keep_alive .+ is not an interval pg_cron can run exactly$/, bad);
+        assert.match(
+          e.hint ?? "",
+          /whole seconds from 1 to 59 .* whole minutes that divide an hour/,
+        );
+        return true;
+      },
+    );
+  }
+  await assert.rejects(
+    () => sql`select pgflow.schedule_maintenance('119.6 seconds')`,
+    /keep_alive 00:01:59\.6 is not an interval/,
+  );
+  await assert.rejects(
+    () => sql`select pgflow.schedule_maintenance(null)`,
+    /keep_alive NULL is not an interval/,
+  );
+});

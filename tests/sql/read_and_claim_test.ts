@@ -1,6 +1,6 @@
 /**
  * pgflow.read_and_claim: one pgmq.read_with_poll, then start_tasks on exactly the ids it returned,
- * in one call. Every disposition of the claim table (DESIGN §4), the read-once property, and a
+ * in one call. Every disposition of the claim table (docs/design.md, Claim table), the read-once property, and a
  * failed claim rolling its read back.
  */
 import assert from "node:assert/strict";

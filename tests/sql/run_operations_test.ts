@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
+import { type Blocked, sendBlocked } from "../support/blocked.ts";
 import { testDatabase } from "../support/db.ts";
 import {
   archivedMessages,
@@ -300,6 +301,7 @@ db.test("list_runs: newest first, by flow, status, time and id prefix; bad filte
     "flow_slug",
     "restart_mode",
     "restart_of_run_id",
+    "restarts",
     "run_id",
     "started_as",
     "started_at",
@@ -350,4 +352,73 @@ db.test("privileges: service_role may cancel, retry, resume and list; anon and a
   assert.equal(listed.length, 3);
   const history = await as("service_role", `select count(*)::int as n from pgflow.task_attempts`);
   assert.equal(history[0].n >= 0, true);
+});
+
+db.test("lineage: a source run lists its restarts, newest first; list_runs filters on whether a run was restarted", async ({ sql }) => {
+  await defineFlow(sql, "ln_flow", [{ slug: "a" }]);
+  const [src] = await sql`select run_id from pgflow.start_flow('ln_flow', '{}')`;
+  const [other] = await sql`select run_id from pgflow.start_flow('ln_flow', '{}')`;
+  await sql`select * from pgflow.cancel_run(${src.run_id})`;
+  await sql`select * from pgflow.cancel_run(${other.run_id})`;
+  const [retried] = await sql`select run_id from pgflow.retry_run(${src.run_id})`;
+  const [resumed] = await sql`select run_id from pgflow.resume_run(${src.run_id})`;
+
+  const [{ run }] = await sql`select pgflow.get_run(${src.run_id}) as run`;
+  assert.deepEqual(
+    run.restarts.map((r: Record<string, unknown>) => [r.run_id, r.restart_mode, r.status]),
+    [[resumed.run_id, "resume", "started"], [retried.run_id, "retry", "started"]],
+  );
+  assert.match(run.restarts[0].started_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+  const [{ run: fresh }] = await sql`select pgflow.get_run(${resumed.run_id}) as run`;
+  assert.deepEqual(fresh.restarts, []);
+
+  const list = async (restarted: boolean | null) =>
+    (await sql`select pgflow.list_runs(flow_slug => 'ln_flow', status => 'cancelled',
+                                       restarted => ${restarted}::boolean) as r`).map((x) => x.r);
+  assert.deepEqual((await list(false)).map((r) => r.run_id), [other.run_id]);
+  const [withRestarts] = await list(true);
+  assert.equal(withRestarts.run_id, src.run_id);
+  assert.deepEqual(withRestarts.restarts.map((r: { run_id: string }) => r.run_id), [
+    resumed.run_id,
+    retried.run_id,
+  ]);
+  assert.equal((await list(null)).length, 2);
+});
+
+db.test("again => false: a run restarted already is refused, naming its restart; racing restarts make one", async ({ sql, connect }) => {
+  await defineFlow(sql, "ag_flow", [{ slug: "a" }]);
+  const [src] = await sql`select run_id from pgflow.start_flow('ag_flow', '{}')`;
+  await sql`select * from pgflow.cancel_run(${src.run_id})`;
+  const [first] = await sql`select run_id from pgflow.resume_run(${src.run_id}, again => false)`;
+  for (const fn of ["retry_run", "resume_run"]) {
+    await assert.rejects(
+      sql.unsafe(`select pgflow.${fn}($1, again => false)`, [src.run_id]),
+      (e: { code?: string; message: string; hint?: string }) =>
+        e.code === "23505" &&
+        e.message.includes(`was resumed already, as run ${first.run_id}`) &&
+        /again => true/.test(e.hint ?? ""),
+      fn,
+    );
+  }
+  // again => true (the default) restarts it once more.
+  await sql`select pgflow.retry_run(${src.run_id})`;
+
+  // Two restarts of one run at once: the second waits for the first and is then refused.
+  const [other] = await sql`select run_id from pgflow.start_flow('ag_flow', '{}')`;
+  await sql`select * from pgflow.cancel_run(${other.run_id})`;
+  const a = connect();
+  let second: Blocked | undefined;
+  await a.begin(async (tx) => {
+    await tx`select pgflow.retry_run(${other.run_id}, again => false)`;
+    second = await sendBlocked(
+      sql,
+      connect(),
+      (b) => b`select pgflow.retry_run(${other.run_id}, again => false)`,
+      "the second restart",
+    );
+  });
+  assert.equal(await second!.outcome, "23505");
+  const [{ n }] = await sql`select count(*)::int as n from pgflow.runs
+                            where restart_of_run_id = ${other.run_id}`;
+  assert.equal(n, 1);
 });

@@ -1,6 +1,6 @@
 /**
  * The layers of `src/` point one way: each folder imports only from the folders below it. The
- * order is the path of a task (DESIGN §6): shared helpers, the platform, completion (which the
+ * order is the path of a task (ARCHITECTURE.md, Layers): shared helpers, the platform, completion (which the
  * claim's reads carry), the claim, the DSL the handlers are typed with, routing, compiling,
  * dispatch, operator reads, then the worker that ties them together, the client and the CLI.
  */

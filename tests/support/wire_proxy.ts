@@ -4,10 +4,11 @@
  *
  * - `violations` counts client messages sent while a Sync (or simple Query) of the same
  *   connection is unanswered: what a transaction pooler cannot route (see docs/connections.md).
- * - `loseReplyTo(pattern)` drops every byte the server sends, from then on, on the one connection
- *   that next runs a statement whose text matches, as a pooler that lost track of it would: the
- *   reply of that very call is lost, whichever connection the pool sent it on; other connections
- *   are not affected.
+ * - `loseReplies()` drops every byte the server sends on the connections open at that moment, as
+ *   a pooler that lost track of them would (silent connections); new connections are not affected.
+ * - `loseReplyTo(pattern)` does so on the one connection that next runs a statement whose text
+ *   matches, from that statement on: the reply of that very call is lost, whichever connection the
+ *   pool sent it on; other connections are not affected.
  *
  * @module
  */
@@ -22,6 +23,10 @@ export interface WireProxy {
   readonly violations: number;
   /** Connections accepted so far. */
   readonly connections: number;
+  /** Connections open now (closed once either side closes). */
+  readonly open: number;
+  /** From now on, drops the server's bytes on every connection open now. */
+  loseReplies(): void;
   /**
    * Drops the server's bytes, from then on, on the connection that next runs a statement whose
    * text matches `statement` (once); resolves with that text when it has been sent.
@@ -134,6 +139,12 @@ export function startWireProxy(targetPort: number): WireProxy {
     },
     get connections() {
       return connections;
+    },
+    get open() {
+      return pipes.size;
+    },
+    loseReplies() {
+      for (const pipe of pipes) pipe.lose = true;
     },
     loseReplyTo(statement: RegExp) {
       return new Promise<string>((lost) => armed.push({ statement, lost }));

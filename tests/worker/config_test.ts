@@ -49,6 +49,12 @@ const bad: [string, WorkerTarget, Record<string, unknown>, RegExp][] = [
     { preparedStatements: true },
     /preparedStatements must be "auto", "on" or "off", got true/,
   ],
+  [
+    "logErrorMessages",
+    flow,
+    { logErrorMessages: "yes" },
+    /logErrorMessages must be true or false, got "yes"/,
+  ],
   ["sql and connectionString", flow, { sql: () => {} }, /either sql .* or connectionString/],
   [
     "a URL given as sql: named by its type, never printed",

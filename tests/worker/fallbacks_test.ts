@@ -285,7 +285,7 @@ db.test("a worker's late failure report is ignored: logged with outcome ignored,
     );
     assert.equal(late.level, "warn");
     assert.equal(late.fields.outcome, "ignored");
-    assert.equal(late.fields.error, "reported late");
+    assert.equal(late.fields.errorKind, "Error");
     assert.equal((await waitForRun(sql, run)).status, "completed");
     const [task] = await sql`select attempts_count, error_message from pgflow.step_tasks
                              where run_id = ${run}::uuid`;

@@ -52,6 +52,8 @@ db.test("task lines carry runId; success is debug, a retried failure warn, the l
     const { logs } = await startWorker(workers, flow, {
       connectionString: url,
       logSummaryIntervalMs: 300,
+      // The handler's text is logged only when asked for (error_text_test.ts has the default).
+      logErrorMessages: true,
     });
     const good = await startRun(sql, "ol_tasks", { mode: "ok", secret: SECRET_INPUT });
     const bad = await startRun(sql, "ol_tasks", { mode: "fail", secret: SECRET_INPUT });

@@ -317,14 +317,16 @@ export const PAGE_JS: string = String.raw`"use strict";
   // --- why a step waits, and its attempts ------------------------------------------------------
   function waitText(w) {
     var n = w.tasks > 1 ? w.tasks + " tasks " : "";
+    // Whether they wait out a delay could not be read (see StepWait's delayUnavailable).
+    var unknown = w.delayUnavailable ? "; delayed until: unavailable (" + w.delayUnavailable + ")" : "";
     if (w.kind === "dependencies") return "waiting for dependencies: " + w.deps.join(", ");
     if (w.kind === "unserved") {
       return n + "queued on " + w.queue + ": no live worker serves " + w.flowSlug + "/" +
-        w.stepSlug;
+        w.stepSlug + unknown;
     }
     if (w.kind === "queued") {
       return n + "queued on " + w.queue + ": next for " + w.liveWorkers + " live worker" +
-        (w.liveWorkers === 1 ? "" : "s");
+        (w.liveWorkers === 1 ? "" : "s") + unknown;
     }
     if (w.kind === "delayed") {
       return n + "delayed until " + time(w.until) + (w.retry ? " (retry backoff)" : " (start delay)");
@@ -377,8 +379,8 @@ export const PAGE_JS: string = String.raw`"use strict";
   var ACTION_TEXT = {
     cancel: "Cancel run {run} of {flow}? Its queued and running tasks stop and it ends as cancelled.",
     retry: "Retry run {run} of {flow}? A new run starts with the same input, from the beginning.",
-    resume: "Resume run {run} of {flow}? A new run starts that reuses every completed task and " +
-      "runs only the rest."
+    resume: "Resume run {run} of {flow}? A new run starts that reuses every completed task (and " +
+      "the skips they were built on) and runs only the rest."
   };
   function actionButtons(run) {
     if (!session.actions) return null;
@@ -391,10 +393,17 @@ export const PAGE_JS: string = String.raw`"use strict";
         name.charAt(0).toUpperCase() + name.slice(1) + " run");
     }));
   }
+  function restartedVerb(mode) {
+    return mode === "retry" ? "retried" : mode === "resume" ? "resumed" : "restarted";
+  }
   function askAction(name, run) {
     pending = { action: name, runId: run.runId };
+    // A run restarted before: say so, or a second click makes a second run unnoticed.
+    var newest = name !== "cancel" && run.restartedAs && run.restartedAs[0];
     document.getElementById("confirm-text").textContent = ACTION_TEXT[name]
-      .replace("{run}", run.runId).replace("{flow}", run.flowSlug);
+      .replace("{run}", run.runId).replace("{flow}", run.flowSlug) +
+      (newest ? " It was " + restartedVerb(newest.mode) + " already, as run " + newest.runId +
+        " (" + newest.status + "); this starts one more." : "");
     document.getElementById("confirm-reason-label").hidden = name !== "cancel";
     document.getElementById("confirm-reason").value = "";
     document.getElementById("confirm-yes").textContent = "Confirm " + name;
@@ -453,7 +462,7 @@ export const PAGE_JS: string = String.raw`"use strict";
         " of run ", runLink(run.restartOf)]));
     }
     (run.restartedAs || []).forEach(function (r) {
-      lineage.push(el("span", { className: "restarted-as" }, [(r.mode || "restarted") +
+      lineage.push(el("span", { className: "restarted-as" }, [restartedVerb(r.mode) +
         " as run ", runLink(r.runId), " (" + r.status + ")"]));
     });
     var steps = table(["step", "type", "state", "tasks", "attempts", "started", "ended", "took",

@@ -15,6 +15,9 @@ import type { ReadTx } from "./read_only.ts";
  * - `dependencies`: the step starts once these steps finish.
  * - `unserved`: its tasks are visible on `queue`, but no live worker has a handler for the pair.
  * - `queued`: visible on `queue` and served by `liveWorkers` live workers: it waits its turn.
+ *   On both, `delayUnavailable` says why it could not be told whether they are `delayed` instead
+ *   (the dashboard's role may not read the queue table's visibility times, or the table lacks
+ *   them); absent when it could.
  * - `delayed`: hidden until `until`: a retry's backoff (`retry`), or the step's start delay.
  * - `running`: a worker took it at `since`; `workerLive` is false once its heartbeat went silent.
  *
@@ -33,12 +36,14 @@ export type StepWait =
     readonly flowSlug: string;
     readonly stepSlug: string;
     readonly tasks: number;
+    readonly delayUnavailable?: string;
   }
   | {
     readonly kind: "queued";
     readonly queue: string;
     readonly liveWorkers: number;
     readonly tasks: number;
+    readonly delayUnavailable?: string;
   }
   | {
     readonly kind: "delayed";
@@ -117,7 +122,7 @@ export async function readWaits(
   if (tasks.length === 0) return waits;
 
   const queued = tasks.filter((t) => t.status === "queued");
-  const visibleAt = await messageTimes(tx, queued);
+  const { times: visibleAt, unavailable } = await messageTimes(tx, queued);
   const coverage = new Map<string, CoverageRow>();
   for (const queue of new Set(queued.map((t) => t.queue_name))) {
     for (const row of await queueCoverage(tx, queue, staleAfterSeconds)) {
@@ -181,18 +186,27 @@ export async function readWaits(
     }
     const pair = coverage.get(`${t.queue_name}\u001f${t.flow_slug}\u001f${t.step_slug}`);
     const served = pair?.served ?? false;
+    const reason = unavailable.get(t.queue_name);
+    const note = reason === undefined ? {} : { delayUnavailable: reason };
     bump(
       `${key}${served ? "queued" : "unserved"}\u001f${t.queue_name}`,
       t.step_slug,
       () =>
         served
-          ? { kind: "queued", queue: t.queue_name, liveWorkers: pair?.liveWorkers ?? 0, tasks: 1 }
+          ? {
+            kind: "queued",
+            queue: t.queue_name,
+            liveWorkers: pair?.liveWorkers ?? 0,
+            tasks: 1,
+            ...note,
+          }
           : {
             kind: "unserved",
             queue: t.queue_name,
             flowSlug: t.flow_slug,
             stepSlug: t.step_slug,
             tasks: 1,
+            ...note,
           },
       (w) => (w.kind === "queued" || w.kind === "unserved") ? { ...w, tasks: w.tasks + 1 } : w,
     );
@@ -201,13 +215,25 @@ export async function readWaits(
   return waits;
 }
 
+/** Visibility times by `queue \x1f message id`, and the queues whose times could not be read. */
+interface MessageTimes {
+  readonly times: ReadonlyMap<string, Date>;
+  /** Why, by queue. */
+  readonly unavailable: ReadonlyMap<string, string>;
+}
+
 /**
- * When each queued task's message becomes visible, by `queue \x1f message id`, read from the
- * queue's table (PGMQ has no function that reads a message without taking it). A queue whose
- * table is gone is skipped: its tasks then read as visible.
+ * When each queued task's message becomes visible, read from the queue's table: PGMQ has no
+ * function that reads a message without taking it. This is one of the two reads outside PGMQ's
+ * functions that the PGMQ rule allows (docs/design.md, The PGMQ rule): `msg_id` and `vt` of
+ * `pgmq.q_<queue>`, in the dashboard's read-only transaction. It fails soft: the catalog is asked
+ * first (which needs no privilege), and where the role may not read those columns or the table
+ * does not have them, the queue is named in `unavailable` and its tasks read as visible; a failed
+ * query would abort the whole view's transaction. A queue whose table is gone is skipped.
  */
-async function messageTimes(tx: ReadTx, queued: readonly TaskRow[]): Promise<Map<string, Date>> {
+async function messageTimes(tx: ReadTx, queued: readonly TaskRow[]): Promise<MessageTimes> {
   const times = new Map<string, Date>();
+  const unavailable = new Map<string, string>();
   const byQueue = new Map<string, string[]>();
   for (const t of queued) {
     if (t.message_id !== null) {
@@ -215,14 +241,35 @@ async function messageTimes(tx: ReadTx, queued: readonly TaskRow[]): Promise<Map
     }
   }
   for (const [queue, ids] of byQueue) {
-    const [{ table }] = await tx<{ table: string | null }[]>`
-      select case when to_regclass(format('pgmq.%I', pgmq.format_table_name(${queue}, 'q')))
-                       is not null
-                  then pgmq.format_table_name(${queue}, 'q') end as table`;
-    if (table === null) continue;
+    // PGMQ's table name for a queue is q_ and the lowercased name (pgmq.format_table_name); task
+    // snapshots hold canonical lowercase names. has_column_privilege by column number answers
+    // NULL, never an error, for a column that does not exist.
+    const [layout] = await tx<{ table: string; columns: number; readable: boolean }[]>`
+      select c.relname::text as table,
+             count(a.attnum)::int as columns,
+             coalesce(pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')
+                      and bool_and(pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')),
+                      false) as readable
+      from pg_catalog.pg_class c
+      join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'pgmq'
+      left join pg_catalog.pg_attribute a
+        on a.attrelid = c.oid and a.attname in ('msg_id', 'vt') and a.attnum > 0
+           and not a.attisdropped
+      where c.relname = ${`q_${queue.toLowerCase()}`} and c.relkind in ('r', 'p')
+      group by c.oid, c.relname, c.relnamespace`;
+    if (layout === undefined) continue;
+    if (layout.columns < 2) {
+      unavailable.set(queue, `pgmq.${layout.table} has no msg_id and vt columns`);
+      continue;
+    }
+    if (!layout.readable) {
+      unavailable.set(queue, `this role may not read msg_id and vt of pgmq.${layout.table}`);
+      continue;
+    }
+    const table = tx(`pgmq.${layout.table}`);
     const rows = await tx<{ msg_id: string; vt: Date }[]>`
-      select msg_id::text, vt from ${tx(`pgmq.${table}`)} where msg_id = any(${ids}::bigint[])`;
+      select msg_id::text, vt from ${table} where msg_id = any(${ids}::bigint[])`;
     for (const r of rows) times.set(`${queue}\u001f${r.msg_id}`, r.vt);
   }
-  return times;
+  return { times, unavailable };
 }

@@ -6,6 +6,13 @@
  * server runs as the `postgres` (or `nobody`) user, which must be able to reach the folder.
  * Creating and starting it is for a caller holding the folder's lock (`lock.ts`).
  *
+ * Creating survives being killed at any point (Ctrl-C, SIGTERM, SIGKILL): its first act is to
+ * write `pgflow-db.creating`, initdb fills a temporary `data.new-…` folder that is renamed to
+ * `data` only once complete, and the marker becomes `pgflow-db.json` by a rename as the last act.
+ * A folder holding the marker is one a start did not finish: the next start completes it (when
+ * `data` is there) or removes what it left and creates the cluster again ({@link
+ * LocalCluster.recover}).
+ *
  * @module
  */
 import { findPostgresBinaries } from "./binaries.ts";
@@ -21,6 +28,10 @@ export const DEFAULT_DATA_DIR = ".pgflow/db";
 const PREFERRED_PORTS = Array.from({ length: 70 }, (_, i) => 54330 + i);
 
 const META = "pgflow-db.json";
+/** Written first by a start that creates the cluster; renamed to {@link META} last. */
+const MARKER = "pgflow-db.creating";
+/** The prefix of the folder initdb fills before it is renamed to `data`. */
+const DATA_TEMP = "data.new-";
 
 /** What `pgflow-db.json` holds. */
 interface Meta {
@@ -28,6 +39,9 @@ interface Meta {
   readonly binDir: string;
   readonly createdAt: string;
 }
+
+/** What the marker of an unfinished creation holds (all of it, once initdb is done). */
+type Marker = Partial<Meta>;
 
 /**
  * Where a cluster is: no cluster in the folder, created but stopped, or running.
@@ -58,11 +72,18 @@ export class LocalCluster {
   /** The cluster's folder, absolute. */
   readonly dir: string;
   #meta: Meta | undefined;
+  #marker: Marker | undefined;
   readonly #user: string | undefined;
 
-  private constructor(dir: string, meta: Meta | undefined, user: string | undefined) {
+  private constructor(
+    dir: string,
+    meta: Meta | undefined,
+    marker: Marker | undefined,
+    user: string | undefined,
+  ) {
     this.dir = dir;
     this.#meta = meta;
+    this.#marker = marker;
     this.#user = user;
   }
 
@@ -83,13 +104,19 @@ export class LocalCluster {
         );
       }
     }
-    if (meta === undefined && await nonEmpty(abs)) {
+    const marker = meta === undefined ? await readMarker(abs) : undefined;
+    if (meta === undefined && marker === undefined && await nonEmpty(abs)) {
       throw new CliError(
         `${abs} exists and is not a pgflow database folder (no ${META}); nothing was changed. ` +
           "Pass --data-dir with a new or empty folder",
       );
     }
-    return new LocalCluster(abs, meta, await serverUser());
+    return new LocalCluster(abs, meta, marker, await serverUser());
+  }
+
+  /** Whether a start that was creating the cluster here did not finish (see {@link recover}). */
+  get interrupted(): boolean {
+    return this.#meta === undefined && this.#marker !== undefined;
   }
 
   /** The recorded port; `undefined` before {@link create}. */
@@ -125,6 +152,7 @@ export class LocalCluster {
    */
   async create(port?: number): Promise<void> {
     if (this.#meta !== undefined) return;
+    if (this.interrupted) throw new Error(`${this.dir}: recover() the interrupted start first`);
     const { binDir } = await findPostgresBinaries();
     const made = new Made();
     try {
@@ -141,6 +169,11 @@ export class LocalCluster {
 
   async #make(made: Made, binDir: string, port: number | undefined): Promise<void> {
     await made.folders(this.dir);
+    // First, so that whatever a kill leaves here is known for an unfinished start's.
+    const marker: Marker = { port, binDir, createdAt: new Date().toISOString() };
+    await made.file(`${this.dir}/${MARKER}`, JSON.stringify(marker) + "\n").catch((error) => {
+      throw error instanceof Deno.errors.AlreadyExists ? this.#appeared(MARKER) : error;
+    });
     await made.file(`${this.dir}/.gitignore`, "# pgflow db: local data, never committed\n*\n")
       .catch((error) => {
         throw error instanceof Deno.errors.AlreadyExists ? this.#appeared(".gitignore") : error;
@@ -158,17 +191,17 @@ export class LocalCluster {
       }
     }
     await testPause("initdb");
-    // The data folder is made here, exclusively, so initdb only ever fills a folder of this call's
-    // own, and a failed initdb (which empties the folder it was given) removes nothing else.
     const data = `${this.dir}/data`;
-    await made.folder(data, 0o700).catch((error) => {
-      throw error instanceof Deno.errors.AlreadyExists ? this.#appeared("data") : error;
-    });
-    if (this.#user) await run("chown", [this.#user, data], undefined);
+    if (await exists(data)) throw this.#appeared("data");
+    // initdb fills a folder of this call's own, made here exclusively: a failed initdb (which
+    // empties the folder it was given) removes nothing else, and `data` appears only complete.
+    const temp = `${this.dir}/${DATA_TEMP}${crypto.randomUUID().slice(0, 8)}`;
+    await made.folder(temp, 0o700);
+    if (this.#user) await run("chown", [this.#user, temp], undefined);
     try {
       await run(`${binDir}/initdb`, [
         "-D",
-        data,
+        temp,
         "-U",
         "postgres",
         "--auth=trust",
@@ -179,12 +212,73 @@ export class LocalCluster {
     } catch (error) {
       throw new CliError(`initdb failed, nothing was kept: ${(error as Error).message}`);
     }
-    made.own(data);
-    await this.#writeMeta({
+    made.own(temp);
+    if (await exists(data)) throw this.#appeared("data");
+    await made.move(temp, data);
+    await testPause("record");
+    await this.#record({
       port: port ?? freePort(PREFERRED_PORTS),
       binDir,
-      createdAt: new Date().toISOString(),
+      createdAt: marker.createdAt!,
     });
+  }
+
+  /**
+   * Finishes, or clears away, what a start that was killed while creating the cluster left (see
+   * the module's doc): `completed` when initdb had finished (the cluster is recorded, with `port`
+   * if given, else the port that start was given or picked, else a free one), `cleaned` when it
+   * had not (the folder is empty again: {@link create} makes the cluster). Call it holding the
+   * folder's lock. Anything in the folder that such a start does not make is refused, untouched.
+   */
+  async recover(port?: number): Promise<"completed" | "cleaned"> {
+    const marker = this.#marker;
+    if (this.#meta !== undefined || marker === undefined) {
+      throw new Error(`${this.dir}: no interrupted start to recover`);
+    }
+    const names: string[] = [];
+    for await (const entry of Deno.readDir(this.dir)) names.push(entry.name);
+    const ours = [MARKER, `${MARKER}.new`, ".gitignore", "data", `${META}.new`];
+    const foreign = names.filter((n) => !ours.includes(n) && !n.startsWith(DATA_TEMP));
+    if (foreign.length > 0) {
+      throw new CliError(
+        `${this.dir} holds what an interrupted db start left, and ${foreign.join(", ")}, which ` +
+          "pgflow did not make there; nothing was changed. Move that away, or pass --data-dir " +
+          "with another folder",
+      );
+    }
+    for (const name of names) {
+      if (name.startsWith(DATA_TEMP)) await removeLeftover(`${this.dir}/${name}`);
+    }
+    for (const name of [`${MARKER}.new`, `${META}.new`]) {
+      await removeLeftover(`${this.dir}/${name}`);
+    }
+    if (names.includes("data")) {
+      // Renamed to `data` only once initdb had finished: the cluster is whole, only unrecorded.
+      const binDir = marker.binDir ?? (await findPostgresBinaries()).binDir;
+      await this.#record({
+        port: port ?? marker.port ?? freePort(PREFERRED_PORTS),
+        binDir,
+        createdAt: marker.createdAt ?? new Date().toISOString(),
+      });
+      return "completed";
+    }
+    for (const name of [MARKER, ".gitignore"]) await removeLeftover(`${this.dir}/${name}`);
+    this.#marker = undefined;
+    return "cleaned";
+  }
+
+  /**
+   * Records a cluster just made: the marker takes the meta's content (written aside and renamed
+   * over it), then becomes the meta by a rename, so that at every moment the folder holds one or
+   * the other, never neither.
+   */
+  async #record(meta: Meta): Promise<void> {
+    const marker = `${this.dir}/${MARKER}`;
+    await Deno.writeTextFile(`${marker}.new`, JSON.stringify(meta, null, 2) + "\n");
+    await Deno.rename(`${marker}.new`, marker);
+    await Deno.rename(marker, `${this.dir}/${META}`);
+    this.#meta = meta;
+    this.#marker = undefined;
   }
 
   #appeared(name: string): CliError {
@@ -340,6 +434,50 @@ export function absolute(dir: string): string {
     else parts.push(part);
   }
   return `/${parts.join("/")}`;
+}
+
+/** The marker of an unfinished creation in `dir` (empty if a kill cut its writing short). */
+async function readMarker(dir: string): Promise<Marker | undefined> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(`${dir}/${MARKER}`);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+  try {
+    const marker = JSON.parse(text);
+    return marker !== null && typeof marker === "object" ? marker as Marker : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Removes `path` (a file, or a folder and all in it). An initdb of the start that was killed may
+ * still be writing in it: its files vanish under it and it gives up, so the removal is tried
+ * again for a few seconds.
+ */
+async function removeLeftover(path: string): Promise<void> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      await Deno.remove(path, { recursive: true });
+      return;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return;
+      if (attempt >= 50) {
+        throw new CliError(
+          `${path}, left by an interrupted db start, could not be removed ` +
+            `(${(error as Error).message}); remove it and start again`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.lstat(path).then(() => true, () => false);
 }
 
 async function nonEmpty(dir: string): Promise<boolean> {

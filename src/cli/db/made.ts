@@ -54,6 +54,12 @@ export class Made {
     this.#entries.push({ path, folder: false, whole: false });
   }
 
+  /** Renames the recorded `from` to `to` (which must not exist); the record follows it. */
+  async move(from: string, to: string): Promise<void> {
+    await Deno.rename(from, to);
+    for (const entry of this.#entries) if (entry.path === from) entry.path = to;
+  }
+
   /** Marks the recorded folder `path` as filled by this command alone: undo removes it whole. */
   own(path: string): void {
     for (const entry of this.#entries) if (entry.path === path) entry.whole = true;

@@ -6,9 +6,9 @@
  */
 
 /**
- * Where `pgflow db start` can pause: before it makes the cluster's `data` folder (`initdb`), before
- * the server binds its port (`bind`), or after the server started and before PGMQ and the
- * migrations (`setup`).
+ * Where `pgflow db start` can pause: before it makes the cluster's `data` folder (`initdb`), after
+ * initdb and before the cluster is recorded as made (`record`), before the server binds its port
+ * (`bind`), or after the server started and before PGMQ and the migrations (`setup`).
  *
  * @example
  * ```ts
@@ -17,7 +17,7 @@
  * const point: PausePoint = "setup";
  * ```
  */
-export type PausePoint = "initdb" | "bind" | "setup";
+export type PausePoint = "initdb" | "record" | "bind" | "setup";
 
 /**
  * Sleeps when `PGFLOW_DB_TEST_PAUSE` names `point`.

@@ -12,6 +12,7 @@ import {
   extractFlowShape,
   extractRoutePlan,
 } from "../../compile/shape.ts";
+import { maskSecrets } from "../../platform/database_url.ts";
 import { resolveTarget } from "../../worker/target.ts";
 import type { WorkerTarget } from "../../routing/selection.ts";
 import { CliError, UsageError } from "../output.ts";
@@ -71,11 +72,7 @@ export async function loadFlows(
   try {
     exports = await import(url);
   } catch (error) {
-    const text = error instanceof Error ? error.message : String(error);
-    const line = text.split("\n")[0];
-    throw new CliError(
-      `module ${spec} does not load: ${line.length > 300 ? `${line.slice(0, 290)} … [cut]` : line}`,
-    );
+    throw new CliError(`module ${spec} does not load: ${loadErrorText(error)}`);
   }
   const found = collect(exports, spec);
   if (found.length === 0) {
@@ -99,6 +96,20 @@ export async function loadFlows(
       : found.filter((f) => only.includes(f.slug) || only.includes(f.exportName)),
     spec,
   );
+}
+
+/**
+ * The first line of a module's load error, and of its cause, with every password masked: the
+ * module may have failed on a database URL and echoed it (Deno's `Invalid URL: '…'`). Masked
+ * before it is cut, so no cut leaves part of a password unmasked.
+ */
+function loadErrorText(error: unknown): string {
+  const firstLine = (e: unknown) => (e instanceof Error ? e.message : String(e)).split("\n")[0];
+  const cause = error instanceof Error && error.cause !== undefined
+    ? ` (cause: ${firstLine(error.cause)})`
+    : "";
+  const line = maskSecrets(firstLine(error) + cause);
+  return line.length > 300 ? `${line.slice(0, 290)} … [cut]` : line;
 }
 
 function isTarget(value: unknown): boolean {

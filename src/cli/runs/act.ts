@@ -7,7 +7,7 @@
  */
 import type { ListRunsOptions, PgflowClient } from "../../client/client.ts";
 import { RunActionError, RunNotFoundError } from "../../client/errors.ts";
-import type { RunStatus, RunSummary } from "../../client/types.ts";
+import type { RestartMode, RunStatus, RunSummary } from "../../client/types.ts";
 import { result, UsageError } from "../output.ts";
 
 /** An action on runs. */
@@ -33,18 +33,24 @@ export interface Outcome {
   readonly status: RunStatus | null;
   /**
    * `cancelled`, `retried`, `resumed`; `already_ended` (cancel of a run that had ended: left as
-   * it is); `refused` (the database said no: `error`); `not_found`; `planned` (no `--yes`).
+   * it is); `already_restarted` (retry or resume of a run retried or resumed before, without
+   * `--again`: left as it is, `restartedAs` names the newest run made from it); `refused` (the
+   * database said no: `error`); `not_found`; `planned` (no `--yes`).
    */
   readonly outcome:
     | "cancelled"
     | "retried"
     | "resumed"
     | "already_ended"
+    | "already_restarted"
     | "refused"
     | "not_found"
     | "planned";
   /** The new run of a retry or resume. */
   readonly newRunId?: string;
+  /** For `already_restarted`: the newest run made from it, and how. */
+  readonly restartedAs?: string;
+  readonly restartMode?: RestartMode;
   readonly error?: string;
 }
 
@@ -53,7 +59,12 @@ export interface ActOptions {
   readonly reason: string | null;
   readonly yes: boolean;
   readonly json: boolean;
+  /** Retry or resume runs that were retried or resumed before (without it they are skipped). */
+  readonly again: boolean;
 }
+
+/** SQLSTATE of `retry_run` / `resume_run` with `again => false` for a run restarted already. */
+const RESTARTED_ALREADY = "23505";
 
 /**
  * Does `name` on run `selected` (an id) or on the runs it selects (filters); returns the exit code:
@@ -72,17 +83,27 @@ export async function act(
   selected: string | Selection,
   options: ActOptions,
 ): Promise<number> {
+  // Restarting a run restarted before starts one more run; only --again asks for that.
+  const once = name !== "cancel" && !options.again;
   if (typeof selected === "string") {
-    const outcome = await actOn(client, name, selected, null, options.reason);
+    const outcome = await actOn(client, name, selected, null, options.reason, once);
     report(name, [outcome], true, options.json);
     return outcome.outcome === "not_found" ? 3 : outcome.outcome === "refused" ? 1 : 0;
   }
   // One more than the limit, to tell "exactly the limit" from "more": acting on a part would
-  // leave the rest to a second call, and a second retry of the same runs retries them again.
-  const found = await client.listRuns({ ...selected, limit: Math.min(selected.limit + 1, 1000) });
+  // leave the rest to a second call.
+  const found = await client.listRuns({
+    ...selected,
+    ...(once ? { restarted: false } : {}),
+    limit: Math.min(selected.limit + 1, 1000),
+  });
+  const skipped = once
+    ? (await client.listRuns({ ...selected, restarted: true, limit: 1000 })).map(restartedBefore)
+    : [];
   if (found.length === 0) {
-    report(name, [], false, options.json);
-    return 3;
+    // Nothing left to act on: every match was restarted before (or nothing matched).
+    report(name, skipped, options.yes, options.json);
+    return skipped.length === 0 ? 3 : 0;
   }
   if (found.length > selected.limit || found.length === 1000) {
     throw new UsageError(
@@ -93,14 +114,20 @@ export async function act(
     );
   }
   if (!options.yes) {
-    report(name, found.map((r) => planned(r)), false, options.json, describeFilter(selected));
+    report(
+      name,
+      [...found.map((r) => planned(r)), ...skipped],
+      false,
+      options.json,
+      describeFilter(selected),
+    );
     return 4;
   }
   const outcomes: Outcome[] = [];
   for (const run of found) {
-    outcomes.push(await actOn(client, name, run.runId, run.flowSlug, options.reason));
+    outcomes.push(await actOn(client, name, run.runId, run.flowSlug, options.reason, once));
   }
-  report(name, outcomes, true, options.json);
+  report(name, [...outcomes, ...skipped], true, options.json);
   return outcomes.some((o) => o.outcome === "refused" || o.outcome === "not_found") ? 1 : 0;
 }
 
@@ -110,6 +137,7 @@ async function actOn(
   runId: string,
   flowSlug: string | null,
   reason: string | null,
+  once: boolean,
 ): Promise<Outcome> {
   const run = client.run(runId);
   try {
@@ -122,7 +150,8 @@ async function actOn(
         outcome: done.cancelled ? "cancelled" : "already_ended",
       };
     }
-    const next = await (name === "retry" ? run.retry() : run.resume());
+    const again = { again: !once };
+    const next = await (name === "retry" ? run.retry(again) : run.resume(again));
     return {
       runId,
       flowSlug: next.flowSlug,
@@ -133,6 +162,13 @@ async function actOn(
   } catch (error) {
     if (error instanceof RunNotFoundError) {
       return { runId, flowSlug, status: null, outcome: "not_found" };
+    }
+    if (error instanceof RunActionError && error.code === RESTARTED_ALREADY) {
+      // Restarted meanwhile or before: say by which run (the refusal's message names it too).
+      const source = await client.getRun(runId);
+      if (source !== null && source.restarts.length > 0) {
+        return restartedBefore(source);
+      }
     }
     if (error instanceof RunActionError) {
       return {
@@ -151,6 +187,21 @@ function planned(r: RunSummary): Outcome {
   return { runId: r.runId, flowSlug: r.flowSlug, status: r.status, outcome: "planned" };
 }
 
+/** A run left alone because it was retried or resumed before (its newest restart first). */
+function restartedBefore(
+  r: Pick<RunSummary, "runId" | "flowSlug" | "status" | "restarts">,
+): Outcome {
+  const [newest] = r.restarts;
+  return {
+    runId: r.runId,
+    flowSlug: r.flowSlug,
+    status: r.status,
+    outcome: "already_restarted",
+    restartedAs: newest?.runId,
+    restartMode: newest?.mode,
+  };
+}
+
 /** Prints the outcomes: one JSON object, or a line per run and a summary. */
 function report(
   name: Action,
@@ -167,9 +218,15 @@ function report(
     result("no runs match; nothing was done");
     return;
   }
-  if (!confirmed) {
-    result(`would ${name} ${outcomes.length} run(s) (${filter}):`);
-    for (const o of outcomes) result(`  ${o.runId}  ${o.flowSlug}  ${o.status}`);
+  const skipped = outcomes.filter((o) => o.outcome === "already_restarted");
+  const planned = outcomes.filter((o) => o.outcome === "planned");
+  if (!confirmed && planned.length > 0) {
+    result(`would ${name} ${planned.length} run(s) (${filter}):`);
+    for (const o of planned) result(`  ${o.runId}  ${o.flowSlug}  ${o.status}`);
+    if (skipped.length > 0) {
+      result(`and leave ${skipped.length} run(s) retried or resumed already:`);
+      for (const o of skipped) result(`  ${line(o)}`);
+    }
     result(`nothing was done; run the same command with --yes to ${name} them`);
     return;
   }
@@ -177,10 +234,11 @@ function report(
   if (outcomes.length > 1) {
     const done = outcomes.filter((o) => o.outcome === ACTIONS[name].done).length;
     const ended = outcomes.filter((o) => o.outcome === "already_ended").length;
-    const failed = outcomes.length - done - ended;
+    const failed = outcomes.length - done - ended - skipped.length;
     result(
       `${ACTIONS[name].done} ${done} of ${outcomes.length} run(s)` +
         (ended > 0 ? `; ${ended} had ended already` : "") +
+        (skipped.length > 0 ? `; ${skipped.length} retried or resumed already` : "") +
         (failed > 0 ? `; ${failed} refused or gone` : ""),
     );
   }
@@ -196,6 +254,9 @@ function line(o: Outcome): string {
     case "retried":
     case "resumed":
       return `${o.outcome} ${o.runId}${flow}: new run ${o.newRunId}`;
+    case "already_restarted":
+      return `${o.runId}${flow} was ${o.restartMode === "retry" ? "retried" : "resumed"} ` +
+        `already, as run ${o.restartedAs}: left as it is (--again restarts it once more)`;
     case "not_found":
       return `run ${o.runId} does not exist (or was pruned)`;
     default:

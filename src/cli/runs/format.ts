@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { RunState, RunSummary, TaskAttempt } from "../../client/types.ts";
+import type { RunRestart, RunState, RunSummary, TaskAttempt } from "../../client/types.ts";
 
 /** Lines of stack shown per attempt in text (the JSON has it whole). */
 const STACK_LINES = 8;
@@ -22,7 +22,7 @@ const STACK_LINES = 8;
  */
 export function formatRunList(runs: readonly RunSummary[]): string[] {
   return table(
-    ["run id", "flow", "status", "started", "ended", "restart of", "error"],
+    ["run id", "flow", "status", "started", "ended", "restart of", "restarted as", "error"],
     runs.map((r) => [
       r.runId,
       r.flowSlug,
@@ -30,9 +30,25 @@ export function formatRunList(runs: readonly RunSummary[]): string[] {
       r.startedAt,
       r.completedAt ?? r.failedAt ?? r.cancelledAt ?? "-",
       r.restartOfRunId === null ? "-" : `${r.restartMode ?? "?"} of ${r.restartOfRunId}`,
+      r.restarts.length === 0 ? "-" : restartedAs(r.restarts[0]) +
+        (r.restarts.length > 1 ? ` (+${r.restarts.length - 1} more)` : ""),
       r.error === null ? "" : oneLine(r.error, 60),
     ]),
   );
+}
+
+/**
+ * A run made from another, seen from its source: `retried as <id>` or `resumed as <id>`.
+ *
+ * @example
+ * ```ts
+ * import { restartedAs } from "./format.ts";
+ *
+ * restartedAs({ runId: "0b6c…", mode: "retry", status: "started", startedAt: "" }); // "retried as 0b6c…"
+ * ```
+ */
+export function restartedAs(r: RunRestart): string {
+  return `${r.mode === "retry" ? "retried" : "resumed"} as ${r.runId}`;
 }
 
 /**
@@ -84,6 +100,7 @@ export function formatRun(run: RunState): string[] {
   if (run.restartOfRunId !== null) {
     row("restart", `${run.restartMode ?? "restart"} of ${run.restartOfRunId}`);
   }
+  for (const r of run.restarts) row("restarted", `${restartedAs(r)} (${r.status}, ${r.startedAt})`);
   row("why", whyEnded(run));
   out.push("", "steps");
   const steps = table(
@@ -98,7 +115,7 @@ export function formatRun(run: RunState): string[] {
       s.startedAt ?? "-",
       s.completedAt ?? s.failedAt ?? s.skippedAt ?? s.cancelledAt ?? "-",
       s.reused
-        ? "reused from the source run"
+        ? `reused from the source run${s.skipReason === null ? "" : ` (skipped: ${s.skipReason})`}`
         : s.skipReason !== null
         ? `skipped: ${s.skipReason}`
         : s.error !== null

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { EARLIEST_SINCE_MS, inRange, parseIsoTime, SINCE_RANGE } from "../../client/since.ts";
 import type { RunStatus } from "../../client/types.ts";
 import { UsageError } from "../output.ts";
 
@@ -63,7 +64,8 @@ export function parseStatus(value: string): RunStatus {
 
 /**
  * A `--since` value: a duration back from `now` (`90s`, `30m`, `1h`, `2d`, `1w`) or an ISO time
- * (`2026-12-01`, `2026-12-01T08:00:00Z`; without a zone it is UTC).
+ * (`2026-12-01`, `2026-12-01T08:00:00Z`; without a zone it is UTC), read as `listRuns` reads it
+ * (`parseIsoTime`): impossible dates and times before the year 1 are usage errors.
  *
  * @example
  * ```ts
@@ -74,15 +76,23 @@ export function parseStatus(value: string): RunStatus {
  */
 export function parseSince(value: string, now: Date = new Date()): Date {
   const ago = /^(\d{1,6})(s|m|h|d|w)$/.exec(value);
-  if (ago) return new Date(now.getTime() - Number(ago[1]) * UNITS[ago[2]]);
-  if (/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$/.test(value)) {
-    const zoned = /(Z|[+-]\d{2}:?\d{2})$/.test(value) || !value.includes(":") ? value : `${value}Z`;
-    const time = Date.parse(zoned.replace(" ", "T"));
-    if (!Number.isNaN(time)) return new Date(time);
+  const time = ago
+    ? inRange(now.getTime() - Number(ago[1]) * UNITS[ago[2]])
+    : /^\d{4}-/.test(value)
+    ? parseIsoTime(value)
+    : undefined;
+  if (time?.ok) return time.time;
+  if (ago) {
+    const most = Math.floor((now.getTime() - EARLIEST_SINCE_MS) / UNITS[ago[2]]);
+    throw new UsageError(
+      `--since ${JSON.stringify(value)} reaches back before the year 1; times ${SINCE_RANGE} ` +
+        `are accepted, so at most ${most}${ago[2]} ago (or pass an ISO time)`,
+    );
   }
   throw new UsageError(
-    `--since ${JSON.stringify(value)} is neither a duration nor a time; pass how long ago ` +
-      "(30m, 1h, 2d, 1w) or an ISO time (2026-12-01T08:00:00Z)",
+    `--since ${JSON.stringify(value)} ${
+      time?.problem ?? "is neither a duration nor a time"
+    }; pass how long ago (30m, 1h, 2d, 1w) or an ISO time (2026-12-01T08:00:00Z)`,
   );
 }
 

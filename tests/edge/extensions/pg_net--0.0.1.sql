@@ -1,4 +1,4 @@
--- TEST-ONLY stand-in for pg_net (tests/edge/extensions/README.md): the surface pgflow uses, with
+-- TEST-ONLY stand-in for pg_net (installed by tests/edge/cluster.ts): the surface pgflow uses, with
 -- pg_net's names and signature. net.http_post only queues the request (as pg_net does: its
 -- background worker sends queued requests after the transaction commits); the test's relay
 -- (tests/edge/relay.ts) plays that worker, and writes net._http_response like pg_net.

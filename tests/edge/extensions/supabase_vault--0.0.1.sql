@@ -1,4 +1,4 @@
--- TEST-ONLY stand-in for Supabase Vault (tests/edge/extensions/README.md): Vault's names
+-- TEST-ONLY stand-in for Supabase Vault (installed by tests/edge/cluster.ts): Vault's names
 -- (vault.secrets, vault.decrypted_secrets, vault.create_secret), no encryption at all.
 create schema if not exists vault;
 
