@@ -172,7 +172,7 @@ db.test("no value of a rejected input (a number, a boolean) reaches an error, a 
     });
     const run = await client.startFlow("cl_payments", input);
     await assert.rejects(
-      run.waitFor("completed", { timeoutMs: 15_000 }),
+      run.waitFor("completed", { timeoutMs: 60_000 }),
       (e: unknown) => e instanceof RunFailedError && !leaks.test(e.message + e.stepError),
     );
     const [row] = await sql<Record<string, string>[]>`
