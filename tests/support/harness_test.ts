@@ -58,8 +58,8 @@ Deno.test("the runner names failed tests from output cut short, and never fewer 
   const cut =
     "a ... ok (1ms)\nb ... FAILED (2ms)\nc ...\n  step ... cancelled (0ms)\nc ... cancelled\n";
   assert.deepEqual(failedTestNames(cut), ["b", "c"]);
-  assert.deepEqual(namedFailures("tests/x_test.ts", "error: Module not found\n", 2), [
-    "tests/x_test.ts › 2 more failed test(s) (see its output above)",
+  assert.deepEqual(namedFailures("tests/pgmq/read_test.ts", "error: Module not found\n", 2), [
+    "tests/pgmq/read_test.ts › 2 more failed test(s) (see its output above)",
   ]);
   assert.equal(
     summaryLines({

@@ -55,7 +55,7 @@ export function failedTestNames(output: string): string[] {
  *
  * @example
  * ```ts
- * namedFailures("tests/a_test.ts", output, 2); // ["tests/a_test.ts › sends", "tests/a_test.ts › …"]
+ * namedFailures("tests/pgmq/send_test.ts", output, 2); // ["tests/pgmq/send_test.ts › sends", "tests/pgmq/send_test.ts › …"]
  * ```
  */
 export function namedFailures(file: string, output: string, count: number): string[] {
@@ -72,8 +72,8 @@ export function namedFailures(file: string, output: string, count: number): stri
  *
  * @example
  * ```ts
- * console.log(summaryLines({ passed: 3, failed: 1, ignored: 0, failures: ["tests/a_test.ts › sends"] }));
- * // FAILED tests/a_test.ts › sends
+ * console.log(summaryLines({ passed: 3, failed: 1, ignored: 0, failures: ["tests/pgmq/send_test.ts › sends"] }));
+ * // FAILED tests/pgmq/send_test.ts › sends
  * // 3 passed, 1 failed
  * ```
  */
