@@ -7,7 +7,9 @@
 import { type CoverageRow, queueCoverage } from "../../operations/coverage.ts";
 import { type QueueDepth, queueDepths } from "../../operations/queue_depths.ts";
 import { type AliasInfo, readAliases } from "../deploy/aliases.ts";
+import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
+import { readRestarts } from "./restarts.ts";
 
 /** Thresholds of the overview. */
 export interface OverviewOptions {
@@ -51,6 +53,8 @@ export interface FailureInfo {
   readonly failedAt: string;
   /** The stored error message. */
   readonly error: string;
+  /** The runs that retried or resumed its run since, newest first (at most 20). */
+  readonly restartedAs: readonly RunRestart[];
 }
 
 /** Why a task is listed as stuck. */
@@ -228,12 +232,14 @@ async function readFailures(tx: ReadTx, limit: number): Promise<FailureInfo[]> {
     select run_id::text, flow_slug, step_slug, failed_at, coalesce(error_message, '') as error
     from pgflow.step_states where status = 'failed'
     order by failed_at desc nulls last, run_id, step_slug limit ${limit}`;
+  const restarts = await readRestarts(tx, rows.map((r) => r.run_id));
   return rows.map((r) => ({
     runId: r.run_id,
     flowSlug: r.flow_slug,
     stepSlug: r.step_slug,
     failedAt: iso(r.failed_at),
     error: r.error,
+    restartedAs: restarts.get(r.run_id) ?? [],
   }));
 }
 
