@@ -12,7 +12,7 @@ import { startDashboard } from "../../src/cli/dashboard/server.ts";
 import { allowedHosts, hostAllowed, parseHost, showHost } from "../../src/cli/dashboard/hosts.ts";
 import type { Overview } from "../../src/cli/dashboard/queries.ts";
 import type { RunDetail } from "../../src/cli/dashboard/run_view.ts";
-import { idBounds } from "../../src/cli/dashboard/search.ts";
+import { idBounds, type RunSummary } from "../../src/cli/dashboard/search.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import type postgres from "postgres";
@@ -116,9 +116,17 @@ db.test("the overview lists stuck tasks by reason, failures and coverage; servin
       await (await fetch(new URL(`api/runs/${third.run_id}`, dashboard.url)))
         .json();
     assert.equal(detail.status, "failed");
-    assert.deepEqual(detail.steps.map((s) => [s.stepSlug, s.status, s.attempts, s.error]), [
-      ["work", "failed", 1, '<b>bad</b> & "worse"'],
-    ]);
+    assert.deepEqual(
+      detail.steps.map((s) => [
+        s.stepSlug,
+        s.status,
+        s.attempts,
+        s.minAttempts,
+        s.maxAttempts,
+        s.error,
+      ]),
+      [["work", "failed", 1, 1, 1, '<b>bad</b> & "worse"']],
+    );
   } finally {
     await dashboard.shutdown();
     await pool.end({ timeout: 5 });
@@ -1029,6 +1037,21 @@ db.test("a resumed run: its reused steps are marked, and both runs name each oth
     assert.deepEqual(source.restartedAs.map((r) => [r.runId, r.mode, r.status]), [
       [resumed, "resume", "started"],
     ]);
+    // The lists say so too: the source's row in the search and its failure name the resume.
+    const listed: RunSummary[] =
+      await (await fetch(new URL("api/runs?flow=dr_flow", dashboard.url)))
+        .json();
+    assert.deepEqual(
+      listed.map((r) => [r.runId, r.restartOf, r.restartedAs.map((x) => [x.runId, x.mode])]),
+      [[resumed, runId, []], [runId, null, [[resumed, "resume"]]]],
+    );
+    const o: Overview = await (await fetch(new URL("api/overview", dashboard.url))).json();
+    assert.deepEqual(
+      o.failures.filter((f) => f.flowSlug === "dr_flow").map((
+        f,
+      ) => [f.runId, f.stepSlug, f.restartedAs.map((x) => x.runId)]),
+      [[runId, "b", [resumed]]],
+    );
   } finally {
     await dashboard.shutdown();
     await pool.end({ timeout: 5 });

@@ -21,8 +21,7 @@
  * ```
  */
 export const BROWSER_MODULES: Readonly<Record<string, string>> = {
-  "actions.js": `/// <reference lib="dom" />
-/**
+  "actions.js": `/**
  * The run view's actions (Cancel, Retry, Resume), offered only when \`/api/session\` says the
  * dashboard allows them. A button opens a confirmation box; only its Confirm button sends the
  * POST, with the session's token.
@@ -185,8 +184,7 @@ export function wireConfirmation(refreshRun                     )       {
   byId("confirm-no").addEventListener("click", closeConfirm);
 }
 `,
-  "dag.js": `/// <reference lib="dom" />
-/**
+  "dag.js": `/**
  * One run's steps as a graph: columns by depth, a box per step with its name, state, time and
  * attempts, arrows from each dependency. Each column is as wide as its longest text (within
  * bounds; longer text is cut with \`…\`, whole in the box's tooltip), so no text runs out of its box.
@@ -382,8 +380,7 @@ export function dag(steps                    )             {
   return box;
 }
 `,
-  "dom.js": `/// <reference lib="dom" />
-/**
+  "dom.js": `/**
  * The page's building blocks. Every value from the database becomes a text node
  * (\`createTextNode\`, \`textContent\`), in HTML and in SVG alike, never markup: a step output or an
  * error holding \`<script>\` shows as those characters.
@@ -634,8 +631,7 @@ export function orEmpty(
   return rows.length ? build() : el("p", { className: "empty" }, emptyText);
 }
 `,
-  "format.js": `/// <reference lib="dom" />
-/**
+  "format.js": `/**
  * How the page writes durations, times, ids and counts: short, and the same in every panel.
  *
  * @module
@@ -722,8 +718,7 @@ export function restartedVerb(mode                    )         {
   return mode === "retry" ? "retried" : mode === "resume" ? "resumed" : "restarted";
 }
 `,
-  "main.js": `/// <reference lib="dom" />
-/**
+  "main.js": `/**
  * The page's entry (\`/js/main.js\`): polls \`/api/overview\` and the run search \`/api/runs?…\` every
  * 2 s, and \`/api/runs/<id>\` for the run the address names (\`#run=<uuid>\`, set by a click), and
  * rebuilds each panel. A run newly opened is scrolled into view once; later refreshes leave the
@@ -829,8 +824,7 @@ getJson               ("/api/session").then(useSession, () => {}).then(() => {
   refresh();
 });
 `,
-  "nav.js": `/// <reference lib="dom" />
-/**
+  "nav.js": `/**
  * Which run the page shows: the address's \`#run=<uuid>\`, so a run can be linked to, reloaded and
  * reached with the browser's Back button.
  *
@@ -899,8 +893,7 @@ export function showRunPanel()       {
   document.getElementById("run")?.scrollIntoView({ block: "start" });
 }
 `,
-  "panels.js": `/// <reference lib="dom" />
-/**
+  "panels.js": `/**
  * The overview's panels (Queues, Live workers, Coverage, Aliases, Runs by flow, Stuck tasks,
  * Recent failures) and the run search's results, each rebuilt from the latest answer.
  *
@@ -1258,8 +1251,7 @@ export function renderSearch(runs                       )       {
   );
 }
 `,
-  "run.js": `/// <reference lib="dom" />
-/**
+  "run.js": `/**
  * The Run panel: one run's heading and lineage, its actions, its graph, a table of its steps
  * (with why each unfinished one waits, its error or its skip reason, the start of its output) and
  * every attempt of its tasks.

@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The run view's actions (Cancel, Retry, Resume), offered only when `/api/session` says the
  * dashboard allows them. A button opens a confirmation box; only its Confirm button sends the

@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * One run's steps as a graph: columns by depth, a box per step with its name, state, time and
  * attempts, arrows from each dependency. Each column is as wide as its longest text (within

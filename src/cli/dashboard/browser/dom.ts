@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The page's building blocks. Every value from the database becomes a text node
  * (`createTextNode`, `textContent`), in HTML and in SVG alike, never markup: a step output or an

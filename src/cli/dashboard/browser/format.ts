@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * How the page writes durations, times, ids and counts: short, and the same in every panel.
  *

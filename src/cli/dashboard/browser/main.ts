@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The page's entry (`/js/main.js`): polls `/api/overview` and the run search `/api/runs?…` every
  * 2 s, and `/api/runs/<id>` for the run the address names (`#run=<uuid>`, set by a click), and

@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * Which run the page shows: the address's `#run=<uuid>`, so a run can be linked to, reloaded and
  * reached with the browser's Back button.

@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The overview's panels (Queues, Live workers, Coverage, Aliases, Runs by flow, Stuck tasks,
  * Recent failures) and the run search's results, each rebuilt from the latest answer.

@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The Run panel: one run's heading and lineage, its actions, its graph, a table of its steps
  * (with why each unfinished one waits, its error or its skip reason, the start of its output) and
