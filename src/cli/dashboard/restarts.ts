@@ -13,30 +13,45 @@ import type { ReadTx } from "./read_only.ts";
 export const RESTARTS_LISTED = 20;
 
 /**
+ * A SQL fragment, true when `pgflow.runs` has its lineage column (`restart_of_run_id`): select it
+ * beside a read the caller makes anyway, and pass it to {@link readRestarts}, instead of asking
+ * the database once more. A database migrated before restarts existed has none: the dashboard can
+ * be newer than the schema it looks at.
+ *
+ * @example
+ * ```ts
+ * import { hasLineage } from "./restarts.ts";
+ *
+ * // const [{ lineage }] = await tx`select ${hasLineage(tx)} as lineage`;
+ * ```
+ */
+export function hasLineage(tx: ReadTx): ReturnType<ReadTx> {
+  return tx`exists (select 1 from pg_attribute
+                    where attrelid = 'pgflow.runs'::regclass and attname = 'restart_of_run_id'
+                      and not attisdropped)`;
+}
+
+/**
  * The restarts of each of `runIds`, newest first (at most {@link RESTARTS_LISTED} each), by run
- * id; a run never restarted has no entry. Empty on a database whose runs have no lineage column
- * yet: the dashboard can be newer than the schema it looks at.
+ * id; a run never restarted has no entry. Nothing is read when `lineage` (see {@link hasLineage})
+ * is false or there is no run.
  *
  * @example
  * ```ts
  * import { readOnly } from "./read_only.ts";
  * import { readRestarts } from "./restarts.ts";
  *
- * // const byRun = await readOnly(sql, (tx) => readRestarts(tx, [runId]));
+ * // const byRun = await readOnly(sql, (tx) => readRestarts(tx, [runId], true));
  * // byRun.get(runId)?.[0]; // { runId: "…", mode: "retry", status: "started", startedAt: "…" }
  * ```
  */
 export async function readRestarts(
   tx: ReadTx,
   runIds: readonly string[],
+  lineage: boolean,
 ): Promise<Map<string, RunRestart[]>> {
   const byRun = new Map<string, RunRestart[]>();
-  if (runIds.length === 0) return byRun;
-  const [{ lineage }] = await tx<{ lineage: boolean }[]>`
-    select exists (select 1 from pg_attribute
-                   where attrelid = 'pgflow.runs'::regclass and attname = 'restart_of_run_id'
-                     and not attisdropped) as lineage`;
-  if (!lineage) return byRun;
+  if (!lineage || runIds.length === 0) return byRun;
   // One probe of runs_restart_of_idx per listed run.
   const rows = await tx<
     { source: string; run_id: string; mode: RestartMode; status: RunStatus; started_at: Date }[]

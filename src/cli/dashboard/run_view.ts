@@ -11,7 +11,7 @@
 import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
 import { type AttemptInfo, readAttempts } from "./attempts.ts";
-import { readRestarts } from "./restarts.ts";
+import { hasLineage, readRestarts } from "./restarts.ts";
 import { readWaits, type StepWait } from "./waits.ts";
 
 export type { AttemptInfo } from "./attempts.ts";
@@ -149,10 +149,11 @@ export async function readRun(
       cancel_reason: string | null;
       restart_of: string | null;
       restart_mode: string | null;
+      lineage: boolean;
       now: Date;
     }[]
   >`
-    select now() as now, r.run_id::text, r.flow_slug, r.status, r.started_at, r.error_message as error,
+    select now() as now, ${hasLineage(tx)} as lineage, r.run_id::text, r.flow_slug, r.status, r.started_at, r.error_message as error,
            e.ended_at,
            extract(epoch from coalesce(e.ended_at, now()) - r.started_at)::float8 as seconds,
            j ->> 'cancel_reason' as cancel_reason,
@@ -165,7 +166,7 @@ export async function readRun(
     ) e
     where r.run_id = ${runId}::uuid`;
   if (run === undefined) return undefined;
-  const restarts = (await readRestarts(tx, [runId])).get(runId) ?? [];
+  const restarts = (await readRestarts(tx, [runId], run.lineage)).get(runId) ?? [];
   const steps = await tx<
     {
       step_slug: string;
