@@ -55,6 +55,7 @@ tr.link { cursor: pointer; } tr.link:hover { background: #eaeef2; }
 .s-idle, .s-created, .s-skipped, .s-not-started, .s-queued { background: var(--idle); }
 .s-cancelled, .s-stopped, .s-stalled, .s-deprecated { background: var(--warn); }
 .s-running { background: var(--run); } .s-reused { background: #8250df; }
+svg.spark { vertical-align: middle; }
 svg.spark polyline { fill: none; stroke: var(--run); stroke-width: 1.5; }
 svg.spark line { stroke: var(--line); } svg.spark text { font: 9px system-ui, sans-serif;
   fill: #57606a; }
