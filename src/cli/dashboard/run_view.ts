@@ -153,7 +153,8 @@ export async function readRun(
       now: Date;
     }[]
   >`
-    select now() as now, ${hasLineage(tx)} as lineage, r.run_id::text, r.flow_slug, r.status, r.started_at, r.error_message as error,
+    select now() as now, ${hasLineage(tx)} as lineage,
+           r.run_id::text, r.flow_slug, r.status, r.started_at, r.error_message as error,
            e.ended_at,
            extract(epoch from coalesce(e.ended_at, now()) - r.started_at)::float8 as seconds,
            j ->> 'cancel_reason' as cancel_reason,
