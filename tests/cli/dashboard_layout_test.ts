@@ -33,6 +33,8 @@ const fulfil = new Flow<{ vip: boolean; items: string[] }>({ slug: "fulfil_v2" }
   .step({ slug: "ship", dependsOn: ["chargeEachLineItemOnTheCustomerCard"] }, () => "shipped");
 
 const ARTIFACTS = new URL("../artifacts/", import.meta.url);
+/** How long a run may take to end on a busy machine (a bound, not an expectation). */
+const RUN_WAIT_MS = 60_000;
 const RED = "rgb(207, 34, 46)";
 
 /** Columns whose header is not aligned with its values: side and distance, per panel. */
@@ -130,15 +132,15 @@ db.test("the dashboard's layout and marks at 1400 and 1024 px", async ({ sql, ur
     const retried = await startRun(sql, "order_v2", { n: 1 });
     const resumed = await startRun(sql, "order_v2", { n: 2 });
     const fulfilRun = await startRun(sql, "fulfil_v2", { vip: false, items: ["mug", "tee"] });
-    assert.equal((await waitForRun(sql, retried)).status, "failed");
-    assert.equal((await waitForRun(sql, resumed)).status, "failed");
-    assert.equal((await waitForRun(sql, fulfilRun)).status, "completed");
+    assert.equal((await waitForRun(sql, retried, RUN_WAIT_MS)).status, "failed");
+    assert.equal((await waitForRun(sql, resumed, RUN_WAIT_MS)).status, "failed");
+    assert.equal((await waitForRun(sql, fulfilRun, RUN_WAIT_MS)).status, "completed");
     const [{ id: retry }] =
       await sql`select run_id::text as id from pgflow.retry_run(${retried}::uuid)`;
     const [{ id: resume }] =
       await sql`select run_id::text as id from pgflow.resume_run(${resumed}::uuid)`;
-    await waitForRun(sql, retry);
-    await waitForRun(sql, resume);
+    await waitForRun(sql, retry, RUN_WAIT_MS);
+    await waitForRun(sql, resume, RUN_WAIT_MS);
 
     dashboard = await startDashboardCli(["--database-url", url]);
     const page = await browser.goto(`${dashboard.pageUrl}#run=${fulfilRun}`);
