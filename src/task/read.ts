@@ -66,6 +66,13 @@ interface Row {
   headers: string | null;
 }
 
+/** The columns of a read's rows (see {@link Row}): ids, bodies and inputs as text, read exactly. */
+function readColumns(sql: Sql) {
+  return sql`msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
+    headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
+    input::text as input, attempt, next_read_qty`;
+}
+
 /**
  * One `pgflow.read_and_claim` on `queue`: a single `pgmq.read_with_poll` (the only read of these
  * messages this worker makes; it blocks in the database until messages arrive or
@@ -85,9 +92,7 @@ export async function readAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
-           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
-           input::text as input, attempt, next_read_qty
+    select ${readColumns(sql)}
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
                                ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
@@ -115,9 +120,7 @@ export async function completeAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
-           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
-           input::text as input, attempt, next_read_qty
+    select ${readColumns(sql)}
     from pgflow.complete_and_claim(
       ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
       ${completions.taskIndexes as number[]}::integer[],
