@@ -32,6 +32,33 @@
 -- moment. A plan made while the tables were small (a young database, or one autovacuum has just
 -- vacuumed) would scan runs or step states in full for every batch after a burst, until the next
 -- ANALYZE (tests/sql/claim_plan_test.ts). Where no index fits, a scan still runs.
+-- A row of read_and_claim and complete_and_claim: one message read, what the claim did with it
+-- (disposition; see _start_tasks) and, when a task owns it, that task's identity; input, attempt,
+-- body (message) and headers only when claimed. next_read_qty is the same on every row of a read
+-- (see _read_past_qty). vt is the visibility the message ends with.
+do $$
+begin
+  create type pgflow.claim_row as (
+    msg_id bigint,
+    read_ct integer,
+    enqueued_at timestamptz,
+    vt timestamptz,
+    message jsonb,
+    headers jsonb,
+    disposition text,
+    flow_slug text,
+    run_id uuid,
+    step_slug text,
+    task_index integer,
+    input jsonb,
+    attempt integer,
+    next_read_qty integer
+  );
+exception when duplicate_object then
+  null;
+end
+$$;
+
 create or replace function pgflow.read_and_claim(
   queue_name text,
   worker_id uuid,
@@ -42,29 +69,13 @@ create or replace function pgflow.read_and_claim(
   supported jsonb default null,
   read_qty integer default null
 )
-returns table (
-  msg_id bigint,
-  read_ct integer,
-  enqueued_at timestamptz,
-  vt timestamptz,
-  message jsonb,
-  headers jsonb,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
 set plan_cache_mode = force_generic_plan
 as $$
-#variable_conflict use_column
 declare
   q text := read_and_claim.queue_name;
   msgs pgmq.message_record[];
@@ -106,10 +117,10 @@ begin
   if ids is null then
     return;
   end if;
-  -- A read of 10 takes well under a millisecond; a slow one, full or not, may be planned on
-  -- statistics that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow
-  -- too, and then only costs the look at the statistics.
-  if clock_timestamp() - read_started > interval '3 milliseconds' then
+  -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue
+  -- is empty (0405_queue_statistics.sql). A read that polled is slow too, and then only costs the
+  -- look at the statistics.
+  if clock_timestamp() - read_started > pgflow._slow_read() then
     perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;
 
@@ -133,7 +144,7 @@ begin
   -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
   -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
   -- start_tasks) with the time they really started, so stalled recovery measures from there.
-  if clock_timestamp() - now() > interval '500 milliseconds' then
+  if clock_timestamp() - now() > pgflow._late_start() then
     -- Each id looked up on its own and the task updated by the row version found, as in
     -- start_tasks: a join could scan the queue's every task.
     update pgflow.step_tasks t
@@ -182,22 +193,7 @@ create or replace function pgflow.complete_and_claim(
   supported jsonb default null,
   read_qty integer default null
 )
-returns table (
-  msg_id bigint,
-  read_ct integer,
-  enqueued_at timestamptz,
-  vt timestamptz,
-  message jsonb,
-  headers jsonb,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
