@@ -833,8 +833,9 @@ $$;
 --   - is not security definer and is granted to no role (0900_privileges.sql revokes PUBLIC's
 --     execute): it runs with the rights of the function that calls it;
 --   - is called only by functions that pin search_path = '' (so the operators and types it does
---     not qualify are pg_catalog's) and that run as the owner, never by a function that another
---     role runs with its own rights, a default expression, a view or a client;
+--     not qualify are pg_catalog's) and that run as the owner (Postgres inlines a function only
+--     for a role that may execute it), never by a function that another role runs with its own
+--     rights, a default expression, a view or a client;
 --   - keeps a shape that Postgres inlines: stable (see below), not strict; a scalar helper is one
 --     expression without a subquery; a helper that reads tables returns a set (returns setof) and
 --     is used in FROM or as a scalar subquery.
@@ -945,17 +946,6 @@ language sql
 stable
 as $$
   select interval '500 milliseconds'
-$$;
-
--- The smallest queue table (in pages) whose statistics are refreshed after a slow read: walking
--- fewer pages costs well under a millisecond, and a quiet queue would otherwise be analysed after
--- every time autovacuum found it empty (0405_queue_statistics.sql).
-create or replace function pgflow._statistics_min_pages()
-returns integer
-language sql
-stable
-as $$
-  select 64
 $$;
 
 -- Inputs and outputs -----------------------------------------------------------------------------
@@ -1070,22 +1060,15 @@ as $$
   select pg_catalog.hashtext('pgflow.queue:' || p_queue)
 $$;
 
--- one flow slug, compiled or deleted (0720, 0730), under any spelling,
+-- and one flow slug, compiled or deleted (0720, 0730), under any spelling. (The statistics
+-- refresh's try lock, 'pgflow.analyze:' || queue, is written in 0405_queue_statistics.sql: a role
+-- may be granted that function alone.)
 create or replace function pgflow._flow_lock_key(p_flow_slug text)
 returns integer
 language sql
 stable
 as $$
   select pg_catalog.hashtext('pgflow.flow:' || pg_catalog.lower(p_flow_slug))
-$$;
-
--- and one queue table analysed (0405), tried only, never waited for.
-create or replace function pgflow._analyze_lock_key(p_queue text)
-returns integer
-language sql
-stable
-as $$
-  select pg_catalog.hashtext('pgflow.analyze:' || p_queue)
 $$;
 
 -- ---- schemas/0100_create_flow.sql
@@ -2372,8 +2355,7 @@ $$;
 -- read.
 --
 -- The one statement here that is not PGMQ's public API is ANALYZE of its queue table (statistics
--- only; no row is read or written). It is skipped, never waited for: on a small table
--- (pgflow._statistics_min_pages),
+-- only; no row is read or written). It is skipped, never waited for: on a table under 64 pages,
 -- where the role may not analyse the table, when the table was analysed in the last second, when
 -- another session is already doing it (a try lock on the queue), when the table's lock is held
 -- (autovacuum), or when ANALYZE itself fails. Returns whether the table was analysed.
@@ -2387,16 +2369,18 @@ declare
   tname text := pgmq.format_table_name(_refresh_queue_statistics.queue_name, 'q');
   rel regclass := pg_catalog.to_regclass(format('pgmq.%I', tname));
   believed float8;
+  -- The smallest table worth analysing: walking fewer pages costs well under a millisecond, and a
+  -- worker polling a quiet queue (its reads are slow because they wait) would otherwise analyse
+  -- it after every time autovacuum found it empty.
+  min_pages constant integer := 64;
 begin
   if rel is null then
     return false;
   end if;
   -- The planner's own estimate (reltuples per page times the pages the table has now). Never
   -- analysed or vacuumed (reltuples < 0, or no pages counted) it estimates from the row width,
-  -- which is not the trouble. Nor is a small table (pgflow._statistics_min_pages): a worker
-  -- polling a quiet queue (its reads are slow because they wait) would otherwise analyse it
-  -- after every time autovacuum found it empty.
-  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= pgflow._statistics_min_pages()
+  -- which is not the trouble. Nor is a small table (min_pages).
+  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= min_pages
               then c.reltuples / c.relpages * p.pages
          end
   into believed
@@ -2415,7 +2399,7 @@ begin
     return false;
   end if;
   if not pg_catalog.pg_try_advisory_xact_lock(
-           pgflow._analyze_lock_key(_refresh_queue_statistics.queue_name)) then
+           pg_catalog.hashtext('pgflow.analyze:' || _refresh_queue_statistics.queue_name)) then
     return false;
   end if;
   begin

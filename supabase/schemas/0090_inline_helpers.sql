@@ -14,8 +14,9 @@
 --   - is not security definer and is granted to no role (0900_privileges.sql revokes PUBLIC's
 --     execute): it runs with the rights of the function that calls it;
 --   - is called only by functions that pin search_path = '' (so the operators and types it does
---     not qualify are pg_catalog's) and that run as the owner, never by a function that another
---     role runs with its own rights, a default expression, a view or a client;
+--     not qualify are pg_catalog's) and that run as the owner (Postgres inlines a function only
+--     for a role that may execute it), never by a function that another role runs with its own
+--     rights, a default expression, a view or a client;
 --   - keeps a shape that Postgres inlines: stable (see below), not strict; a scalar helper is one
 --     expression without a subquery; a helper that reads tables returns a set (returns setof) and
 --     is used in FROM or as a scalar subquery.
@@ -126,17 +127,6 @@ language sql
 stable
 as $$
   select interval '500 milliseconds'
-$$;
-
--- The smallest queue table (in pages) whose statistics are refreshed after a slow read: walking
--- fewer pages costs well under a millisecond, and a quiet queue would otherwise be analysed after
--- every time autovacuum found it empty (0405_queue_statistics.sql).
-create or replace function pgflow._statistics_min_pages()
-returns integer
-language sql
-stable
-as $$
-  select 64
 $$;
 
 -- Inputs and outputs -----------------------------------------------------------------------------
@@ -251,20 +241,13 @@ as $$
   select pg_catalog.hashtext('pgflow.queue:' || p_queue)
 $$;
 
--- one flow slug, compiled or deleted (0720, 0730), under any spelling,
+-- and one flow slug, compiled or deleted (0720, 0730), under any spelling. (The statistics
+-- refresh's try lock, 'pgflow.analyze:' || queue, is written in 0405_queue_statistics.sql: a role
+-- may be granted that function alone.)
 create or replace function pgflow._flow_lock_key(p_flow_slug text)
 returns integer
 language sql
 stable
 as $$
   select pg_catalog.hashtext('pgflow.flow:' || pg_catalog.lower(p_flow_slug))
-$$;
-
--- and one queue table analysed (0405), tried only, never waited for.
-create or replace function pgflow._analyze_lock_key(p_queue text)
-returns integer
-language sql
-stable
-as $$
-  select pg_catalog.hashtext('pgflow.analyze:' || p_queue)
 $$;

@@ -11,8 +11,7 @@
 -- read.
 --
 -- The one statement here that is not PGMQ's public API is ANALYZE of its queue table (statistics
--- only; no row is read or written). It is skipped, never waited for: on a small table
--- (pgflow._statistics_min_pages),
+-- only; no row is read or written). It is skipped, never waited for: on a table under 64 pages,
 -- where the role may not analyse the table, when the table was analysed in the last second, when
 -- another session is already doing it (a try lock on the queue), when the table's lock is held
 -- (autovacuum), or when ANALYZE itself fails. Returns whether the table was analysed.
@@ -26,16 +25,18 @@ declare
   tname text := pgmq.format_table_name(_refresh_queue_statistics.queue_name, 'q');
   rel regclass := pg_catalog.to_regclass(format('pgmq.%I', tname));
   believed float8;
+  -- The smallest table worth analysing: walking fewer pages costs well under a millisecond, and a
+  -- worker polling a quiet queue (its reads are slow because they wait) would otherwise analyse
+  -- it after every time autovacuum found it empty.
+  min_pages constant integer := 64;
 begin
   if rel is null then
     return false;
   end if;
   -- The planner's own estimate (reltuples per page times the pages the table has now). Never
   -- analysed or vacuumed (reltuples < 0, or no pages counted) it estimates from the row width,
-  -- which is not the trouble. Nor is a small table (pgflow._statistics_min_pages): a worker
-  -- polling a quiet queue (its reads are slow because they wait) would otherwise analyse it
-  -- after every time autovacuum found it empty.
-  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= pgflow._statistics_min_pages()
+  -- which is not the trouble. Nor is a small table (min_pages).
+  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= min_pages
               then c.reltuples / c.relpages * p.pages
          end
   into believed
@@ -54,7 +55,7 @@ begin
     return false;
   end if;
   if not pg_catalog.pg_try_advisory_xact_lock(
-           pgflow._analyze_lock_key(_refresh_queue_statistics.queue_name)) then
+           pg_catalog.hashtext('pgflow.analyze:' || _refresh_queue_statistics.queue_name)) then
     return false;
   end if;
   begin
