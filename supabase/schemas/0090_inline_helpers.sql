@@ -147,7 +147,9 @@ $$;
 -- The input of a task: a root step's is the run input, a dependent step's the object of its
 -- completed dependencies' outputs (pgflow._dependency_outputs), and a map task's the element at
 -- its index of the array it maps over (the run input, or its one dependency's output).
-create or replace function pgflow._task_input(p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer)
+create or replace function pgflow._task_input(
+  p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer
+)
 returns setof jsonb
 language sql
 stable

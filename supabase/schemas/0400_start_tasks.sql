@@ -12,6 +12,36 @@
 -- (_explicit_support, _claim_limit_split, _hand_back, _read_past_qty), and the input of a claimed
 -- task is pgflow._task_input's (0090_inline_helpers.sql).
 
+-- A row of the claim, as read_and_claim, complete_and_claim and _start_tasks return it: one
+-- message read; what the claim did with it (disposition: docs/design.md, Claim table); the
+-- identity of the task that owns it, if one does; input and attempt when it was claimed; and
+-- next_read_qty, the same on every row of a read (see _read_past_qty). The read's own fields
+-- (read_ct, enqueued_at, message, headers) are read_and_claim's to fill: _start_tasks leaves them
+-- NULL and gives vt only where it changed the message's visibility. read_and_claim gives the
+-- visibility each message ends with, and a body and headers only on claimed rows.
+do $$
+begin
+  create type pgflow.claim_row as (
+    msg_id bigint,
+    read_ct integer,
+    enqueued_at timestamptz,
+    vt timestamptz,
+    message jsonb,
+    headers jsonb,
+    disposition text,
+    flow_slug text,
+    run_id uuid,
+    step_slug text,
+    task_index integer,
+    input jsonb,
+    attempt integer,
+    next_read_qty integer
+  );
+exception when duplicate_object then
+  null;
+end
+$$;
+
 -- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
 -- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
 -- support set, keyed as pgflow._support_keys builds it. A worker id with no row (never registered, or its
@@ -259,28 +289,13 @@ create or replace function pgflow._start_tasks(
   p_read_qty integer default null,
   p_claim_limit integer default null
 )
-returns table (
-  message_id bigint,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  -- The message's visibility when this call changed it (set_vt), else NULL.
-  vt timestamptz,
-  -- How many messages this worker's next read should ask for to reach its own queued work
-  -- behind what this read returned (the same on every row), else NULL: see _read_past_qty.
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
 set plan_cache_mode = force_generic_plan
 as $$
-#variable_conflict use_column
 declare
   q text := _start_tasks.queue_name;
   -- The support set keyed as pgflow._support_keys builds it.
@@ -437,7 +452,7 @@ begin
     select * from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att)
       as c(mid, flow_slug, run_id, step_slug, task_index, attempt)
   )
-  select i.mid,
+  select i.mid, null::integer, null::timestamptz, nv.vt, null::jsonb, null::jsonb,
          case
            when c.mid is not null then 'claimed'
            when t.run_id is null then 'unknown'
@@ -455,7 +470,6 @@ begin
          coalesce(c.task_index, t.task_index),
          ti.input,
          c.attempt,
-         nv.vt,
          next_qty
   from ids i
   left join claimed c on c.mid = i.mid
@@ -501,7 +515,7 @@ volatile
 set search_path = ''
 as $$
 begin
-  return query select c.message_id, c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index,
+  return query select c.msg_id, c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index,
     c.input, c.attempt
   from pgflow._start_tasks(start_tasks.queue_name, start_tasks.msg_ids, start_tasks.worker_id,
     start_tasks.supported, null, null) c;

@@ -32,33 +32,6 @@
 -- moment. A plan made while the tables were small (a young database, or one autovacuum has just
 -- vacuumed) would scan runs or step states in full for every batch after a burst, until the next
 -- ANALYZE (tests/sql/claim_plan_test.ts). Where no index fits, a scan still runs.
--- A row of read_and_claim and complete_and_claim: one message read, what the claim did with it
--- (disposition; see _start_tasks) and, when a task owns it, that task's identity; input, attempt,
--- body (message) and headers only when claimed. next_read_qty is the same on every row of a read
--- (see _read_past_qty). vt is the visibility the message ends with.
-do $$
-begin
-  create type pgflow.claim_row as (
-    msg_id bigint,
-    read_ct integer,
-    enqueued_at timestamptz,
-    vt timestamptz,
-    message jsonb,
-    headers jsonb,
-    disposition text,
-    flow_slug text,
-    run_id uuid,
-    step_slug text,
-    task_index integer,
-    input jsonb,
-    attempt integer,
-    next_read_qty integer
-  );
-exception when duplicate_object then
-  null;
-end
-$$;
-
 create or replace function pgflow.read_and_claim(
   queue_name text,
   worker_id uuid,
@@ -137,7 +110,7 @@ begin
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
                            depth, read_and_claim.qty) c
-    on c.message_id = m.msg_id
+    on c.msg_id = m.msg_id
   order by m.msg_id;
 
   -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
