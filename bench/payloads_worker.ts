@@ -40,7 +40,7 @@ export function makePayload(spec: OutputSpec): unknown {
     id: i,
     name: `record ${i}`,
     tags: ["alpha", "beta"],
-    score: i / 7,
+    score: i * 0.5,
     ok: i % 2 === 0,
   }));
 }

@@ -10,11 +10,11 @@
  */
 
 /**
- * The default bound, 16 MiB: the largest payload whose worst case (a text of small records, each
- * parsed into its own object) leaves a 256 MB isolate room for the worker and its other tasks.
- * `docs/reliability.md` (Large payloads) gives the measured memory per MB behind it.
+ * The default bound, 10 MiB: the largest payload whose worst case (small records, made by one
+ * step and parsed by the next in the same worker, about 18 MiB of heap per MB) stays within a
+ * 256 MB isolate's heap. `docs/reliability.md` (Large payloads) gives the measured figures.
  */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 16 * 2 ** 20;
+export const DEFAULT_MAX_PAYLOAD_BYTES = 10 * 2 ** 20;
 
 /**
  * The largest bound: `jsonb` stores no value larger than 268,435,455 bytes (255 MiB), so no task

@@ -95,7 +95,7 @@ export interface EdgeWorkerConfig {
   readonly shutdownTimeoutMs?: number;
   /**
    * Largest task input, run input (`ctx.flowInput`) or handler output this worker takes or sends,
-   * in bytes of JSON text; default 16,777,216 (16 MiB), at most 268,435,455 (what `jsonb` holds).
+   * in bytes of JSON text; default 10,485,760 (10 MiB), at most 268,435,455 (what `jsonb` holds).
    * A larger one fails its task with a `PayloadTooLarge` error naming the size and the bound,
    * before the worker parses the input (it is left in the database) or sends the output, so one
    * large payload never ends the isolate. Parsed JSON takes up to about 10 times its text:
