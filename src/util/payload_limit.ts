@@ -42,6 +42,11 @@ export class PayloadTooLarge extends Error {
   /** The bound it exceeded. */
   readonly limit: number;
 
+  /**
+   * @param what what was too large, e.g. `output of task shop.export[0]`
+   * @param bytes its size in bytes of JSON text
+   * @param limit the bound it exceeded
+   */
   constructor(what: string, bytes: number, limit: number) {
     super(
       `${what} is ${count(bytes)} bytes of JSON, over the worker's maxPayloadBytes ` +
