@@ -43,6 +43,8 @@ export class PayloadTooLarge extends Error {
   readonly limit: number;
 
   /**
+   * The error for `what`, `bytes` long, over `limit`.
+   *
    * @param what what was too large, e.g. `output of task shop.export[0]`
    * @param bytes its size in bytes of JSON text
    * @param limit the bound it exceeded
