@@ -27,6 +27,7 @@ const MAIN_RUNTIME = [
   "DatabaseTimeoutError",
   "DatabaseUrlError",
   "EdgeWorker",
+  "PayloadTooLarge",
   "WorkerConfigError",
   "WorkerStartupError",
   "createLogger",
