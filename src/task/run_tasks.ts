@@ -46,6 +46,8 @@ export interface TaskPathOptions {
   readonly maxPgConnections: number;
   /** Whether a failure's log line quotes the message of an error from the flow's code. */
   readonly logErrorMessages: boolean;
+  /** Largest task input, run input or output taken or sent, in bytes of JSON (`PayloadTooLarge`). */
+  readonly maxPayloadBytes?: number;
   /** Extra values merged into every handler context. */
   readonly context?: { readonly [key: string]: unknown };
 }
@@ -139,7 +141,12 @@ export interface RunningTasks {
  */
 export function runTasks(deps: TaskPathDeps): RunningTasks {
   const { sql, options, log, activity, wakeups, polling } = deps;
-  const flowInputs = new FlowInputCache(sql, undefined, options.queryTimeoutMs);
+  const flowInputs = new FlowInputCache(
+    sql,
+    undefined,
+    options.queryTimeoutMs,
+    options.maxPayloadBytes,
+  );
   const execute = {
     queue: deps.queue,
     registry: new HandlerRegistry(deps.flows),
@@ -162,6 +169,7 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
     }),
     activity,
     logErrorMessages: options.logErrorMessages,
+    maxPayloadBytes: options.maxPayloadBytes,
   };
   const { completer } = execute;
   // The tasks in flight, by run: for ctx.signal, and for what a bounded drain abandons.
@@ -182,6 +190,7 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
     maxPollSeconds: options.maxPollSeconds,
     pollIntervalMs: options.pollIntervalMs,
     queryTimeoutMs: options.queryTimeoutMs,
+    maxPayloadBytes: options.maxPayloadBytes,
     slots: deps.slots,
     log,
     activity,

@@ -29,6 +29,7 @@ const MAIN_RUNTIME = [
   "DatabaseTimeoutError",
   "DatabaseUrlError",
   "EdgeWorker",
+  "PayloadTooLarge",
   "WorkerConfigError",
   "WorkerStartupError",
   "createLogger",
