@@ -3,6 +3,7 @@
  * database directly, run a local database, read a database's status, and watch it live.
  *
  * ```sh
+ * deno run -A jsr:@pgflow/shared/cli init             # this folder's deno.json imports the module
  * deno run -A jsr:@pgflow/shared/cli install          # then: supabase db push
  * deno run -A jsr:@pgflow/shared/cli migrate --database-url postgres://…
  * deno run -A jsr:@pgflow/shared/cli db start         # a local database for your app
@@ -20,6 +21,7 @@ import { compile } from "./compile.ts";
 import { coverage } from "./coverage.ts";
 import { dashboard } from "./dashboard.ts";
 import { db } from "./db.ts";
+import { init } from "./init.ts";
 import { install } from "./install.ts";
 import { migrate } from "./migrate.ts";
 import { CliError, result, UsageError } from "./output.ts";
@@ -34,6 +36,7 @@ usage: pgflow <command> [flags]      (from JSR: deno run -A jsr:@pgflow/shared/c
                                       in this repository: deno task pgflow <command>)
 
 commands:
+  init      make this folder's deno.json import @pgflow/shared (from a checkout: linked to it)
   install   write the engine's migrations into a Supabase project (then: supabase db push)
   migrate   apply the engine's migrations to a database directly
   db        start | stop | status | url of a local database for your app
@@ -50,6 +53,7 @@ error (pgflow runs adds 3 nothing matched and 4 not confirmed). Progress goes to
 stdout.`;
 
 const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
+  init,
   install,
   migrate,
   db,
