@@ -132,6 +132,7 @@ export type { DatabaseUrlPart } from "./src/platform/database_url.ts";
 export type { PoolOptions } from "./src/platform/pool.ts";
 export type { SslSetting } from "./src/platform/wire_gate.ts";
 export { DatabaseTimeoutError } from "./src/platform/deadline.ts";
+export { DatabaseConnectionError } from "./src/operations/connection_problem.ts";
 export { createLogger } from "./src/platform/logger.ts";
 export type {
   LogFields,

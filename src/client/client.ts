@@ -12,6 +12,8 @@ import type { Backend } from "./backend.ts";
 import { ClientClosedError, InputValidationError, StartFlowError } from "./errors.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
+import { explainUnreachable } from "./unreachable.ts";
+import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
 import {
   checkListRunsOptions,
@@ -260,6 +262,10 @@ export function createClient(options: ClientOptions): PgflowClient {
         throw new ClientClosedError("closed", `startFlow of ${flowSlug}`, runId, { cause: error });
       }
       if (error instanceof ClientClosedError) throw error;
+      if (error instanceof DatabaseConnectionError) {
+        // What to check is all it needs to say: no stack, no cause to print.
+        throw withoutStack(() => new StartFlowError(flowSlug, error.message, error.code));
+      }
       const e = error as { message?: string; code?: string; hint?: string };
       throw new StartFlowError(
         flowSlug,
@@ -338,22 +344,28 @@ function makeBackend(connection: ResolvedConnection, queryTimeoutMs: number): Ba
   }
   if (connection.kind === "sql") {
     if (connection.url !== undefined) parseDatabaseUrl(connection.url, "createClient: url");
-    return sqlBackend(connection.sql, {
-      transport: connection.transport,
-      queryTimeoutMs,
-      url: connection.url,
-      owned: false,
-    });
+    return explainUnreachable(
+      sqlBackend(connection.sql, {
+        transport: connection.transport,
+        queryTimeoutMs,
+        url: connection.url,
+        owned: false,
+      }),
+      connection.url,
+    );
   }
   // Checked here to name the option; a bad URL throws a DatabaseUrlError, password masked.
   parseDatabaseUrl(connection.connectionString, "createClient: connectionString");
   const sql = createPool(connection.connectionString, { max: 4, ...connection.pool });
-  return sqlBackend(sql, {
-    transport: connection.transport,
-    queryTimeoutMs,
-    url: connection.connectionString,
-    owned: true,
-  });
+  return explainUnreachable(
+    sqlBackend(sql, {
+      transport: connection.transport,
+      queryTimeoutMs,
+      url: connection.connectionString,
+      owned: true,
+    }),
+    connection.connectionString,
+  );
 }
 
 /**

@@ -24,6 +24,7 @@ const MAIN_RUNTIME = [
   "validateQueueName",
   "withStepQueues",
   // The worker and its connections.
+  "DatabaseConnectionError",
   "DatabaseTimeoutError",
   "DatabaseUrlError",
   "EdgeWorker",
