@@ -264,7 +264,7 @@ export function createClient(options: ClientOptions): PgflowClient {
       if (error instanceof ClientClosedError) throw error;
       if (error instanceof DatabaseConnectionError) {
         // What to check is all it needs to say: no stack, no cause to print.
-        throw withoutStack(() => new StartFlowError(flowSlug, error.message, error.code));
+        throw withoutStack(new StartFlowError(flowSlug, error.message, error.code));
       }
       const e = error as { message?: string; code?: string; hint?: string };
       throw new StartFlowError(

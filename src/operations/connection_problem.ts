@@ -133,35 +133,28 @@ export class DatabaseConnectionError extends Error {
    * @param code the cause's code
    */
   constructor(message: string, code: string) {
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    try {
-      super(message);
-    } finally {
-      Error.stackTraceLimit = limit;
-    }
+    super(message);
     this.name = "DatabaseConnectionError";
     this.code = code;
+    withoutStack(this);
   }
 }
 
 /**
- * Makes an error for an expected failure without a stack: a program that does not catch it prints
- * its message (which says what to do), not the frames of the library that raised it.
+ * Takes the frames out of an expected failure's stack: a program that does not catch it prints its
+ * message (which says what to do), not the frames of the library that raised it.
  *
  * @example
  * ```ts
  * import { withoutStack } from "./connection_problem.ts";
  *
- * throw withoutStack(() => new Error("could not connect to 127.0.0.1:1: connection refused …"));
+ * throw withoutStack(new Error("could not connect to 127.0.0.1:1: connection refused …"));
  * ```
  */
-export function withoutStack<E extends Error>(make: () => E): E {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    return make();
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
+export function withoutStack<E extends Error>(error: E): E {
+  // V8 leaves out every frame up to the given function's call; one never called leaves none.
+  Error.captureStackTrace(error, neverCalled);
+  return error;
 }
+
+function neverCalled(): void {}

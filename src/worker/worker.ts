@@ -204,7 +204,7 @@ class Worker implements FlowWorker {
       let failure: Error;
       if (error instanceof WorkerStartupError) failure = error;
       // An unreachable database is a setting to fix, which the message says: no stack.
-      else if (unreachable !== undefined) failure = withoutStack(() => cannotStart(unreachable));
+      else if (unreachable !== undefined) failure = withoutStack(cannotStart(unreachable));
       else failure = cannotStart(pgMessage(error));
       failure = maskError(failure, this.#config.connectionString);
       // Logged here, once; marked so the entry points that catch it do not print it again.
