@@ -144,6 +144,7 @@ export type {
 } from "./src/platform/logger.ts";
 export { createClient } from "./src/client/client.ts";
 export type {
+  ClientFlows,
   ClientOptions,
   ClientTiming,
   ListRunsOptions,
@@ -154,6 +155,7 @@ export type {
   EventsOptions,
   FlowRun,
   RestartOptions,
+  RetryOptions,
   WaitForOptions,
 } from "./src/client/run_handle.ts";
 export {

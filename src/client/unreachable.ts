@@ -40,5 +40,6 @@ export function explainUnreachable(backend: Backend, url: string | undefined): B
     cancelRun: explained(backend.cancelRun),
     restartRun: explained(backend.restartRun),
     listRuns: explained(backend.listRuns),
+    aliasTarget: explained(backend.aliasTarget),
   };
 }
