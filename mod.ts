@@ -63,6 +63,8 @@ export type {
   JsonPrimitive,
   JsonValueCheck,
 } from "./src/dsl/json.ts";
+export { exactNumber, isExactNumber, parseJson } from "./src/util/json_parse.ts";
+export type { ExactNumber } from "./src/util/json_parse.ts";
 export type {
   Env,
   HandlerContext,

@@ -23,6 +23,8 @@ export interface EngineSettings {
   readonly url: string;
   /** The producer's pool. */
   readonly sql: postgres.Sql;
+  /** A connection for waiting on the work and reading its window, apart from the producer's. */
+  readonly watch?: postgres.Sql;
   /** DB → wall clock offset (see clock.ts). */
   readonly offsetMs: number;
   readonly tasks: number;

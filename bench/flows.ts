@@ -10,8 +10,14 @@ import { wallMs } from "./clock.ts";
 /** Handler start times (wall ms) by `queue:msg_id`, filled by every benchmark handler. */
 export const handlerStarts = new Map<string, number>();
 
+/** Times each step of each run was handled, by `run_id␟step_slug` (the exactly-once ledger). */
+export const handlerRuns = new Map<string, number>();
+
 function noop(_input: unknown, context: StepContext<Json>): null {
-  handlerStarts.set(`${context.stepTask.queue_name}:${context.stepTask.msg_id}`, wallMs());
+  const task = context.stepTask;
+  handlerStarts.set(`${task.queue_name}:${task.msg_id}`, wallMs());
+  const key = `${task.run_id}\u001f${task.step_slug}`;
+  handlerRuns.set(key, (handlerRuns.get(key) ?? 0) + 1);
   return null;
 }
 
@@ -22,6 +28,12 @@ export function singleStep(slug: string) {
 
 /** The plain flow: its one step on the flow's own queue. */
 export const plainFlow = singleStep("bench_plain");
+
+/**
+ * The same flow under another slug, left out of the headline template: the worker of the
+ * public-API cell compiles it at its start, as a user's worker does.
+ */
+export const defaultsFlow = singleStep("bench_defaults");
 
 /** The same flow with its step on a generated private queue. */
 export const privateFlow = withStepQueues(singleStep("bench_private"));

@@ -100,6 +100,7 @@ async function run(o: BenchOptions): Promise<Figures> {
         drainSeconds: o.drainSeconds,
         chainPaced: o.chainPaced,
         chainRate: o.chainRate,
+        dbosPollMs: o.dbosPollMs,
       };
       const rates = new Rates();
       for (const key of o.cells) {

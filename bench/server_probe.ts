@@ -58,6 +58,8 @@ async function serverCpuMs(postmaster: number, excluded: readonly number[]): Pro
 export interface ProbeResult {
   /** Server CPU over the window, ms (NaN when the server is not on this machine). */
   readonly cpuMs: number;
+  /** CPU of the producers' backends over the window, ms (see `producers()`). */
+  readonly producersCpuMs: number;
   /** Samples taken. */
   readonly samples: number;
   /** Σ active client backends over the samples (the probe's connections excluded). */
@@ -90,6 +92,8 @@ export class ServerProbe {
   readonly #sql: postgres.Sql;
   readonly #postmaster: number | undefined;
   readonly #excluded: number[];
+  readonly #producers: number[] = [];
+  #producersAtStart = NaN;
   #cpuAtStart = NaN;
   #sampling: Promise<void> | undefined;
   #stopped = false;
@@ -119,6 +123,15 @@ export class ServerProbe {
     return new ServerProbe(sql, postmaster, [pid, ...alsoExclude]);
   }
 
+  /**
+   * Leaves the backends `pids` (connections that produce the work) out of the server's figures
+   * from now on, and measures their CPU apart (`producersCpuMs`).
+   */
+  producers(pids: readonly number[]): void {
+    this.#excluded.push(...pids);
+    this.#producers.push(...pids);
+  }
+
   /** Starts a window: reads the CPU counters and starts sampling the lock. */
   async start(): Promise<void> {
     this.#samples =
@@ -130,6 +143,7 @@ export class ServerProbe {
     this.#cpuAtStart = this.#postmaster === undefined
       ? NaN
       : await serverCpuMs(this.#postmaster, this.#excluded);
+    this.#producersAtStart = await this.#producersCpuMs();
     this.#sampling = this.#sample();
   }
 
@@ -159,6 +173,14 @@ export class ServerProbe {
     }
   }
 
+  /** CPU ms of the producers' backends so far (NaN for a server not on this machine). */
+  async #producersCpuMs(): Promise<number> {
+    if (this.#postmaster === undefined) return NaN;
+    let ticks = 0;
+    for (const pid of this.#producers) ticks += (await readStat(pid))?.ticks ?? 0;
+    return (ticks * 1000) / TICKS_PER_SECOND;
+  }
+
   /** Ends the window. */
   async stop(): Promise<ProbeResult> {
     this.#stopped = true;
@@ -168,6 +190,7 @@ export class ServerProbe {
       : await serverCpuMs(this.#postmaster, this.#excluded);
     return {
       cpuMs: cpu - this.#cpuAtStart,
+      producersCpuMs: await this.#producersCpuMs() - this.#producersAtStart,
       samples: this.#samples,
       active: this.#active,
       notifyWaiting: this.#notifyWaiting,

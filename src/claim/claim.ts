@@ -13,11 +13,12 @@ import type { Json } from "../util/json.ts";
 export type SupportedPair = readonly [flow: string, step: string];
 
 /**
- * What the claim did with one message id (docs/design.md, Claim table). `handed_back`: its task is outside this
- * worker's support set and a live worker on the queue serves it, so the message was made visible
- * again at once and announced to that worker; `handed_back_later`: the same, but that worker is
- * busy (the message was handed back often), so it was hidden for a while and announced with when
- * it reappears; `unsupported`: outside the set, and no live worker serves it.
+ * What the claim did with one message id (docs/design.md, Claim table). `handed_back`: its
+ * task is outside this worker's support set and a live worker on the queue serves it, so the
+ * message was made visible again at once and announced to that worker; `unsupported`: outside the
+ * set, and no live worker serves it; `surplus`: a task this worker serves, read beyond the tasks
+ * it could claim (a read past another worker's backlog), made visible again at once and announced
+ * for whichever worker serving it reads next.
  */
 export type Disposition =
   | "claimed"
@@ -26,7 +27,7 @@ export type Disposition =
   | "unknown"
   | "unsupported"
   | "handed_back"
-  | "handed_back_later";
+  | "surplus";
 
 /** A task this worker now owns: only claimed rows carry identity and input. */
 export interface ClaimedTask {

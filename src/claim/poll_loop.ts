@@ -57,10 +57,12 @@ export interface PollLoopDeps {
 const FILL_WAIT_MS = 5;
 
 /**
- * Polls until `signal` aborts: wait for a free slot, then read at most that many messages once and
- * claim them with the exact support set, in one call (`pgflow.read_and_claim`); start each claimed
- * task in its own slot, count the rest for the interval's report (one warning per disposition,
- * flow and step, not one per message: an unclaimed message comes back every visibility timeout).
+ * Polls until `signal` aborts: wait for a free slot, then read that many messages once (more when
+ * the last read said this worker's own work waits behind another worker's backlog: a read past it)
+ * and claim at most that many with the exact support set, in one call (`pgflow.read_and_claim`);
+ * start each claimed task in its own slot, count the rest for the interval's report (one warning
+ * per disposition, flow and step, not one per message: an unclaimed message comes back every
+ * visibility timeout).
  * A failed call rolls its read back, so nothing is left reserved; database errors back off
  * exponentially (with jitter) instead of spinning. With `wakeups`, an empty read is followed by a
  * wait for the queue's next notification (at most `maxPollSeconds`; `pollIntervalMs` while the
@@ -94,6 +96,15 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   };
   // Reads in a row that claimed nothing and met only other workers' handed-back messages.
   let blocked = 0;
+  // How many messages the next read asks for, when the last one said this worker's own work waits
+  // behind another worker's backlog (see pgflow._start_tasks); it still claims at most qty. A read
+  // past holds the messages it passes from their worker while it runs, so reads past are paced:
+  // they may hold them for a third of a visibility timeout in a row, then for at most a fifth of
+  // the time (the budget is min(burst, (now - readPastFrom) / 4) ms, spent by each read past's
+  // duration; a read past waits until it is not negative).
+  const burstMs = (deps.visibilityTimeout * 1000) / 3;
+  let readPast = 0;
+  let readPastFrom = -Infinity;
   while (!signal.aborted) {
     await slots.waitForFree(signal);
     // Under load slots free up one at a time, and reading at once would make batches of one or
@@ -105,6 +116,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       FILL_WAIT_MS,
       signal,
     );
+    if (readPast > 0 && Date.now() < readPastFrom) await sleep(readPastFrom - Date.now(), signal);
     if (signal.aborted) break;
     // With wake-ups the read does not wait in the database: the loop waits for the notification
     // instead, which arrives with the sending transaction's commit, or, while the LISTEN
@@ -116,6 +128,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       : deps.pollIntervalMs;
     const waitSeconds = wakeups === undefined ? deps.maxPollSeconds : 0;
     const qty = Math.min(deps.batchSize, slots.free);
+    const readQty = Math.max(qty, readPast);
     // A read that carries completions does not wait in the database: they must not wait for work
     // to arrive. A read that comes back short is followed by the usual wait.
     const readWith = (reports: CompletionArrays | undefined) => {
@@ -123,6 +136,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       return poll({
         visibilityTimeout: deps.visibilityTimeout,
         qty,
+        ...(readQty > qty ? { readQty } : {}),
         maxPollSeconds: readWait,
         pollIntervalMs: deps.pollIntervalMs,
         timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
@@ -130,10 +144,17 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
     };
     try {
       wakeups?.beforeRead();
+      const readStarted = Date.now();
       const result = deps.completer === undefined
         ? await readWith(undefined)
         : await deps.completer.carry(readWith);
       failures = 0;
+      readPast = result.nextReadQty;
+      if (readQty > qty) {
+        const now = Date.now();
+        const left = Math.min(burstMs, (now - readPastFrom) / 4) - (now - readStarted);
+        readPastFrom = now - 4 * left;
+      }
       if (result.read === 0) {
         // The fallback timer finds what no notification announces: a retry's delay or a
         // visibility timeout running out, a step's startDelay, a notification lost.
@@ -145,12 +166,17 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         slots.run((release) => deps.execute(task, result.messages.get(task.messageId)!, release));
       }
       for (const skipped of result.skipped) {
-        // Identity only: the body never explains or authorises anything.
-        deps.activity.unclaimed(
-          REFUSED.has(skipped.disposition) && serves(skipped.flowSlug, skipped.stepSlug)
-            ? { ...skipped, disposition: "withdrawn" }
-            : skipped,
-        );
+        // Identity only: the body never explains or authorises anything. A surplus task is this
+        // worker's own, returned for want of a free slot: nothing to report.
+        const { disposition } = skipped;
+        if (disposition !== "surplus") {
+          deps.activity.unclaimed({
+            ...skipped,
+            disposition: REFUSED.has(disposition) && serves(skipped.flowSlug, skipped.stepSlug)
+              ? "withdrawn"
+              : disposition,
+          });
+        }
         log.debug(`message not claimed (${skipped.disposition})`, {
           messageId: skipped.messageId,
           disposition: skipped.disposition,
@@ -167,13 +193,16 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       // pgflow._start_tasks) or nobody's, and reading again at once would read the same. When it
       // met only other workers' handed-back messages, they may stand at the head of every read
       // until their worker takes them: it looks again after pollIntervalMs, doubled per such read
-      // (a busy worker's backlog is not read over and over), and after a few such reads the claim
-      // hides them and this worker reads past them to its own.
+      // (a busy worker's backlog is not read over and over). When its own work is queued behind
+      // them, the claim says how far (nextReadQty), and it reads past them at once.
       blocked = result.claimed.length === 0 &&
           result.skipped.some((s) => s.disposition === "handed_back")
         ? blocked + 1
         : 0;
-      if (result.read < qty || result.claimed.length === 0) {
+      // Unless that was already a read past that claimed nothing (its work was not visible after
+      // all: a retry's delay, or another worker took it), which waits like any blocked read.
+      if (readPast > qty && !(readQty > qty && result.claimed.length === 0)) continue;
+      if (result.read < readQty || result.claimed.length === 0) {
         const blockedMs = Math.min(
           fallbackMs,
           deps.pollIntervalMs * 2 ** Math.min(blocked - 1, 16),
@@ -198,7 +227,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
 }
 
 /** Dispositions of a task outside this worker's registered support set. */
-const REFUSED: ReadonlySet<string> = new Set(["unsupported", "handed_back", "handed_back_later"]);
+const REFUSED: ReadonlySet<string> = new Set(["unsupported", "handed_back"]);
 
 /**
  * start_tasks' (and so read_and_claim's) answer to `supported => NULL` for a worker id with no

@@ -1,17 +1,22 @@
 import type { Sql } from "../platform/types.ts";
-import type { Json } from "../util/json.ts";
 import type { PgmqMessageRecord } from "./message.ts";
 import type { ClaimedTask, Disposition, SkippedMessage, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
+import { parseJsonb } from "../util/json_parse.ts";
 import type { CompletionArrays } from "../completion/sql.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {
   /** Seconds the read hides the messages (the reservation until the claim re-arms it). */
   readonly visibilityTimeout: number;
-  /** Most messages to read (the free slots). */
+  /** Most tasks to claim (the free slots), and how many messages to read unless `readQty` is more. */
   readonly qty: number;
+  /**
+   * Messages to read when more than `qty`: as the last read's `nextReadQty` said, to reach this
+   * worker's own work queued behind another worker's backlog. At most `qty` of them are claimed.
+   */
+  readonly readQty?: number;
   /** Seconds the read may wait in the database for messages to appear. */
   readonly maxPollSeconds: number;
   /** How often, while waiting, the database looks again. */
@@ -33,6 +38,11 @@ export interface ReadAndClaimResult {
   readonly claimed: readonly ClaimedTask[];
   /** Messages not claimed, with the reason and the owning task's identity. */
   readonly skipped: readonly SkippedMessage[];
+  /**
+   * How many messages the next read should ask for to reach this worker's own work queued behind
+   * what this read returned (another worker's backlog at the head of the queue), or 0.
+   */
+  readonly nextReadQty: number;
 }
 
 /** A row of `pgflow.read_and_claim` / `pgflow.complete_and_claim`. */
@@ -44,14 +54,16 @@ interface Row {
   readonly run_id: string | null;
   readonly step_slug: string | null;
   readonly task_index: number | null;
-  readonly input: Json;
+  /** The task's input as jsonb's text (`::text`), parsed by `parseJsonb`: see {@link decodeRead}. */
+  readonly input: string | null;
   readonly attempt: number | null;
+  readonly next_read_qty: number | null;
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
-  /** NULL unless claimed: the body of a message not claimed is never sent. */
-  message: Json | null;
-  headers: Json | null;
+  /** NULL unless claimed: the body of a message not claimed is never sent. As text, like input. */
+  message: string | null;
+  headers: string | null;
 }
 
 /**
@@ -73,11 +85,13 @@ export async function readAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
-           flow_slug, run_id, step_slug, task_index, input, attempt
+    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
+           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
+           input::text as input, attempt, next_read_qty
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
-                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb)`,
+                               ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
+                               ${options.readQty ?? null}::integer)`,
     "read_and_claim",
     options.timeoutMs,
   );
@@ -101,15 +115,16 @@ export async function completeAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message, headers, disposition,
-           flow_slug, run_id, step_slug, task_index, input, attempt
+    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
+           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
+           input::text as input, attempt, next_read_qty
     from pgflow.complete_and_claim(
       ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
       ${completions.taskIndexes as number[]}::integer[],
       ${completions.outputs as string[]}::text[]::jsonb[],
       ${completions.attempts as number[]}::integer[],
       ${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer, ${options.qty}::integer,
-      ${pairs}::text::jsonb)`,
+      ${pairs}::text::jsonb, ${options.readQty ?? null}::integer)`,
     "complete_and_claim",
     options.timeoutMs,
   );
@@ -119,7 +134,10 @@ export async function completeAndClaim(
 /**
  * The one decoder of read rows: `claimed` rows become tasks (identity, input, attempt) with their
  * message records; every other row is a message id with its disposition and, when a task owns it,
- * that task's identity.
+ * that task's identity. Inputs, bodies and headers come as jsonb's text and are read by
+ * `parseJsonb`, not by the pool's JSON.parse: keys exactly as stored (V8's key-cache bug), and
+ * numbers a JavaScript number cannot hold as `ExactNumber`s. This holds for any pool the worker
+ * is given, whatever its type parsers.
  */
 function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
   const messages = new Map<string, PgmqMessageRecord>();
@@ -142,8 +160,8 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       read_ct: row.read_ct,
       enqueued_at: iso(row.enqueued_at),
       vt: iso(row.vt),
-      message: row.message,
-      headers: row.headers ?? null,
+      message: row.message === null ? null : parseJsonb(row.message),
+      headers: row.headers === null ? null : parseJsonb(row.headers),
     });
     claimed.push({
       messageId,
@@ -151,11 +169,17 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       runId: row.run_id!,
       stepSlug: row.step_slug!,
       taskIndex: row.task_index!,
-      input: row.input,
+      input: row.input === null ? null : parseJsonb(row.input),
       attempt: row.attempt!,
     });
   }
-  return { read: rows.length, messages, claimed, skipped };
+  return {
+    read: rows.length,
+    messages,
+    claimed,
+    skipped,
+    nextReadQty: rows[0]?.next_read_qty ?? 0,
+  };
 }
 
 function iso(value: Date | string): string {

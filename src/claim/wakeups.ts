@@ -49,7 +49,7 @@ export async function openWakeups(
 ): Promise<WorkerWakeups> {
   const poll: WorkerWakeups = { mode: "poll", close: () => Promise.resolve() };
   if (mode === "poll" || (mode === "auto" && !ownsServerSession(connection.kind))) return poll;
-  const shared = ProcessListener.acquire(sql);
+  const shared = ProcessListener.acquire(sql, timeoutMs);
   try {
     const wakeups = await bounded(
       QueueWakeups.open(shared, queue, supported, log),
@@ -77,16 +77,21 @@ class ProcessListener {
   readonly groups = new Map<string, Promise<WakeGroup>>();
   #users = 0;
 
-  private constructor(sql: Sql, readonly key: string) {
-    this.listener = new ChannelListener(sql, { applicationName: "pgflow worker" });
+  private constructor(sql: Sql, readonly key: string, timeoutMs: number) {
+    this.listener = new ChannelListener(sql, { applicationName: "pgflow worker", timeoutMs });
   }
 
-  /** The process's listener for `sql`'s database and user, with one more user. */
-  static acquire(sql: Sql): ProcessListener {
+  /**
+   * The process's listener for `sql`'s database and user, with one more user. Its calls are
+   * bounded by `timeoutMs` of the worker that opened it.
+   */
+  static acquire(sql: Sql, timeoutMs: number): ProcessListener {
     const o = (sql as unknown as { options: Record<string, unknown> }).options;
     const key = JSON.stringify([o.host, o.port, o.database, o.user]);
     let shared = ProcessListener.#all.get(key);
-    if (shared === undefined) ProcessListener.#all.set(key, shared = new ProcessListener(sql, key));
+    if (shared === undefined) {
+      ProcessListener.#all.set(key, shared = new ProcessListener(sql, key, timeoutMs));
+    }
     shared.#users++;
     return shared;
   }
@@ -126,11 +131,10 @@ export function queueChannel(queue: string): string {
  * not over workers that would only read it and hand it back). With no member waiting, every member is marked, so none goes to sleep
  * over it. A lost or returned connection wakes every member.
  *
- * A notification whose payload names a pair (`["flow", "step"]`, or `["flow", "step", ms]`) is a
- * message handed back by a worker that read it and cannot claim it (pgflow._start_tasks), visible
- * again now or in `ms`: then (a timer for `ms`) it wakes one waiting member that serves the pair,
- * or marks every member that does, and never one that does not, which would only read it and
- * hand it back again.
+ * A notification whose payload names a pair (`["flow", "step"]`) is a message handed back, visible
+ * again now, by a worker that read it and cannot claim it, or that had no free slot for it
+ * (pgflow._start_tasks): it wakes one waiting member that serves the pair, or marks every member
+ * that does, and never one that does not, which would only read it and hand it back again.
  */
 export class QueueWakeups {
   readonly #shared: ProcessListener;
@@ -193,7 +197,8 @@ export class QueueWakeups {
 
   /**
    * Resolves on a notification since `beforeRead` (at once if one came already), when the
-   * LISTEN connection is lost or back, after `ms`, or when `signal` aborts.
+   * LISTEN connection is lost or back, after `ms`, or when `signal` aborts (also while senders
+   * are being told that this worker waits: a stopping worker does not wait for that call).
    */
   wait(ms: number, signal: AbortSignal): Promise<void> {
     if (this.#pending || signal.aborted) return Promise.resolve();
@@ -203,15 +208,18 @@ export class QueueWakeups {
     // return, so the loop reads again; it sleeps from its next wait on.
     const registering = this.#group.startWaiting();
     if (registering !== undefined) {
-      return registering.then((error) => {
-        if (error === undefined) return;
-        // `listening` is false now: the loop reads again at once, then every pollIntervalMs (the
-        // `ms` it passes from then on), trying again each time.
-        if (error === REFUSED_AGAIN) return this.#sleep(ms, signal);
-        this.#log?.warn("could not tell senders this worker waits; polling meanwhile", {
-          error: (error as Error).message,
-        });
-      });
+      return untilAborted(
+        registering.then((error) => {
+          if (error === undefined) return;
+          // `listening` is false now: the loop reads again at once, then every pollIntervalMs
+          // (the `ms` it passes from then on), trying again each time.
+          if (error === REFUSED_AGAIN) return this.#sleep(ms, signal);
+          this.#log?.warn("could not tell senders this worker waits; polling meanwhile", {
+            error: (error as Error).message,
+          });
+        }),
+        signal,
+      );
     }
     return this.#sleep(ms, signal);
   }
@@ -288,8 +296,6 @@ class WakeGroup {
   refused = false;
   /** Since when every read came back full with no member waiting (see `busy`). */
   #busySince: number | undefined;
-  /** Wakes due when handed-back messages become visible again. */
-  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
   private constructor(
     readonly shared: ProcessListener,
@@ -383,27 +389,34 @@ class WakeGroup {
   /** Ends the LISTEN once no member is left. */
   async leave(): Promise<void> {
     if (this.members.size > 0) return;
-    for (const timer of this.#timers) clearTimeout(timer);
-    this.#timers.clear();
     this.shared.groups.delete(this.channel);
     await this.#subscription?.close();
   }
 
   #heard(event: ChannelEvent, payload: string): void {
     const handedBack = event === "notify" ? handedBackPair(payload) : undefined;
-    if (handedBack === undefined) {
-      if (event === "notify" && this.wakeOne()) return;
-      for (const member of this.members) member.wake();
-    } else if (handedBack.inMs <= 0) {
-      this.wakeServing(handedBack.key);
-    } else {
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
-        this.wakeServing(handedBack.key);
-      }, handedBack.inMs);
-      this.#timers.add(timer);
+    if (handedBack !== undefined) {
+      this.wakeServing(handedBack);
+      return;
     }
+    if (event === "notify" && this.wakeOne()) return;
+    for (const member of this.members) member.wake();
   }
+}
+
+/** `promise`, or nothing once `signal` aborts, whichever comes first. */
+function untilAborted(promise: Promise<void>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    promise.then(done, (error) => {
+      signal.removeEventListener("abort", done);
+      reject(error);
+    });
+  });
 }
 
 /** A pair as one string (flow, unit separator, step: slugs never hold U+001F). */
@@ -412,19 +425,16 @@ function pairKey([flow, step]: SupportedPair): string {
 }
 
 /**
- * The pair a hand-back notification names (its payload is `["flow", "step"]`, or with the
- * milliseconds until the message is visible again as a third element; see pgflow._start_tasks),
- * as a {@link pairKey}; `undefined` for any other payload (the plain "work was sent" notification
- * has none).
+ * The pair a hand-back notification names (its payload is `["flow", "step"]`; see
+ * pgflow._start_tasks), as a {@link pairKey}; `undefined` for any other payload (the plain "work
+ * was sent" notification has none).
  */
-function handedBackPair(payload: string): { key: string; inMs: number } | undefined {
+function handedBackPair(payload: string): string | undefined {
   if (!payload.startsWith("[")) return undefined;
   try {
-    const [flow, step, inMs] = JSON.parse(payload);
+    const [flow, step] = JSON.parse(payload);
     if (typeof flow !== "string" || typeof step !== "string") return undefined;
-    const delay = typeof inMs === "number" && Number.isFinite(inMs) ? inMs : 0;
-    // A few milliseconds late rather than early: a read before the message is visible finds nothing.
-    return { key: pairKey([flow, step]), inMs: delay > 0 ? Math.min(delay, 3_600_000) + 5 : 0 };
+    return pairKey([flow, step]);
   } catch {
     return undefined;
   }

@@ -6,6 +6,7 @@
 import type { AnyFlow, FlowCarrier } from "../dsl/extract.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
+import { jsonText } from "../util/json_write.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Backend } from "./backend.ts";
 import { ClientClosedError, StartFlowError } from "./errors.ts";
@@ -277,7 +278,13 @@ export function createClient(options: ClientOptions): PgflowClient {
       ? await known.forStart(flowSlug, (alias) => backend.aliasTarget(alias))
       : unwrapFlow(flow);
     const value = await checkedInput(schemaFlow, flowSlug, input);
-    const text = value === undefined ? undefined : JSON.stringify(value);
+    let text: string | undefined;
+    try {
+      // What would be stored as something else, or refused by jsonb, fails here naming its path.
+      text = jsonText(value, "input");
+    } catch (error) {
+      throw new StartFlowError(flowSlug, (error as Error).message, undefined, { cause: error });
+    }
     if (text === undefined) {
       throw new StartFlowError(flowSlug, "input is undefined; pass a JSON value (null for none)");
     }

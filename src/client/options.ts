@@ -8,6 +8,7 @@
  */
 import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { PoolOptions } from "../platform/pool.ts";
+import { jsonText } from "../util/json_write.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { RunFilter } from "./backend.ts";
 import type { ClientOptions, ClientTiming, ListRunsOptions, StartFlowOptions } from "./client.ts";
@@ -314,9 +315,10 @@ export function checkRestartOptions(
   if (o.input === undefined) return { again, input: null };
   let input: string | undefined;
   try {
-    input = JSON.stringify(o.input);
+    // As startFlow's: what jsonb would store as something else or refuse fails here, by path.
+    input = jsonText(o.input, "input");
   } catch (error) {
-    throw new ClientConfigError(`${where}: input is not JSON: ${(error as Error).message}`);
+    throw new ClientConfigError(`${where}: ${(error as Error).message}`);
   }
   if (input === undefined) {
     throw new ClientConfigError(`${where}: input must be a JSON value, got ${typeOf(o.input)}`);

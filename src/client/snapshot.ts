@@ -14,6 +14,7 @@ import type {
   StepStatus,
   TaskAttempt,
 } from "./types.ts";
+import { parseJsonb } from "../util/json_parse.ts";
 
 /** One attempt as `pgflow.get_run` lists it under a step. */
 export interface RawAttempt {
@@ -97,10 +98,14 @@ export interface RawSummary {
 /** A run state of any flow: the client's internal, untyped view. */
 export type AnyRunState = RunState<never>;
 
-/** Translates `pgflow.get_run`'s document (a JSON value, or its text) into a run state. */
+/**
+ * Translates `pgflow.get_run`'s document into a run state. The backends hand over its text, which
+ * `parseJsonb` reads: inputs and outputs with their keys as stored and their numbers exact (see
+ * `ExactNumber`), never through `JSON.parse` alone.
+ */
 export function toRunState(raw: unknown): AnyRunState | null {
   if (raw === null || raw === undefined) return null;
-  const run = (typeof raw === "string" ? JSON.parse(raw) : raw) as RawRun | null;
+  const run = (typeof raw === "string" ? parseJsonb(raw) : raw) as RawRun | null;
   if (run === null) return null;
   if (typeof run !== "object" || typeof run.run_id !== "string" || !Array.isArray(run.steps)) {
     throw new Error(`pgflow.get_run returned something that is not a run: ${typeof run}`);
@@ -162,7 +167,7 @@ function toAttempt(a: RawAttempt): TaskAttempt {
 
 /** Translates one of `pgflow.list_runs`'s documents (a JSON value, or its text) into a summary. */
 export function toRunSummary(raw: unknown): RunSummary {
-  const r = (typeof raw === "string" ? JSON.parse(raw) : raw) as RawSummary | null;
+  const r = (typeof raw === "string" ? parseJsonb(raw) : raw) as RawSummary | null;
   if (r === null || typeof r !== "object" || typeof r.run_id !== "string") {
     throw new Error(`pgflow.list_runs returned something that is not a run: ${typeof r}`);
   }

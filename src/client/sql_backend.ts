@@ -67,7 +67,8 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
       let row;
       try {
         [row] = await bounded(
-          sql<{ run: unknown }[]>`select pgflow.get_run(${runId}::uuid) as run`,
+          // As text: read by parseJson (see toRunState), whatever the pool's JSON parser.
+          sql<{ run: string | null }[]>`select pgflow.get_run(${runId}::uuid)::text as run`,
           "get_run",
           options.queryTimeoutMs,
         );
@@ -126,11 +127,11 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
     async listRuns(filter) {
       try {
         const rows = await bounded(
-          sql<{ run: unknown }[]>`
+          sql<{ run: string }[]>`
             select pgflow.list_runs(
               flow_slug => ${filter.flowSlug}::text, status => ${filter.status}::text,
               since => ${filter.since}::timestamptz, run_id_prefix => ${filter.runIdPrefix}::text,
-              max_rows => ${filter.limit}::int, restarted => ${filter.restarted}::boolean) as run`,
+              max_rows => ${filter.limit}::int, restarted => ${filter.restarted}::boolean)::text as run`,
           "list_runs",
           options.queryTimeoutMs,
         );

@@ -1,5 +1,5 @@
 /**
- * The client over supabase-js: `rpc('start_flow')`, `rpc('get_run')`, and `cancel_run`,
+ * The client over supabase-js: `rpc('start_flow')`, `rpc('get_run_text')`, and `cancel_run`,
  * `retry_run`, `resume_run`, `list_runs`, in the `pgflow` schema (which must be exposed by the
  * API), wake-ups by Supabase Realtime broadcast.
  *
@@ -8,6 +8,7 @@
 import type { SupabaseClient } from "../platform/types.ts";
 import type { Backend, RestartedRun, StartResult, WakeSource } from "./backend.ts";
 import { toRunState, toRunSummary } from "./snapshot.ts";
+import { parseJson } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
 import { realtimeSource } from "./transports/realtime.ts";
 import { pollSource } from "./transports/poll.ts";
@@ -33,7 +34,9 @@ export function supabaseBackend(
     async startFlow(flowSlug, input, runId): Promise<StartResult> {
       const { data, error } = await pgflow.rpc("start_flow", {
         flow_slug: flowSlug,
-        input: JSON.parse(input),
+        // parseJson, not JSON.parse: keys as given, numbers exact (supabase-js writes them back
+        // with JSON.stringify, so PostgREST receives the text the client made).
+        input: parseJson(input),
         run_id: runId,
       });
       if (error) {
@@ -44,8 +47,11 @@ export function supabaseBackend(
       return { runId: run.run_id, flowSlug: run.flow_slug };
     },
     async getRun(runId) {
-      const { data, error } = await pgflow.rpc("get_run", { run_id: runId });
-      if (error) throw new RpcError("get_run", error);
+      // get_run_text: the document as one JSON string, which supabase-js's JSON.parse reads
+      // exactly (a string has no keys for V8's key cache to get wrong, no numbers to round);
+      // toRunState then reads the document with parseJson.
+      const { data, error } = await pgflow.rpc("get_run_text", { run_id: runId });
+      if (error) throw new RpcError("get_run_text", error);
       return toRunState(data);
     },
     async cancelRun(runId, reason): Promise<CancelResult> {
@@ -71,7 +77,7 @@ export function supabaseBackend(
         fn,
         input === null
           ? { run_id: runId, again }
-          : { run_id: runId, again, input: JSON.parse(input) },
+          : { run_id: runId, again, input: parseJson(input) }, // exact, as start_flow's
       );
       if (error) throw new RpcError(fn, error);
       const row = (Array.isArray(data) ? data[0] : data) as { run_id: string; flow_slug: string };

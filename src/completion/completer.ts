@@ -103,6 +103,8 @@ export class Completer {
   #inFlight = 0;
   #scheduled = false;
   #wakeReader: ((tasks: readonly TaskAttempt[]) => boolean) | undefined;
+  /** The timer that sends completions a woken reader did not take; cleared with the reader. */
+  #grace: ReturnType<typeof setTimeout> | undefined;
 
   constructor(options: CompleterOptions) {
     this.#sql = options.sql;
@@ -164,7 +166,11 @@ export class Completer {
    */
   setReader(wake: ((tasks: readonly TaskAttempt[]) => boolean) | undefined): void {
     this.#wakeReader = wake;
-    if (wake === undefined) this.#pump();
+    if (wake !== undefined) return;
+    // Everything waiting goes now: no timer of a stopped loop is left behind.
+    clearTimeout(this.#grace);
+    this.#grace = undefined;
+    this.#pump();
   }
 
   /**
@@ -228,7 +234,11 @@ export class Completer {
         ) {
           // Should the woken loop not read soon after all (it stops, its slots fill up), they go
           // on their own; by then a read has usually taken them and this sends nothing.
-          setTimeout(() => this.#pump(), READER_GRACE_MS);
+          // One timer at a time: it sends everything still waiting, later completions included.
+          this.#grace ??= setTimeout(() => {
+            this.#grace = undefined;
+            this.#pump();
+          }, READER_GRACE_MS);
           return;
         }
         this.#pump();

@@ -1,6 +1,7 @@
 import type { Sql } from "../platform/types.ts";
 import type { Json } from "../dsl/json.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
+import { parseJsonb } from "../util/json_parse.ts";
 
 /**
  * Run inputs by run id, loaded once and shared: concurrent tasks of one run make one query. The
@@ -50,14 +51,16 @@ export class FlowInputCache {
     return this.#entries.size;
   }
 
+  /** As text, read by `parseJsonb` (exact keys and numbers, whatever the pool's parsers). */
   async #load(runId: string): Promise<Json> {
     const rows = await bounded(
-      this.#sql<{ input: Json }[]>`select input from pgflow.runs where run_id = ${runId}::uuid`,
+      this.#sql<{ input: string }[]>`
+        select input::text as input from pgflow.runs where run_id = ${runId}::uuid`,
       "load run input",
       this.#timeoutMs,
     );
     if (rows.length === 0) throw new Error(`run ${runId} does not exist`);
-    return rows[0].input;
+    return parseJsonb(rows[0].input);
   }
 
   #remember(runId: string, value: Promise<Json>): void {

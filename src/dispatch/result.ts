@@ -1,21 +1,22 @@
+import { jsonText } from "../util/json_write.ts";
+
 /**
  * The exact JSON text of a handler's output: `0`, `false`, `""` and `null` stay what they are;
- * `undefined` (a handler that returns nothing) becomes JSON `null`. Throws for values JSON cannot
- * hold (a function, a bigint, a cycle), which fails the task instead of storing something else;
- * the error names the step (`where`, e.g. `flow.step`) and says that outputs must be JSON, since
- * `JSON.stringify`'s own words ("Do not know how to serialize a BigInt") name neither.
+ * `undefined` (a handler that returns nothing) becomes JSON `null`; an `ExactNumber` is written
+ * digit for digit. Nothing is stored as something else: a value JSON cannot hold (a function, a
+ * bigint, a cycle, NaN or ±Infinity, which `JSON.stringify` would write as `null`) or `jsonb`
+ * cannot store (U+0000 or a lone surrogate in a string or key) throws, which fails the task. The
+ * error names the step (`where`, e.g. `flow.step`) and the place in the output
+ * (`output.items[2]`), and says that outputs must be JSON; it never quotes the output.
  */
 export function outputJson(output: unknown, where = "handler"): string {
   if (output === undefined) return "null";
   let text: string | undefined;
   try {
-    text = JSON.stringify(output);
+    text = jsonText(output, "output");
   } catch (error) {
-    const hint = /bigint/i.test(String((error as Error).message))
-      ? " (a bigint: return it as a string, String(n), or as a number if it fits)"
-      : "";
     throw new TypeError(
-      `step ${where} returned a value JSON cannot hold: ${(error as Error).message}${hint}; ` +
+      `step ${where} returned a value JSON cannot hold: ${(error as Error).message}; ` +
         `a step's output must be JSON (objects, arrays, strings, numbers, booleans, null)`,
     );
   }

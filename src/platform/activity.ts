@@ -24,7 +24,6 @@ export type UnclaimedDisposition =
   | "unknown"
   | "unsupported"
   | "handed_back"
-  | "handed_back_later"
   | "withdrawn";
 
 /** A message the claim did not take, as the report needs it: never a body or an input. */
@@ -46,10 +45,6 @@ const ADVICE: Readonly<Record<UnclaimedDisposition, string>> = {
   handed_back: "this worker has no handler for this flow and step; it handed the messages back " +
     "at once to the live worker(s) on this queue that serve it (servedBy), so nothing waits, but " +
     "each such read is wasted: give every worker on this queue the same handler set",
-  handed_back_later: "this worker has no handler for this flow and step, and the live worker(s) " +
-    "that serve it (servedBy) are busy: the messages were handed back often, so they wait a " +
-    "while before those workers read them again; give every worker on this queue the same " +
-    "handler set, and more capacity to the flow if its backlog grows",
   withdrawn: "this flow was recompiled with a changed definition while this worker ran (local " +
     "development), so this worker's old handlers no longer claim its tasks: restart it with " +
     "the new code",
@@ -65,7 +60,6 @@ const ADVICE: Readonly<Record<UnclaimedDisposition, string>> = {
 const SERVED_BY: ReadonlySet<UnclaimedDisposition> = new Set([
   "unsupported",
   "handed_back",
-  "handed_back_later",
 ]);
 
 /**

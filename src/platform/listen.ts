@@ -1,5 +1,7 @@
 import postgres from "npm:postgres@3.4.7";
 import type { Sql } from "./types.ts";
+import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "./deadline.ts";
+import { sleep } from "../util/backoff.ts";
 
 /**
  * Why a subscriber is called: a notification on its channel, or the connection `lost` (nothing is
@@ -28,6 +30,11 @@ export interface SubscribeOptions {
 export interface ChannelListenerOptions {
   /** `application_name` of the LISTEN connection, so operators can tell it in pg_stat_activity. */
   readonly applicationName?: string;
+  /**
+   * Milliseconds each call on the LISTEN connection may go unanswered before it is abandoned and
+   * the connection replaced (see `bounded`); default {@link DEFAULT_QUERY_TIMEOUT_MS}.
+   */
+  readonly timeoutMs?: number;
 }
 
 /**
@@ -41,10 +48,16 @@ export interface ChannelListenerOptions {
  * backoff, until it works. Every subscriber is woken both when the connection is lost (so one
  * waiting for a notification can fall back to reading on its own) and when it is back (what
  * happened in the meantime was not announced).
+ *
+ * Every call on the connection has a bound (`timeoutMs`): a connection that stops answering
+ * without closing (replies lost by a pooler or a proxy, a partition) would otherwise hold its
+ * callers for ever, and with them a worker's poll loop and its `stop()`. A call past its bound
+ * destroys the connection, which counts as lost: the next call, or the healing, opens another.
  */
 export class ChannelListener {
   readonly #options: Record<string, unknown>;
   readonly #applicationName: string | undefined;
+  readonly #timeoutMs: number;
   #conn: Sql | undefined;
   readonly #channels = new Map<string, Set<ChannelWake>>();
   /** Channels the current connection listens on. */
@@ -55,11 +68,14 @@ export class ChannelListener {
   readonly #barrierRetries = new Map<string, ReturnType<typeof setTimeout>>();
   #healing = false;
   #closed = false;
+  /** Aborted by `close`: ends the healing's wait between attempts. */
+  readonly #closing = new AbortController();
 
   /** A listener that opens its connection, on first use, from `sql`'s options. */
   constructor(sql: Sql, options: ChannelListenerOptions = {}) {
     this.#options = (sql as unknown as { options: Record<string, unknown> }).options;
     this.#applicationName = options.applicationName;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
   }
 
   /** Whether `channel` is listened to right now (a notification sent now will arrive). */
@@ -110,12 +126,14 @@ export class ChannelListener {
     clearTimeout(this.#barrierRetries.get(channel));
     this.#barrierRetries.delete(channel);
     if (this.#closed || this.#conn === undefined) return;
-    await this.#conn.unsafe(LISTEN_STOP, [JSON.stringify([channel])]).catch(() => {});
+    await this.#call(this.#conn.unsafe(LISTEN_STOP, [JSON.stringify([channel])]), "listen_stop")
+      .catch(() => {});
   }
 
-  /** Ends every subscription and the connection. */
+  /** Ends every subscription and the connection; bounded like every call (see the class). */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#closing.abort();
     this.#channels.clear();
     this.#listened.clear();
     for (const timer of this.#barrierRetries.values()) clearTimeout(timer);
@@ -124,10 +142,16 @@ export class ChannelListener {
     this.#waitingFor.clear();
     // Senders would otherwise notify for nobody until the next listen_start removes the rows of
     // ended sessions.
-    if (waited.length > 0) {
-      await this.#conn?.unsafe(LISTEN_STOP, [JSON.stringify(waited)]).catch(() => {});
+    if (waited.length > 0 && this.#conn !== undefined) {
+      await this.#call(this.#conn.unsafe(LISTEN_STOP, [JSON.stringify(waited)]), "listen_stop")
+        .catch(() => {});
     }
     await this.#conn?.end({ timeout: 1 });
+  }
+
+  /** `query`, abandoned (its connection destroyed) once it has gone `timeoutMs` unanswered. */
+  #call<T>(query: PromiseLike<T>, what: string): Promise<T> {
+    return bounded(query, `LISTEN connection: ${what}`, this.#timeoutMs);
   }
 
   /**
@@ -138,8 +162,8 @@ export class ChannelListener {
     const conn = this.#connection();
     const json = JSON.stringify(channels);
     const [, passed] = await Promise.all([
-      conn.unsafe(LISTEN_START, [json]),
-      conn.unsafe<{ passed: boolean }[]>(LISTEN_BARRIER, [json]),
+      this.#call(conn.unsafe(LISTEN_START, [json]), "listen_start"),
+      this.#call(conn.unsafe<{ passed: boolean }[]>(LISTEN_BARRIER, [json]), "listen_barrier"),
     ]);
     return passed[0]?.passed === true;
   }
@@ -150,8 +174,10 @@ export class ChannelListener {
     this.#barrierRetries.set(
       channel,
       setTimeout(async () => {
-        const passed = await this.#connection()
-          .unsafe<{ passed: boolean }[]>(LISTEN_BARRIER, [JSON.stringify([channel])])
+        // Timers are cleared by `close`, so the listener is open here.
+        const barrier = this.#connection()
+          .unsafe<{ passed: boolean }[]>(LISTEN_BARRIER, [JSON.stringify([channel])]);
+        const passed = await this.#call(barrier, "listen_barrier")
           .then((rows) => rows[0]?.passed === true, () => false);
         this.#barrierRetries.delete(channel);
         if (this.#closed || !this.#waitingFor.has(channel)) return;
@@ -163,6 +189,8 @@ export class ChannelListener {
   }
 
   #connection(): Sql {
+    // A connection opened after `close` would outlive the listener.
+    if (this.#closed) throw new Error("the listener is closed");
     // `options` is postgres.js's parsed option object; postgres.js's own listen opens its
     // connection from it the same way.
     return this.#conn ??= postgres({
@@ -184,7 +212,7 @@ export class ChannelListener {
 
   async #listen(channel: string): Promise<void> {
     if (this.#listened.has(channel)) return;
-    await this.#connection().unsafe(`listen ${quoteIdentifier(channel)}`);
+    await this.#call(this.#connection().unsafe(`listen ${quoteIdentifier(channel)}`), "LISTEN");
     this.#listened.add(channel);
   }
 
@@ -194,7 +222,11 @@ export class ChannelListener {
     this.#channels.delete(channel);
     await this.stopWaiting(channel);
     if (this.#listened.delete(channel) && !this.#closed) {
-      await this.#connection().unsafe(`unlisten ${quoteIdentifier(channel)}`).catch(() => {});
+      await this.#call(
+        this.#connection().unsafe(`unlisten ${quoteIdentifier(channel)}`),
+        "UNLISTEN",
+      )
+        .catch(() => {});
     }
   }
 
@@ -233,7 +265,7 @@ export class ChannelListener {
           return;
         }
       } catch {
-        await new Promise((r) => setTimeout(r, delay));
+        await sleep(delay, this.#closing.signal);
         delay = Math.min(delay * 2, 2000);
       }
     }

@@ -4,6 +4,7 @@ import { guardSql } from "./guarded_sql.ts";
 import type { Sql } from "./types.ts";
 import { GatedSocket, type SslSetting } from "./wire_gate.ts";
 import { installTypeFetchGuard } from "./type_fetch_guard.ts";
+import { parseJson, parseJsonb } from "../util/json_parse.ts";
 
 /**
  * Options of {@link createPool}. Everything else (the socket, the reconnect backoff) is the pool's
@@ -52,6 +53,9 @@ export interface PoolOptions {
  *   unanswered, whatever queries run on it (see `GatedSocket` and `docs/connections.md`);
  * - a query with an `undefined` parameter is rejected before it is sent (postgres.js would
  *   otherwise fail the query running before it and never send it: see `guardSql`);
+ * - `json` and `jsonb` values are read by `parseJson`, not `JSON.parse` alone: every key as
+ *   stored (V8's `JSON.parse` can read an escaped key as another one) and every number exact (one
+ *   a JavaScript number cannot hold comes as an `ExactNumber`, never rounded);
  * - connects time out after 10 s instead of 30 s, and reconnects wait at most 2 s (not 20 s).
  *
  * Use it for the `sql` option of a worker when you bring your own pool; the worker opens one like
@@ -90,6 +94,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
       // waits that long after a pooler restart holds its tasks for nothing. At most 2 s, jittered.
       backoff: (retries: number) => Math.min(2, 0.05 * 2 ** retries) * (0.5 + Math.random() / 2),
       ...rest,
+      types: EXACT_JSON,
       ...(application_name === undefined ? {} : { connection: { application_name } }),
       ...owned as postgres.Options<Record<string, postgres.PostgresType>>,
     }));
@@ -97,6 +102,25 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     throw maskError(error, connectionString);
   }
 }
+
+/**
+ * postgres.js's own `json` and `jsonb` types (written with `JSON.stringify`, as postgres.js does),
+ * read with `parseJson` and `parseJsonb`. Arrays of them (`jsonb[]`) use them too.
+ */
+const EXACT_JSON = {
+  json: {
+    to: 114,
+    from: [114],
+    serialize: (value: unknown) => JSON.stringify(value),
+    parse: parseJson,
+  },
+  jsonb: {
+    to: 3802,
+    from: [3802],
+    serialize: (value: unknown) => JSON.stringify(value),
+    parse: parseJsonb,
+  },
+};
 
 function sslSetting(value: string | SslSetting | undefined): SslSetting {
   if (value === undefined || value === false || value === "disable") return false;

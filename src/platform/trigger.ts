@@ -1,7 +1,7 @@
 import { checkBearer } from "./auth.ts";
 import { flushLogs, type Logger, wasLogged } from "./logger.ts";
 
-/** A worker the trigger started: enough to report on it and to stop it. */
+/** A worker the trigger made: enough to start it, report on it and stop it. */
 export interface TriggeredWorker {
   /** The worker id. */
   readonly id: string;
@@ -10,8 +10,13 @@ export interface TriggeredWorker {
   /** Resolves when the worker has stopped. */
   readonly done: Promise<void>;
   /**
-   * Stops gracefully; with `unloading` (the `beforeunload` reason) nothing it claims from then on
-   * is started.
+   * Starts it; resolves once it polls (or once a stop that came during the startup has ended
+   * it), rejects with the startup error.
+   */
+  start(): Promise<void>;
+  /**
+   * Stops gracefully, also while it starts (it then makes no read); with `unloading` (the
+   * `beforeunload` reason) nothing it claims from then on is started.
    */
   stop(options?: { readonly unloading?: string }): Promise<void>;
 }
@@ -31,8 +36,8 @@ export interface TriggerDeps {
   readonly secret: string | undefined;
   /** Logger. */
   readonly log: Logger;
-  /** Starts the worker; resolves once it polls, rejects with the startup error. */
-  readonly start: (functionName: string | undefined) => Promise<TriggeredWorker>;
+  /** Makes the worker to start (not started yet). */
+  readonly create: (functionName: string | undefined) => TriggeredWorker;
 }
 
 /** What `EdgeWorker.stop()` needs of the trigger. */
@@ -50,7 +55,9 @@ export interface Trigger {
 export function serveTrigger(deps: TriggerDeps): Trigger {
   let worker: TriggeredWorker | undefined;
   let finished: TriggeredWorker | undefined;
-  let starting: Promise<TriggeredWorker> | undefined;
+  // The worker being started, and its start: known before it polls, so a beforeunload that comes
+  // meanwhile reaches it before its first read.
+  let starting: { readonly worker: TriggeredWorker; readonly started: Promise<void> } | undefined;
   // The beforeunload reason, once it came: the isolate is ending, no worker may start polling.
   let unloading: string | undefined;
   const json = (status: number, body: Record<string, unknown>) =>
@@ -62,12 +69,18 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
   deps.onUnload((reason) => {
     // The platform is about to end the isolate: stop claiming at once, report what finishes, and
     // leave the rest to the visibility timeout or stalled recovery. Kept pending with waitUntil so
-    // the drain is not cut short by an early drop. A worker still starting stops as it starts.
+    // the drain is not cut short by an early drop. A worker still starting is told now too: it
+    // ends its startup before its first read.
     if (unloading !== undefined) return;
     unloading = reason ?? "unload";
-    deps.log.info("beforeunload", { reason: unloading, worker: worker?.id });
-    // Log lines aggregated in this window are written once the worker has stopped, not lost.
-    if (worker !== undefined) deps.waitUntil?.(worker.stop({ unloading }).finally(flushLogs));
+    const current = worker ?? starting?.worker;
+    deps.log.info("beforeunload", { reason: unloading, worker: current?.id });
+    if (current === undefined) return;
+    // Log lines aggregated in this window are written once the worker has stopped, not lost. The
+    // stop is called whether or not there is a waitUntil to keep it pending (plain Deno with
+    // EDGE_WORKER_TRIGGER=http has none).
+    const stopping = current.stop({ unloading }).finally(flushLogs);
+    deps.waitUntil?.(stopping);
   });
 
   // Logged at the first refused request and then at most once a minute: the keep-alive pings
@@ -109,21 +122,23 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
       });
     }
     const first = starting === undefined;
-    starting ??= deps.start(functionNameFromUrl(request.url));
     try {
-      const started = await starting;
-      if (worker === undefined) {
+      if (starting === undefined) {
+        const made = deps.create(functionNameFromUrl(request.url));
+        starting = { worker: made, started: made.start() };
+      }
+      const { worker: started, started: polling } = starting;
+      await polling;
+      if (worker === undefined && finished !== started) {
         worker = started;
         deps.waitUntil?.(started.done);
         started.done.then(() => {
           finished = started;
           worker = undefined;
         });
-        // beforeunload came while the worker started: it stops now, before a read of it returns.
-        if (unloading !== undefined) {
-          deps.waitUntil?.(started.stop({ unloading }).finally(flushLogs));
-        }
       }
+      // beforeunload came while it started: it was told then, and stops (or has stopped).
+      if (unloading !== undefined) return json(503, { status: "unloading", reason: unloading });
       return json(200, {
         status: first ? "started" : "running",
         workerId: started.id,
@@ -141,7 +156,7 @@ export function serveTrigger(deps: TriggerDeps): Trigger {
 
   return {
     stop: async () => {
-      await worker?.stop();
+      await (worker ?? starting?.worker)?.stop();
     },
   };
 }

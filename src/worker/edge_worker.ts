@@ -118,14 +118,8 @@ export const EdgeWorker: EdgeWorkerApi = {
       onUnload: (listener) => onBeforeUnload(listener),
       secret: expectedSecret(env),
       log,
-      start: async (functionName) => {
-        const next = instantiateWorker(target, {
-          ...config,
-          functionName: config.functionName ?? functionName,
-        });
-        await next.start();
-        return next;
-      },
+      create: (functionName) =>
+        instantiateWorker(target, { ...config, functionName: config.functionName ?? functionName }),
     });
     stopCurrent = () => trigger.stop();
     if (runtime === undefined) onTerminationSignal(() => trigger.stop());

@@ -28,6 +28,7 @@ import { type EdgeWorkerConfig, isUuid, resolveConfig, type ResolvedConfig } fro
 import { WorkerStartupError } from "./errors.ts";
 import { heartbeat, markWorkerStopped, registerWorker } from "./worker_row.ts";
 import { every } from "../util/periodic.ts";
+import { settlesWithin } from "../util/within.ts";
 import { requeueStalledTasks } from "./recovery.ts";
 import { CANCEL_CHECK_MS, RunCancellations } from "./cancellations.ts";
 import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
@@ -86,14 +87,20 @@ export interface FlowWorker {
   /**
    * Compiles or verifies the definitions, derives the support set, registers the worker and
    * starts polling. Resolves once polling; rejects with a `WorkerStartupError` (nothing
-   * registered, nothing polled).
+   * registered, nothing polled). A `stop()` while it starts ends the startup at its next step
+   * (no read is made; a row already registered is marked stopped): then it resolves once that
+   * stop is done, with `state` `stopped`.
    */
   start(): Promise<void>;
   /**
    * Stops gracefully: stop polling → abort `shutdownSignal` → mark the worker row stopped → wait
-   * for in-flight tasks to report → close the pool (only one the worker opened). With `unloading`
-   * (the platform's `beforeunload` reason) the process may end any moment: a task that a read
-   * still under way claims is not started, and stalled recovery takes it back.
+   * for in-flight tasks to report → close the pool (only one the worker opened). No read starts
+   * after it is called, whatever the state (a worker still starting stops before its first
+   * read). With `unloading` (the platform's `beforeunload` reason) the process may end any
+   * moment: a task that a read still under way claims is not started, and stalled recovery takes
+   * it back. Bounded whatever happened before: in-flight tasks are awaited at most
+   * `shutdownTimeoutMs`, each of its own database calls at most `queryTimeoutMs` (the read in
+   * progress `maxPollSeconds` more), and every timer of the worker ends with it.
    */
   stop(options?: { readonly unloading?: string }): Promise<void>;
 }
@@ -148,6 +155,10 @@ class Worker implements FlowWorker {
   readonly #timersStop = new AbortController();
   #sql?: Sql;
   #ownsPool = false;
+  /** Set once `register_worker` has answered: a stop during startup marks the row stopped. */
+  #registered = false;
+  /** The startup ended early because `stop()` came while it ran. */
+  #startCancelled = false;
   #starting?: Promise<void>;
   #stopping?: Promise<void>;
   #background: Promise<void>[] = [];
@@ -193,6 +204,8 @@ class Worker implements FlowWorker {
       );
     }
     this.#state = "starting";
+    // `#starting` is what a stop waits for; the caller's promise also waits for the stop that
+    // cancelled the startup, so it resolves with the worker stopped.
     this.#starting = this.#startup().catch(async (error) => {
       this.#state = "failed";
       await this.#closeWakeups();
@@ -211,7 +224,16 @@ class Worker implements FlowWorker {
       this.#log.error("worker failed to start", { error: failure.message });
       throw markLogged(failure);
     });
-    return this.#starting;
+    return this.#starting.then(() => this.#startCancelled ? this.#stopping : undefined);
+  }
+
+  /**
+   * Whether a stop came while the startup ran: checked between its steps, so a worker told to
+   * stop (or that its platform unloads) makes no read, and registers no row it need not.
+   */
+  #stopRequested(): boolean {
+    if (this.#pollStop.signal.aborted) this.#startCancelled = true;
+    return this.#startCancelled;
   }
 
   async #startup(): Promise<void> {
@@ -239,8 +261,10 @@ class Worker implements FlowWorker {
     }
     const sql = this.#sql;
     this.#log.info("database connection", { ...connection, preparedStatements: prepared });
+    if (this.#stopRequested()) return;
     await verifySchemaVersion(sql, this.#log, timeoutMs);
     await compileDefinitions(sql, this.#target.definitions, this.#log, timeoutMs);
+    if (this.#stopRequested()) return;
     const registry = new HandlerRegistry(this.#target.flows);
     const persisted = await queueSupportSet(
       sql,
@@ -258,8 +282,11 @@ class Worker implements FlowWorker {
     }
     this.#supportSet = Object.freeze(supported);
     const supabase = await prepareSupabaseClient(this.#env);
+    if (this.#stopRequested()) return;
     // The support set is recorded with the worker so the coverage check can see what it serves.
     await registerWorker(sql, this, supported, timeoutMs);
+    this.#registered = true;
+    if (this.#stopRequested()) return;
     this.#wakeups = await openWakeups(
       sql,
       this.queueName,
@@ -269,6 +296,7 @@ class Worker implements FlowWorker {
       this.#log,
       timeoutMs,
     );
+    if (this.#stopRequested()) return;
     this.#state = "running";
     this.#log.info("worker started", {
       function: this.functionName,
@@ -399,8 +427,11 @@ class Worker implements FlowWorker {
   }
 
   #stop(abortHandlers: boolean): Promise<void> {
+    // At once, whatever the state: a loop not launched yet never reads, a running one makes no
+    // read after this (one under way finishes), and a startup under way stops at its next step.
+    this.#pollStop.abort();
     // A stop during a drain upgrades it: handlers are now told to finish.
-    if (abortHandlers && !this.#shutdown.signal.aborted && this.#stopping !== undefined) {
+    if (abortHandlers && this.#state === "draining" && !this.#shutdown.signal.aborted) {
       this.#log.info("shutdown: signalling handlers", {});
       this.#shutdown.abort();
     }
@@ -415,25 +446,70 @@ class Worker implements FlowWorker {
       this.#resolveDone();
       return;
     }
+    if (this.#state === "starting") return await this.#stopStartup();
     this.#state = abortHandlers ? "stopping" : "draining";
+    const config = this.#config;
     const sql = this.#sql!;
-    this.#pollStop.abort();
     this.#log.info("shutdown: polling stopped", {});
     if (abortHandlers) {
       this.#log.info("shutdown: signalling handlers", {});
       this.#shutdown.abort();
     }
-    await this.#background[0];
+    // Every wait below has a bound, so a stop ends whatever state the database left the worker
+    // in; one that runs out is logged, naming what was left behind.
+    await this.#within(
+      this.#background[0],
+      config.maxPollSeconds * 1000 + config.queryTimeoutMs,
+      "the read under way",
+    );
     if (this.#leftAtUnload > 0) {
       this.#log.warn("tasks claimed as the platform unloaded were not started", {
         count: this.#leftAtUnload,
         action: "none: stalled recovery takes them back after their timeout + 30 s",
       });
     }
-    await this.#closeWakeups();
-    // Marked as soon as polling has really ended, before the drain: the platform may kill the
-    // isolate any moment now, and a stopped row lets a replacement start without waiting for the
-    // heartbeat to go stale.
+    // On the LISTEN connection, beside the rest (its calls have their own bound).
+    const wakeupsClosed = this.#closeWakeups();
+    await this.#markStopped(sql);
+    await this.#drain();
+    this.#timersStop.abort();
+    await this.#within(
+      Promise.allSettled([wakeupsClosed, ...this.#background.slice(1)]),
+      config.queryTimeoutMs + END_MARGIN_MS,
+      "the timers' last calls and the LISTEN connection",
+    );
+    // The last, partial interval: what happened since the previous summary is not lost.
+    this.#activity?.flush();
+    await this.#closePool();
+    this.#state = "stopped";
+    this.#log.info("shutdown: stopped", {});
+    this.#resolveDone();
+  }
+
+  /**
+   * The end of a startup that a stop cut short: nothing was read; what it had set up (the LISTEN,
+   * the worker row, the pool) is undone in the order of a normal stop.
+   */
+  async #stopStartup(): Promise<void> {
+    this.#state = "stopping";
+    this.#log.info("shutdown: stopped while starting; nothing was read", {
+      reason: this.#unloading,
+    });
+    const wakeupsClosed = this.#closeWakeups();
+    if (this.#registered) await this.#markStopped(this.#sql!);
+    await this.#within(wakeupsClosed, this.#config.queryTimeoutMs + END_MARGIN_MS, "the LISTEN");
+    await this.#closePool();
+    this.#state = "stopped";
+    this.#log.info("shutdown: stopped", {});
+    this.#resolveDone();
+  }
+
+  /**
+   * Marks the worker row stopped. Done as soon as polling has really ended, before the drain: the
+   * platform may kill the isolate any moment now, and a stopped row lets a replacement start
+   * without waiting for the heartbeat to go stale.
+   */
+  async #markStopped(sql: Sql): Promise<void> {
     try {
       await retry(() => markWorkerStopped(sql, this.id, this.#config.queryTimeoutMs), {
         attempts: 3,
@@ -441,15 +517,12 @@ class Worker implements FlowWorker {
     } catch (error) {
       this.#log.warn("could not mark the worker stopped", { error: (error as Error).message });
     }
-    await this.#drain();
-    this.#timersStop.abort();
-    await Promise.all(this.#background);
-    // The last, partial interval: what happened since the previous summary is not lost.
-    this.#activity?.flush();
-    await this.#closePool();
-    this.#state = "stopped";
-    this.#log.info("shutdown: stopped", {});
-    this.#resolveDone();
+  }
+
+  /** Waits for `promise` at most `ms`; past that, logs what is left behind and goes on. */
+  async #within(promise: Promise<unknown>, ms: number, what: string): Promise<void> {
+    if (await settlesWithin(promise, ms)) return;
+    this.#log.error("shutdown: going on without waiting longer", { for: what, timeoutMs: ms });
   }
 
   /**
@@ -464,13 +537,7 @@ class Worker implements FlowWorker {
       inFlight: this.#slots.running,
       timeoutMs: bound,
     });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const drained = await Promise.race([
-      this.#slots.drain().then(() => true),
-      new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), bound)),
-    ]);
-    clearTimeout(timer);
-    if (drained) return;
+    if (await settlesWithin(this.#slots.drain(), bound)) return;
     const abandoned = this.#cancellations?.tasks() ?? [];
     this.#log.error("shutdown: in-flight tasks abandoned to stalled recovery", {
       timeoutMs: bound,
@@ -498,11 +565,24 @@ class Worker implements FlowWorker {
   async #closePool(): Promise<void> {
     if (this.#ownsPool && this.#sql !== undefined) {
       this.#ownsPool = false;
-      await this.#sql.end({ timeout: 5 });
+      // Connections that do not end within the timeout are destroyed: in postgres.js 3.4.7 a
+      // connection whose backend was terminated mid-query never ends on its own, so after such a
+      // fault every stop takes this long.
+      await this.#within(
+        this.#sql.end({ timeout: POOL_END_S }),
+        POOL_END_S * 1000 + END_MARGIN_MS,
+        "the pool",
+      );
       this.#log.info("shutdown: pool closed", {});
     }
   }
 }
+
+/** Seconds the pool's connections get to end at a stop before they are destroyed. */
+const POOL_END_S = 5;
+
+/** What a stop allows, beyond the bound of the calls it waits for, for connections to end. */
+const END_MARGIN_MS = 2_000;
 
 /**
  * The wake-up `Completer.setReader` wants: while the poll loop waits for a notification, a

@@ -1627,7 +1627,10 @@ $$;
 -- eligible queued task in the support set is claimed; every other message is reported (with the
 -- identity of its task, when one owns it) and its task left exactly as it was. One such message
 -- changes: a queued task outside the support set whose pair a live worker on the queue serves is
--- handed back to that worker (visible again at once, and announced; see _start_tasks).
+-- handed back to that worker (visible again at once, and announced; see _start_tasks). A read may
+-- ask for more messages than the worker has free slots (to read past another worker's backlog,
+-- see read_and_claim): then at most p_claim_limit tasks are claimed, and the worker's own tasks
+-- beyond them are returned the same way (surplus).
 
 -- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
 -- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
@@ -1682,8 +1685,8 @@ create or replace function pgflow._start_tasks(
   p_read_visibility integer,
   p_unclaimed_visibility integer,
   p_support_keys jsonb default null,
-  p_read_counts integer[] default null,
-  p_read_qty integer default null
+  p_read_qty integer default null,
+  p_claim_limit integer default null
 )
 returns table (
   message_id bigint,
@@ -1695,7 +1698,10 @@ returns table (
   input jsonb,
   attempt integer,
   -- The message's visibility when this call changed it (set_vt), else NULL.
-  vt timestamptz
+  vt timestamptz,
+  -- How many messages this worker's next read should ask for to reach its own queued work
+  -- behind what this read returned (the same on every row), else NULL. See below.
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -1725,15 +1731,21 @@ declare
   malformed boolean;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
   stamp uuid := _start_tasks.worker_id;
-  -- Messages handed back to a worker that serves them (see below): ids, visibility offsets, and
-  -- the notification payloads that announce them.
+  -- Messages handed back to a worker that serves them (see below), and the notification payloads
+  -- that announce them.
   h_msg bigint[];
-  h_off integer[];
   h_payloads text[];
   h_payload text;
-  h_hide integer;
-  h_reads integer;
-  h_patience interval;
+  -- The ids the claim may take: every id read, or with a claim limit the worker's own queued tasks
+  -- up to it; the worker's own queued tasks beyond it (surplus), returned like hand-backs.
+  claim_ids bigint[] := _start_tasks.msg_ids;
+  own_ids bigint[];
+  sur_msg bigint[];
+  -- The worker's first queued task behind this read, and how many to read to reach it.
+  behind bigint;
+  next_qty integer;
+  -- The deepest read a worker is told to make: it reads and hands back every message on its way.
+  read_past_max constant integer := 2000;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
@@ -1763,6 +1775,23 @@ begin
       left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
   end if;
 
+  -- A read deeper than the worker's free slots (read_and_claim's read_qty) may hold more of its own
+  -- tasks than it can run: it claims the first p_claim_limit of them, in message order, and the
+  -- rest are surplus (below). Ordinary reads (no more ids than the limit) skip this lookup.
+  if p_claim_limit is not null and cardinality(msg_ids) > p_claim_limit then
+    -- Each id looked up on its own (LATERAL ... LIMIT 1), as in the claim below.
+    select array_agg(i.mid order by i.mid) into own_ids
+    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+    cross join lateral (
+      select 1 from pgflow.step_tasks t
+      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+        and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      limit 1
+    ) t;
+    claim_ids := coalesce(own_ids[1:p_claim_limit], '{}');
+    sur_msg := nullif(own_ids[p_claim_limit + 1:], '{}');
+  end if;
+
   with claimed as (
     update pgflow.step_tasks t
     set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
@@ -1777,7 +1806,7 @@ begin
     -- by the row version found (a TID scan; a concurrent change is rechecked against the
     -- conditions below, as with any UPDATE).
     from (select k.tid, k.run_id, k.step_slug, k.task_index
-          from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+          from (select distinct m from unnest(claim_ids) m where m is not null) i(mid)
           cross join lateral (
             select t2.ctid as tid, t2.run_id, t2.step_slug, t2.task_index from pgflow.step_tasks t2
             where t2.queue_name = q and t2.message_id = i.mid
@@ -1829,85 +1858,108 @@ begin
         cardinality(v_msg), v_msg using errcode = '55000';
     end if;
   end if;
-  -- Shared reads (docs/design.md, Claim table). Reading a message hides it from every other reader of the queue,
-  -- so a message this worker cannot claim would wait a visibility timeout for the worker that can,
-  -- and a non-supporting reader whose next read lands as it reappears could hide it again, for
-  -- ever. So a message whose task is queued in a started run, outside this worker's support set,
-  -- whose pair a live worker on this queue serves (fresh heartbeat, not deprecated), is handed
-  -- back: announced on the queue's channel with its pair as payload (["flow", "step"]: identity,
-  -- never the body), which wakes a worker that serves it, and
-  -- - made visible again at once (set_vt 0): a fresh message read by the wrong worker is claimed
-  --   by the right one without waiting, and a reader busy with its own work (this read claimed
-  --   something) never holds another worker's message back;
-  -- - except when this read was full (as many messages as it asked for, so more may wait behind
-  --   them), claimed nothing, and the message has waited more than half a visibility timeout
-  --   since it was queued and was read more often than the queue has live workers (and at least
-  --   twice; each other worker could have read it once): its workers are busy, and a reader
-  --   meeting the same handed-back messages at the head of every read would never reach its own
-  --   behind them. Then it is hidden for a random half to whole visibility
-  --   timeout (disposition handed_back_later), and the payload says in how many milliseconds it
-  --   reappears (["flow", "step", ms]), when the workers that serve it read; a random hide no
-  --   longer lines up with the reads of the workers that cannot claim it.
-  -- The task is not touched. A message no live worker serves keeps the visibility the worker
-  -- asked for (it would only be read again by workers that cannot claim it), and so does one no
-  -- task owns. Decided by task identity and the worker registry only; costs nothing when every
-  -- message read is claimed. (p_read_counts: PGMQ's read_ct per id, unknown counts as a first;
-  -- p_read_qty: how many the read asked for, unknown counts as full.)
+  -- Shared reads (docs/design.md, Claim table). Reading a message hides it from every other reader
+  -- of the queue, so a message this worker cannot claim would wait a visibility timeout for the
+  -- worker that can, and a non-supporting reader whose next read lands as it reappears could hide
+  -- it again, for ever. So a message whose task is queued in a started run, outside this worker's
+  -- support set, whose pair a live worker on this queue serves (fresh heartbeat, not deprecated),
+  -- is handed back:
+  -- made visible again at once (set_vt 0, or nothing when the read left it visible) and announced
+  -- on the queue's channel with its pair as payload (["flow", "step"]: identity, never the body),
+  -- which wakes a worker that serves it. A fresh message read by the wrong worker is claimed by
+  -- the right one without waiting, and no reader ever hides another worker's message for longer
+  -- than its own transaction. The worker's surplus tasks (see the claim limit above) are returned
+  -- the same way: this worker has no slot for them, another that serves them may. The task is not
+  -- touched. A message no live worker serves keeps the visibility the worker asked for (it would
+  -- only be read again by workers that cannot claim it), and so does one no task owns. Decided by
+  -- task identity and the worker registry only (each pair's servers looked up once); costs nothing
+  -- when every message read is claimed.
   if coalesce(cardinality(c_msg), 0) < n_ids then
-    h_hide := greatest(1, round(coalesce(p_unclaimed_visibility, p_read_visibility)
-                                * (0.5 + random() / 2))::integer);
-    h_patience := make_interval(secs => coalesce(p_unclaimed_visibility, p_read_visibility) / 2.0);
-    select greatest(count(*)::integer, 2) into h_reads from pgflow.workers w
-    where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
-      and w.stopped_at is null and w.deprecated_at is null;
-    select array_agg(h.mid order by h.mid), array_agg(h.off order by h.mid),
-           array_agg(distinct h.payload)
-    into h_msg, h_off, h_payloads
-    from (select distinct on (u.m) u.m as mid, u.rc
-          from unnest(msg_ids, coalesce(p_read_counts, '{}'::integer[])) u(m, rc)
-          where u.m is not null order by u.m) i
-    cross join lateral (
-      select t.flow_slug, t.step_slug, t.run_id, t.queued_at from pgflow.step_tasks t
-      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
-      limit 1
-    ) t
-    cross join lateral (
-      select i.mid, t.flow_slug || chr(31) || t.step_slug as k,
-             case when c_msg is null and coalesce(i.rc, 1) > h_reads
-                       and n_ids >= coalesce(p_read_qty, n_ids)
-                       and t.queued_at < clock_timestamp() - h_patience then h_hide else 0 end as off
-    ) o
-    cross join lateral (
-      select o.mid, o.off,
-             case when o.off = 0 then jsonb_build_array(t.flow_slug, t.step_slug)
-                  else jsonb_build_array(t.flow_slug, t.step_slug, o.off * 1000) end::text as payload
-    ) h
-    where not (i.mid = any (coalesce(c_msg, '{}')))
-      and not (sup_keys ? o.k)
-      and exists (select 1 from pgflow.runs r where r.run_id = t.run_id and r.status = 'started')
-      and exists (
-        select 1 from pgflow.workers w
-        where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
-          and w.stopped_at is null and w.deprecated_at is null
-          and w.worker_id is distinct from _start_tasks.worker_id
-          and w.supported_keys ? o.k);
+    with unclaimed as (
+      select i.mid, s.m is not null as surplus, t.run_id, t.flow_slug, t.step_slug,
+             t.flow_slug || chr(31) || t.step_slug as k
+      from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
+      left join unnest(sur_msg) s(m) on s.m = i.mid
+      cross join lateral (
+        select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
+        where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
+        limit 1
+      ) t
+      where not (i.mid = any (coalesce(c_msg, '{}')))
+    ),
+    served as (
+      select p.k from (select distinct u.k from unclaimed u where not u.surplus) p
+      where not (sup_keys ? p.k)
+        and exists (
+          select 1 from pgflow.workers w
+          where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
+            and w.stopped_at is null and w.deprecated_at is null
+            and w.worker_id is distinct from _start_tasks.worker_id
+            and w.supported_keys ? p.k)
+    )
+    select array_agg(u.mid order by u.mid),
+           array_agg(distinct jsonb_build_array(u.flow_slug, u.step_slug)::text)
+    into h_msg, h_payloads
+    from unclaimed u
+    where u.surplus
+       or (u.k in (select v.k from served v)
+           and exists (select 1 from pgflow.runs r where r.run_id = u.run_id and r.status = 'started'));
     if h_msg is not null then
-      select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
-      from pgflow.set_vt_batch(q, h_msg, h_off) r;
+      if p_read_visibility is distinct from 0 then
+        select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
+        from pgflow.set_vt_batch(q, h_msg, array_fill(0, array[cardinality(h_msg)])) r;
+      end if;
       foreach h_payload in array h_payloads loop
         perform pgflow._announce('pgflow_queue:' || q, h_payload);
       end loop;
     end if;
   end if;
-  -- A read with the claim's visibility hid the messages not claimed for as long too: they get the
-  -- visibility the worker asked for, as if read with it.
+  -- A read with the claim's visibility (or, reading past others' messages, with none) hid the
+  -- messages not claimed for as long: they get the visibility the worker asked for, as if read
+  -- with it.
   if p_unclaimed_visibility is not null
      and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
-    select array_agg(i.m) into u_msg
-    from (select distinct m from unnest(msg_ids) m where m is not null) i(m)
-    where not (i.m = any (coalesce(c_msg, '{}'))) and not (i.m = any (coalesce(h_msg, '{}')));
+    select array_agg(m) into u_msg
+    from (select m from unnest(msg_ids) m where m is not null
+          except select unnest(c_msg) except select unnest(h_msg)) i;
     select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
     from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
+  end if;
+  -- Reading past another worker's backlog. PGMQ reads visible messages in id order, so a worker
+  -- whose own tasks are queued behind a busy worker's backlog reads that backlog's head, hands it
+  -- back (visible at once: its worker is live) and reads the same head again, until the backlog
+  -- is gone. So when a full read did not claim all it read, the worker is told how many messages
+  -- its next read must ask for to reach its first queued task behind this read (or its first
+  -- surplus task): the distance in message ids from the first id read (the visible messages in
+  -- between are at most that many), plus its claim limit; at most read_past_max. read_and_claim
+  -- reads that many with visibility 0 and claims at most the limit, so the backlog it reads past
+  -- is hidden from its worker only while that read's transaction holds it. Only the worker's own
+  -- queued tasks are looked at (pgflow's rows, by id, within read_past_max ids of this read),
+  -- never a message's body. A task queued further behind, or whose message is not visible (a
+  -- retry's delay), is not reached this way.
+  if p_claim_limit is not null and coalesce(cardinality(c_msg), 0) < n_ids then
+    behind := sur_msg[1];
+    -- A read that came back short saw every visible message: nothing of this worker's is visible
+    -- behind it. Nor is anything when none of its flows has a started run (a key lookup per pair,
+    -- before a scan of up to read_past_max task rows).
+    if behind is null and n_ids >= coalesce(p_read_qty, n_ids)
+       and exists (select 1 from jsonb_object_keys(sup_keys) k
+                   where exists (select 1 from pgflow.runs r
+                                 where r.flow_slug = split_part(k, chr(31), 1)
+                                   and r.status = 'started')) then
+      select t.message_id into behind
+      from pgflow.step_tasks t
+      where t.queue_name = q
+        and t.message_id > (select max(m) from unnest(msg_ids) m)
+        and t.message_id < (select min(m) from unnest(msg_ids) m) + read_past_max
+        and t.status = 'queued' and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      order by t.message_id
+      limit 1;
+    end if;
+    if behind is not null then
+      next_qty := least(behind - (select min(m) from unnest(msg_ids) m) + p_claim_limit,
+                        read_past_max)::integer;
+    end if;
   end if;
 
   return query
@@ -1920,9 +1972,8 @@ begin
          case
            when c.mid is not null then 'claimed'
            when t.run_id is null then 'unknown'
-           when i.mid = any (coalesce(h_msg, '{}')) then
-             case when h_off[array_position(h_msg, i.mid)] = 0 then 'handed_back'
-                  else 'handed_back_later' end
+           when sur.mid is not null then 'surplus'
+           when h.mid is not null then 'handed_back'
            when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
            when t.status = 'started' then 'started'
            else 'ineligible'
@@ -1953,10 +2004,13 @@ begin
            end
          end,
          c.attempt,
-         nv.vt
+         nv.vt,
+         next_qty
   from ids i
   left join claimed c on c.mid = i.mid
   left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
+  left join unnest(h_msg) as h(mid) on h.mid = i.mid
+  left join unnest(sur_msg) as sur(mid) on sur.mid = i.mid
   -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
   -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
   left join lateral (
@@ -2106,6 +2160,14 @@ $$;
 -- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
 -- again), and only the messages it does not claim are set back to visibility_timeout.
 --
+-- qty is the most tasks the worker claims (its free slots) and, by default, how many messages it
+-- reads. read_qty, when larger, is how many it reads instead: the worker was told (next_read_qty,
+-- on every row of its last read; see _start_tasks) that its own queued work waits that far behind
+-- another worker's backlog at the head of the queue. Such a read is made with visibility 0, so
+-- the messages it does not claim are hidden only while this transaction holds them and need no
+-- set_vt to be handed back; the ones it claims get theirs (timeout + 2 s), and the others that
+-- must stay hidden (no live worker serves them, no task owns them) get visibility_timeout.
+--
 -- Seq scans are priced out here and in everything it calls (enable_seqscan = off): every row it
 -- touches is found by a key, and a worker's session keeps plans made on the statistics of the
 -- moment. A plan made while the tables were small (a young database, or one autovacuum has just
@@ -2118,7 +2180,8 @@ create or replace function pgflow.read_and_claim(
   qty integer,
   max_poll_seconds integer default 2,
   poll_interval_ms integer default 50,
-  supported jsonb default null
+  supported jsonb default null,
+  read_qty integer default null
 )
 returns table (
   msg_id bigint,
@@ -2133,7 +2196,8 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -2148,6 +2212,8 @@ declare
   ids bigint[];
   -- How long the read hides what it reads.
   read_vt integer := read_and_claim.visibility_timeout;
+  -- How many it reads.
+  depth integer := greatest(read_and_claim.qty, coalesce(read_and_claim.read_qty, 0));
   hint integer;
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
@@ -2162,17 +2228,20 @@ begin
     from pgflow._registered_claim(read_and_claim.worker_id, q) r;
     read_vt := coalesce(hint, read_vt);
   end if;
+  if depth > read_and_claim.qty then
+    read_vt := 0;
+  end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
     -- A worker woken by notifications reads once without waiting: it waits for the next
     -- notification itself (read_with_poll with no time left returns before reading at all).
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read(q, read_vt, read_and_claim.qty) m;
+    from pgmq.read(q, read_vt, depth) m;
   else
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read_with_poll(q, read_vt, read_and_claim.qty,
+    from pgmq.read_with_poll(q, read_vt, depth,
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
@@ -2191,13 +2260,13 @@ begin
          case when c.disposition = 'claimed' then m.message end,
          -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
          case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
-         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
+         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt,
+         c.next_read_qty
   from unnest(msgs) m
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           array(select r.read_ct from unnest(msgs) r order by r.msg_id),
-                           read_and_claim.qty) c
+                           depth, read_and_claim.qty) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 
@@ -2251,7 +2320,8 @@ create or replace function pgflow.complete_and_claim(
   worker_id uuid,
   visibility_timeout integer,
   qty integer,
-  supported jsonb default null
+  supported jsonb default null,
+  read_qty integer default null
 )
 returns table (
   msg_id bigint,
@@ -2266,7 +2336,8 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -2276,7 +2347,8 @@ begin
   perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
     complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
   return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,
-    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported);
+    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported,
+    complete_and_claim.read_qty);
 end;
 $$;
 
@@ -4584,6 +4656,20 @@ as $$
   where r.run_id = get_run.run_id
 $$;
 
+-- The same document as text: what the supabase-js client calls (rpc('get_run_text', { run_id })).
+-- PostgREST answers with it as one JSON string, which supabase-js's JSON.parse reads exactly; the
+-- document itself would be read by JSON.parse whole, and V8's can read an escaped key of an input
+-- or output as another key, and rounds numbers beyond 2^53. The client reads the text with its
+-- own exact parser. Null for an unknown run; security invoker, like get_run.
+create or replace function pgflow.get_run_text(run_id uuid)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select pgflow.get_run(get_run_text.run_id)::text
+$$;
+
 -- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
 -- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
 -- as a small JSON document (no input or output) with the runs made from it (restarts), times as
@@ -4667,7 +4753,7 @@ revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
 -- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
--- access to tables or queues is needed), get_run and list_runs (read with the caller's select
+-- access to tables or queues is needed), get_run, get_run_text and list_runs (read with the caller's select
 -- rights) and select on the definition and run tables and the attempt history. Nothing else: it
 -- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
@@ -4684,7 +4770,7 @@ begin
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
-    grant execute on function pgflow.get_run(uuid) to service_role;
+    grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
     grant execute on function pgflow.resume_run(uuid, boolean) to service_role;

@@ -19,6 +19,14 @@
 -- as long as the claim needs and get no set_vt (each PGMQ call builds and plans its statement
 -- again), and only the messages it does not claim are set back to visibility_timeout.
 --
+-- qty is the most tasks the worker claims (its free slots) and, by default, how many messages it
+-- reads. read_qty, when larger, is how many it reads instead: the worker was told (next_read_qty,
+-- on every row of its last read; see _start_tasks) that its own queued work waits that far behind
+-- another worker's backlog at the head of the queue. Such a read is made with visibility 0, so
+-- the messages it does not claim are hidden only while this transaction holds them and need no
+-- set_vt to be handed back; the ones it claims get theirs (timeout + 2 s), and the others that
+-- must stay hidden (no live worker serves them, no task owns them) get visibility_timeout.
+--
 -- Seq scans are priced out here and in everything it calls (enable_seqscan = off): every row it
 -- touches is found by a key, and a worker's session keeps plans made on the statistics of the
 -- moment. A plan made while the tables were small (a young database, or one autovacuum has just
@@ -31,7 +39,8 @@ create or replace function pgflow.read_and_claim(
   qty integer,
   max_poll_seconds integer default 2,
   poll_interval_ms integer default 50,
-  supported jsonb default null
+  supported jsonb default null,
+  read_qty integer default null
 )
 returns table (
   msg_id bigint,
@@ -46,7 +55,8 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -61,6 +71,8 @@ declare
   ids bigint[];
   -- How long the read hides what it reads.
   read_vt integer := read_and_claim.visibility_timeout;
+  -- How many it reads.
+  depth integer := greatest(read_and_claim.qty, coalesce(read_and_claim.read_qty, 0));
   hint integer;
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
@@ -75,17 +87,20 @@ begin
     from pgflow._registered_claim(read_and_claim.worker_id, q) r;
     read_vt := coalesce(hint, read_vt);
   end if;
+  if depth > read_and_claim.qty then
+    read_vt := 0;
+  end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
     -- A worker woken by notifications reads once without waiting: it waits for the next
     -- notification itself (read_with_poll with no time left returns before reading at all).
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read(q, read_vt, read_and_claim.qty) m;
+    from pgmq.read(q, read_vt, depth) m;
   else
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
     into msgs, ids
-    from pgmq.read_with_poll(q, read_vt, read_and_claim.qty,
+    from pgmq.read_with_poll(q, read_vt, depth,
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
@@ -104,13 +119,13 @@ begin
          case when c.disposition = 'claimed' then m.message end,
          -- to_jsonb: PGMQ before 1.5 has no headers column; a claimed row only, never a foreign body.
          case when c.disposition = 'claimed' then to_jsonb(m) -> 'headers' end,
-         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt
+         c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index, c.input, c.attempt,
+         c.next_read_qty
   from unnest(msgs) m
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           array(select r.read_ct from unnest(msgs) r order by r.msg_id),
-                           read_and_claim.qty) c
+                           depth, read_and_claim.qty) c
     on c.message_id = m.msg_id
   order by m.msg_id;
 
@@ -164,7 +179,8 @@ create or replace function pgflow.complete_and_claim(
   worker_id uuid,
   visibility_timeout integer,
   qty integer,
-  supported jsonb default null
+  supported jsonb default null,
+  read_qty integer default null
 )
 returns table (
   msg_id bigint,
@@ -179,7 +195,8 @@ returns table (
   step_slug text,
   task_index integer,
   input jsonb,
-  attempt integer
+  attempt integer,
+  next_read_qty integer
 )
 language plpgsql
 volatile
@@ -189,6 +206,7 @@ begin
   perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
     complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
   return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,
-    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported);
+    complete_and_claim.visibility_timeout, complete_and_claim.qty, 0, 50, complete_and_claim.supported,
+    complete_and_claim.read_qty);
 end;
 $$;

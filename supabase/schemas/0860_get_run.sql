@@ -82,6 +82,20 @@ as $$
   where r.run_id = get_run.run_id
 $$;
 
+-- The same document as text: what the supabase-js client calls (rpc('get_run_text', { run_id })).
+-- PostgREST answers with it as one JSON string, which supabase-js's JSON.parse reads exactly; the
+-- document itself would be read by JSON.parse whole, and V8's can read an escaped key of an input
+-- or output as another key, and rounds numbers beyond 2^53. The client reads the text with its
+-- own exact parser. Null for an unknown run; security invoker, like get_run.
+create or replace function pgflow.get_run_text(run_id uuid)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select pgflow.get_run(get_run_text.run_id)::text
+$$;
+
 -- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
 -- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
 -- as a small JSON document (no input or output) with the runs made from it (restarts), times as

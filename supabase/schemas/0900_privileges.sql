@@ -5,7 +5,7 @@ revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
 -- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
--- access to tables or queues is needed), get_run and list_runs (read with the caller's select
+-- access to tables or queues is needed), get_run, get_run_text and list_runs (read with the caller's select
 -- rights) and select on the definition and run tables and the attempt history. Nothing else: it
 -- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
@@ -22,7 +22,7 @@ begin
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
-    grant execute on function pgflow.get_run(uuid) to service_role;
+    grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
     grant execute on function pgflow.resume_run(uuid, boolean) to service_role;

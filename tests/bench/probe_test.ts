@@ -12,7 +12,14 @@ Deno.test("parseStat: ppid and utime+stime+cutime+cstime, a command name with sp
 });
 
 Deno.test("notifyWaitShare: waiting ÷ active over the samples; NaN without an active sample", () => {
-  const r = { cpuMs: 0, samples: 10, active: 40, notifyWaiting: 10, objectWaitEvents: 12 };
+  const r = {
+    cpuMs: 0,
+    producersCpuMs: 0,
+    samples: 10,
+    active: 40,
+    notifyWaiting: 10,
+    objectWaitEvents: 12,
+  };
   assert.equal(notifyWaitShare(r), 0.25);
   assert.ok(Number.isNaN(notifyWaitShare({ ...r, active: 0, notifyWaiting: 0 })));
 });

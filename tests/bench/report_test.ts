@@ -54,7 +54,9 @@ Deno.test("bench options: --repeat and the chain and scale-out settings", () => 
   const full = parseOptions([], "x.md");
   assert.deepEqual(full.scaleWorkers, [1, 4, 8, 16]);
   assert.equal(full.drainSeconds, 10);
-  assert.equal(full.cells.length, 5);
+  assert.equal(full.cells.length, 12);
+  assert.equal(full.cells.includes("graphileDeno"), false);
+  assert.equal(full.dbosPollMs, 50);
 });
 
 Deno.test("bench options: --drain-seconds, --cells and --scale-seconds", () => {

@@ -2,15 +2,14 @@
  * The client over supabase-js. Two stand-ins, since the tests run no Supabase stack:
  *
  * - the real supabase-js client against a small HTTP server that answers `rpc` the way PostgREST
- *   does (POST /rest/v1/rpc/<function> with the schema in Content-Profile, named arguments in the
- *   body, a database error as { code, message, hint }), running the call as service_role on the
- *   real database: the client's rpc names, arguments and error handling meet the SQL functions;
+ *   does (`fakePostgrest`, postgrest.ts): the client's rpc names, arguments and error handling meet
+ *   the SQL functions;
  * - Realtime: `realtime.send` defined in the database as Supabase's inserts a message, here handed
  *   to listeners with pg_notify, and a client whose `channel()` delivers those broadcasts to the
  *   channels of their topic: the triggers' broadcasts wake the client's Realtime transport.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { createClient as createSupabase } from "@supabase/supabase-js";
 import {
   ClientClosedError,
@@ -26,79 +25,9 @@ import {
 import { testDatabase } from "../support/db.ts";
 import { startWorker, stopAll } from "../worker/helpers.ts";
 import { failing, greet, words } from "./fixtures.ts";
+import { fakePostgrest } from "./postgrest.ts";
 
 const db = testDatabase(import.meta.url);
-
-/** The arguments each exposed function takes, with their SQL types (as PostgREST reads them). */
-const RPC: Record<string, Record<string, string>> = {
-  start_flow: { flow_slug: "text", input: "jsonb", run_id: "uuid" },
-  get_run: { run_id: "uuid" },
-  cancel_run: { run_id: "uuid", reason: "text" },
-  retry_run: { run_id: "uuid" },
-  resume_run: { run_id: "uuid" },
-  list_runs: {
-    flow_slug: "text",
-    status: "text",
-    since: "timestamptz",
-    run_id_prefix: "text",
-    max_rows: "integer",
-  },
-};
-
-/** Functions returning a set: PostgREST answers with an array of their rows. */
-const RETURNS_SET = new Set(["list_runs"]);
-
-/** Answers supabase-js rpc calls on schema pgflow as service_role, like PostgREST. */
-function fakePostgrest(url: string): { url: string; calls: string[]; close(): Promise<void> } {
-  const sql = postgres(url, { max: 4, onnotice: () => {} });
-  const calls: string[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
-    const fn = new URL(req.url).pathname.match(/^\/rest\/v1\/rpc\/(\w+)$/)?.[1];
-    if (req.headers.get("content-profile") !== "pgflow" || fn === undefined || !(fn in RPC)) {
-      return Response.json({ code: "PGRST202", message: `no function ${fn}` }, { status: 404 });
-    }
-    const args = await req.json() as Record<string, unknown>;
-    calls.push(`${fn}(${Object.keys(args).sort().join(", ")})`);
-    const names = Object.keys(args).filter((k) => k in RPC[fn]);
-    const list = names.map((n, i) =>
-      `${n} => $${i + 1}::${RPC[fn][n] === "jsonb" ? "text::jsonb" : RPC[fn][n]}`
-    ).join(", ");
-    const values = names.map((n) =>
-      RPC[fn][n] === "jsonb" ? JSON.stringify(args[n]) : args[n] as string | number | null
-    );
-    try {
-      const [row] = await sql.begin(async (tx) => {
-        await tx`set local role service_role`;
-        return await tx.unsafe(
-          RETURNS_SET.has(fn)
-            ? `select coalesce(jsonb_agg(doc), '[]') as result from pgflow.${fn}(${list}) as r(doc)`
-            : `select to_jsonb(pgflow.${fn}(${list})) as result`,
-          values as never[],
-        );
-      });
-      return Response.json(row.result);
-    } catch (e) {
-      const error = e as { code?: string; message: string; hint?: string };
-      return Response.json({
-        code: error.code,
-        message: error.message,
-        hint: error.hint ?? null,
-        details: null,
-      }, {
-        status: 400,
-      });
-    }
-  });
-  const { port } = server.addr as Deno.NetAddr;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    calls,
-    close: async () => {
-      await server.shutdown();
-      await sql.end({ timeout: 1 });
-    },
-  };
-}
 
 db.test("supabase-js rpc: start (idempotent), wait, read, and errors, as service_role", async ({ url }) => {
   const api = fakePostgrest(url);
@@ -127,7 +56,7 @@ db.test("supabase-js rpc: start (idempotent), wait, read, and errors, as service
     const bad = await client.startFlow(failing, { id: 2 });
     await assert.rejects(bad.waitFor("completed", { timeoutMs: 15_000 }), RunFailedError);
     assert.ok(api.calls.includes("start_flow(flow_slug, input, run_id)"));
-    assert.ok(api.calls.includes("get_run(run_id)"));
+    assert.ok(api.calls.includes("get_run_text(run_id)"));
   } finally {
     await stopAll(workers);
     await client.close();
@@ -271,8 +200,8 @@ db.test("Realtime: the triggers' broadcasts on the run's private topic wake the 
     schema: () => ({
       rpc: async (fn: string, args: Record<string, unknown>) => {
         try {
-          const [row] = fn === "get_run"
-            ? await service`select pgflow.get_run(${args.run_id as string}::uuid) as result`
+          const [row] = fn === "get_run_text"
+            ? await service`select pgflow.get_run_text(${args.run_id as string}::uuid) as result`
             : await service`select to_jsonb(pgflow.start_flow(${args.flow_slug as string}, ${
               JSON.stringify(args.input)
             }::text::jsonb, ${args.run_id as string | null}::uuid)) as result`;

@@ -47,6 +47,10 @@ const MAIN_RUNTIME = [
   "RunTimeoutError",
   "StartFlowError",
   "createClient",
+  // Exact JSON.
+  "exactNumber",
+  "isExactNumber",
+  "parseJson",
 ];
 
 /** The runtime exports of the tools entry. */

@@ -23,6 +23,7 @@ import {
   waitForLoadRuns,
 } from "../reliability/harness.ts";
 import { assertNoWedge, bouncerFor, spawnLoadWorker, stopWorkers } from "./harness.ts";
+import { runBehindBacklog } from "../worker/fixtures/neighbour_backlog.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -76,6 +77,17 @@ db.test("shared queues through a transaction pooler: every run ends, once", asyn
     await assertNoWedge(bouncer, children);
   } finally {
     await stopWorkers(children);
+    await bouncer.destroy();
+  }
+});
+
+db.test("through a transaction pooler, an idle worker behind another flow's backlog completes its runs while most of the backlog waits", async ({ sql, url }) => {
+  const bouncer = await bouncerFor(url, "transaction");
+  try {
+    // Both workers poll (no LISTEN through the pooler); the reads past the backlog go through it.
+    const { backlogStarted } = await runBehindBacklog(sql, bouncer.via(url));
+    assert.ok(backlogStarted < 750, `${backlogStarted} of the 1,500 had started`);
+  } finally {
     await bouncer.destroy();
   }
 });

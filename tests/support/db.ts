@@ -33,6 +33,8 @@ export interface DbTestOptions {
   /** Give this test a database of its own instead of the file's shared one. */
   fresh?: boolean;
   ignore?: boolean;
+  /** Fail the test when a timer or other async op it started is still pending at its end. */
+  sanitizeOps?: boolean;
 }
 
 /** Server URL of the test run (a maintenance database on the test server). */
@@ -89,6 +91,7 @@ export function testDatabase(
       Deno.test({
         name,
         ignore: options.ignore,
+        sanitizeOps: options.sanitizeOps,
         async fn() {
           const url = options.fresh
             ? await createDatabase(fileUrl, template)

@@ -20,6 +20,8 @@ export interface WireProxy {
   readonly violations: number;
   /** Connections accepted so far. */
   readonly connections: number;
+  /** Connections open now (closed once either side closes). */
+  readonly open: number;
   /** From now on, drops the server's bytes on every connection open now. */
   loseReplies(): void;
   /** Closes the listener and every connection. */
@@ -114,6 +116,9 @@ export function startWireProxy(targetPort: number): WireProxy {
     },
     get connections() {
       return connections;
+    },
+    get open() {
+      return pipes.size;
     },
     loseReplies() {
       for (const pipe of pipes) pipe.lose = true;

@@ -5,7 +5,7 @@
  * the completer, which reports them on their own while reads go on.
  */
 import assert from "node:assert/strict";
-import { Flow, type FlowWorker } from "../../mod.ts";
+import { type ExactNumber, exactNumber, Flow, type FlowWorker } from "../../mod.ts";
 import type { ClaimedTask } from "../../src/claim/claim.ts";
 import { Completer } from "../../src/completion/completer.ts";
 import type { CompletionArrays } from "../../src/completion/sql.ts";
@@ -116,9 +116,12 @@ db.test("carried completions: settled by the read that carried them, or given ba
 db.test("a read carrying an output Postgres refuses: completions reported alone, reads go on", async ({ sql, url }) => {
   // Handlers that finish at once: their completions are queued before the loop reads again, so
   // every full read after the first carries the previous batch's.
+  // Run 3's output is a number beyond numeric's range: only Postgres can refuse it.
   const flow = new Flow<{ n: number }>({ slug: "cc_bad", maxAttempts: 1 }).step(
     { slug: "work" },
-    (input): { text?: string; n?: number } => input.n === 3 ? { text: "a\u0000b" } : { n: input.n },
+    (input): { n: number | ExactNumber } => ({
+      n: input.n === 3 ? exactNumber("1e1000000") : input.n,
+    }),
   );
   const workers: FlowWorker[] = [];
   try {

@@ -13,6 +13,8 @@ import {
   type WorkerTarget,
 } from "../../mod.ts";
 import type postgres from "postgres";
+import assert from "node:assert/strict";
+import { queueMessages } from "../support/engine.ts";
 
 /** Fast polling for tests: reads wait at most 1 s, and re-check every 20 ms. */
 export const FAST: EdgeWorkerConfig = Object.freeze({
@@ -88,4 +90,26 @@ export async function waitForRun(
     if (Date.now() > deadline) throw new Error(`run ${runId} still started after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * Asserts that the one task of `runId` was never claimed (still queued, no attempt) and that no
+ * worker read its message on `queue`.
+ */
+export async function assertUntouched(
+  sql: postgres.Sql,
+  runId: string,
+  queue: string,
+): Promise<void> {
+  const [task] = await sql<{ status: string; attempts_count: number; message_id: string }[]>`
+    select status, attempts_count, message_id::text as message_id
+    from pgflow.step_tasks where run_id = ${runId}::uuid`;
+  assert.deepEqual(
+    { status: task.status, attempts: task.attempts_count },
+    { status: "queued", attempts: 0 },
+    "the task was not claimed",
+  );
+  const message = (await queueMessages(sql, queue))
+    .find((m) => String(m.msg_id) === task.message_id);
+  assert.equal(message?.read_ct, 0, "its message was never read");
 }

@@ -52,20 +52,20 @@ Deno.test("trigger: starts on the first authorised request, retries a failed sta
     onUnload: (l) => (unload = l),
     secret: "s3cret",
     log: quiet,
-    start: (functionName): Promise<TriggeredWorker> => {
-      attempts++;
-      if (attempts === 1) return Promise.reject(new Error("flow x: mismatch"));
-      return Promise.resolve({
-        id: "w-1",
-        functionName: functionName ?? "?",
-        done,
-        stop: () => {
-          stopped++;
-          finish();
-          return done;
-        },
-      });
-    },
+    create: (functionName): TriggeredWorker => ({
+      id: "w-1",
+      functionName: functionName ?? "?",
+      done,
+      start: () => {
+        attempts++;
+        return attempts === 1 ? Promise.reject(new Error("flow x: mismatch")) : Promise.resolve();
+      },
+      stop: () => {
+        stopped++;
+        finish();
+        return done;
+      },
+    }),
   });
   assert.equal((await handler(request())).status, 401);
   assert.equal((await handler(request("wrong"))).status, 401);

@@ -7,11 +7,12 @@
  */
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
+import { createPool, Flow, type FlowWorker, routeFlow } from "../../mod.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { type Child, killChild, spawnDeno } from "../e2e/process.ts";
 import { MIXED_FLOWS, MIXED_QUEUE } from "./fixtures/mixed_flows.ts";
 import { startWorker, stopAll } from "./helpers.ts";
+import { runBehindBacklog } from "./fixtures/neighbour_backlog.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -173,5 +174,70 @@ db.test("a busy worker's backlog at the head of the queue does not hold another 
     await pickups(sql, backlog);
   } finally {
     await stopAll(workers);
+  }
+});
+
+db.test("an idle worker behind another flow's backlog of 1,500 at the head of the queue: its 25 runs complete while most of the backlog still waits", async ({ sql, url }) => {
+  // Before reads past a backlog, the idle worker's reads met the busy worker's head, handed it
+  // back and met it again until the whole backlog had started (all 1,500).
+  const { backlogStarted } = await runBehindBacklog(sql, url);
+  assert.ok(backlogStarted < 750, `${backlogStarted} of the 1,500 had started`);
+});
+
+db.test("reads past another worker's backlog are paced: they hold its messages for a third of a visibility timeout in a row, then at most a fifth of the time", async ({ sql, url }) => {
+  const slow = routeFlow(
+    new Flow<{ n: number }>({ slug: "pace_g" }).step({ slug: "work" }, async (i) => {
+      await new Promise((r) => setTimeout(r, 15));
+      return i.n;
+    }),
+    { queues: { work: "pace_q" } },
+  );
+  const quick = routeFlow(
+    new Flow<{ n: number }>({ slug: "pace_f" }).step({ slug: "work" }, (i) => i.n),
+    { queues: { work: "pace_q" } },
+  );
+  // Each read past of the quick worker, timed around its call: [start, end] in ms.
+  const spans: [number, number][] = [];
+  const pool = createPool(url, { max: 4 });
+  const timed = new Proxy(pool, {
+    apply(target, self, args: unknown[]) {
+      const query = Reflect.apply(target, self, args) as PromiseLike<unknown>;
+      const text = Array.isArray(args[0]) ? args[0].join("?") : "";
+      // read_qty is the read's last argument: 8th of read_and_claim, 11th of complete_and_claim.
+      const readQty = text.includes("pgflow.read_and_claim(")
+        ? args[8]
+        : text.includes("pgflow.complete_and_claim(")
+        ? args[11]
+        : null;
+      if (readQty !== null && readQty !== undefined) {
+        const started = Date.now();
+        query.then(() => spans.push([started, Date.now()]), () => {});
+      }
+      return query;
+    },
+  });
+  const config = { queueName: "pace_q", visibilityTimeout: 1, maxPollSeconds: 1 };
+  const workers: FlowWorker[] = [];
+  try {
+    // Two slots for 1,500 tasks of 15 ms: the backlog stays ahead for seconds.
+    await startWorker(workers, [slow], { ...config, connectionString: url, maxConcurrent: 2 });
+    await startWorker(workers, [quick], { ...config, sql: timed });
+    await startRuns(sql, "pace_g", 1500);
+    const mine = await startRuns(sql, "pace_f", 80);
+    await pickups(sql, mine, 60_000);
+  } finally {
+    await stopAll(workers);
+    await pool.end();
+  }
+  // Ten slots for 80 runs: at least eight reads past, more than a third of a second of them.
+  assert.ok(spans.length >= 8, `${spans.length} reads past`);
+  const burstMs = 1000 / 3;
+  let held = 0;
+  for (const [start, end] of spans) {
+    // What the reads before this one held, against the budget: the burst, and a fifth of the time
+    // since the first began (a quarter of the time not spent holding).
+    const allowed = burstMs + (start - spans[0][0]) / 4;
+    assert.ok(held <= allowed + 50, `${held} ms held before ${start - spans[0][0]} ms`);
+    held += end - start;
   }
 });

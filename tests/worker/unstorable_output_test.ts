@@ -1,16 +1,21 @@
 /**
- * A handler output Postgres cannot store (a string with U+0000, which jsonb refuses) fails the
- * attempt at once with the storage error, instead of retrying complete_task until the task is
- * left to stalled recovery (whose error, "stalled: no completion", hides the cause). Alone and
- * among batched completions; good outputs around it complete.
+ * A handler output Postgres cannot store fails the attempt at once with the storage error, instead
+ * of retrying complete_task until the task is left to stalled recovery (whose error, "stalled: no
+ * completion", hides the cause). Alone and among batched completions; good outputs around it
+ * complete. Here the output is a number beyond numeric's range (an `exactNumber`, which the worker
+ * writes as it is); what the worker can see itself (U+0000, a lone surrogate, NaN, a bigint) fails
+ * before anything is sent, naming the place in the output.
  */
 import assert from "node:assert/strict";
-import { Flow, type FlowWorker } from "../../mod.ts";
+import { type ExactNumber, exactNumber, Flow, type FlowWorker } from "../../mod.ts";
 import { isUnstorableOutput, unstorableOutputMessage } from "../../src/completion/sql.ts";
 import { testDatabase } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
+
+/** 10^1,000,000: a JSON number, but beyond the 131,072 digits numeric keeps before the point. */
+const TOO_BIG = "1e1000000";
 
 const flow = new Flow<{ n: number; bad?: boolean }>({
   slug: "unstorable",
@@ -18,8 +23,7 @@ const flow = new Flow<{ n: number; bad?: boolean }>({
   baseDelay: 1,
 }).step(
   { slug: "work" },
-  (input): { text?: string; n?: number } =>
-    input.bad ? { text: "before\u0000after" } : { n: input.n },
+  (input): { n: number | ExactNumber } => ({ n: input.bad ? exactNumber(TOO_BIG) : input.n }),
 );
 
 async function taskRow(sql: import("postgres").Sql, run: string) {
@@ -39,14 +43,14 @@ db.test("an output jsonb cannot hold fails the attempt at once with the storage 
     const task = await taskRow(sql, run);
     assert.equal(task.status, "failed");
     assert.equal(task.attempts_count, 2);
-    assert.match(task.error_message, /^output could not be stored \(SQLSTATE 22P05\): /);
-    assert.match(task.error_message, /unsupported Unicode escape sequence/);
-    assert.doesNotMatch(task.error_message, /before|after/, "the output is not quoted");
+    assert.match(task.error_message, /^output could not be stored \(SQLSTATE 22003\): /);
+    assert.match(task.error_message, /value overflows numeric format/);
+    assert.doesNotMatch(task.error_message, /1e1000000/, "the output is not quoted");
     assert.deepEqual(logs.filter((l) => /complete_task failed/.test(l.event)), []);
     const failed = logs.filter((l) => l.event === "task failed");
     assert.equal(failed.length, 2);
     assert.ok(
-      logs.some((l) => l.event === "output could not be stored" && l.fields.code === "22P05"),
+      logs.some((l) => l.event === "output could not be stored" && l.fields.code === "22003"),
     );
   } finally {
     await stopAll(workers);
@@ -75,7 +79,7 @@ db.test("among batched completions only the unstorable output fails", async ({ s
       runs.map((_, n) => n % 5 === 3 ? "failed" : "completed"),
     );
     assert.deepEqual(rows[12].output, { work: { n: 12 } });
-    assert.match((await taskRow(sql, runs[13])).error_message, /SQLSTATE 22P05/);
+    assert.match((await taskRow(sql, runs[13])).error_message, /SQLSTATE 22003/);
     assert.deepEqual(logs.filter((l) => /complete_task failed/.test(l.event)), []);
   } finally {
     await stopAll(workers);
@@ -117,8 +121,45 @@ db.test("an output JSON cannot hold (a bigint) fails naming the step and saying 
     const task = await taskRow(sql, run);
     assert.match(
       task.error_message,
-      /^step bigint_out\.count returned a value JSON cannot hold: .*BigInt.*String\(n\).*a step's output must be JSON/,
+      /^step bigint_out\.count returned a value JSON cannot hold: output\.total is a bigint, .*exactNumber\(n\).*String\(n\); a step's output must be JSON/,
     );
+  } finally {
+    await stopAll(workers);
+  }
+});
+
+db.test("U+0000, a lone surrogate or NaN in an output fails the attempt naming its place, before anything is sent", async ({ sql, url }) => {
+  // The types let a string or a number through; what is in it only the worker can see.
+  const kinds = ["nul", "surrogate", "nan"] as const;
+  const flawed = new Flow<{ kind: (typeof kinds)[number] }>({ slug: "flawed_out", maxAttempts: 1 })
+    .step({ slug: "make" }, (input) => ({
+      rows: [{ ok: "fine" }, {
+        note: input.kind === "nul"
+          ? "secret\u0000"
+          : input.kind === "surrogate"
+          ? "secret\ud800"
+          : "",
+        ratio: input.kind === "nan" ? 0 / 0 : 1,
+      }],
+    }));
+  const workers: FlowWorker[] = [];
+  try {
+    const { logs } = await startWorker(workers, flawed, { connectionString: url });
+    const runs = await Promise.all(kinds.map((kind) => startRun(sql, "flawed_out", { kind })));
+    const messages = [];
+    for (const run of runs) {
+      assert.equal((await waitForRun(sql, run, 10_000)).status, "failed");
+      messages.push((await taskRow(sql, run)).error_message);
+    }
+    const prefix = "step flawed_out.make returned a value JSON cannot hold: ";
+    assert.deepEqual(messages.map((m) => m.slice(0, m.indexOf(",", prefix.length))), [
+      `${prefix}output.rows[1].note is a string with U+0000`,
+      `${prefix}output.rows[1].note is a string with a lone surrogate (half of a UTF-16 pair)`,
+      `${prefix}output.rows[1].ratio is NaN`,
+    ]);
+    for (const message of messages) assert.doesNotMatch(message, /secret/);
+    // Found by the worker: no completion was tried, so none failed in the database.
+    assert.deepEqual(logs.filter((l) => l.event === "output could not be stored"), []);
   } finally {
     await stopAll(workers);
   }
