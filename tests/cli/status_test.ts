@@ -155,6 +155,9 @@ Deno.test("every command has --help; an unknown command is a usage error", async
       ["coverage"],
       ["compile"],
       ["plan"],
+      ["runs"],
+      ["aliases"],
+      ["queues"],
     ]
   ) {
     const r = await runCli([...command, "--help"]);
