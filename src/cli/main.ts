@@ -39,7 +39,8 @@ usage: pgflow <command> [flags]      (from JSR: deno run -A jsr:@pgflow/shared/c
 
 commands:
   init      make this folder's deno.json import @pgflow/shared (from a checkout: linked to it)
-  install   write the engine's migrations into a Supabase project (then: supabase db push)
+  install   write the engine's migrations into a Supabase project (then: supabase db push;
+            Supabase CLI 3: supabase db push --remote)
   migrate   apply the engine's migrations to a database directly
   db        start | stop | status | url of a local database for your app
   status    engine version, queues, workers, runs and coverage of a database
