@@ -6,11 +6,10 @@
  *
  * @module
  */
-import { parseArgs, type ParsedArgs } from "./args.ts";
-import { databaseUrl, openDatabase } from "./database.ts";
-import { describeError } from "./migrator.ts";
-import { CliError, command, result, UsageError } from "./output.ts";
 import type { Sql } from "../platform/types.ts";
+import type { ParsedArgs } from "./args.ts";
+import { CliError, command, result } from "./output.ts";
+import { runSubcommand } from "./subcommands.ts";
 
 /** The help text of `pgflow aliases`. */
 export const ALIASES_HELP = `pgflow aliases <list | activate> [flags]
@@ -52,50 +51,17 @@ interface AliasRow {
  * // Deno.exit(await aliases(["activate", "order", "order_v2", "--from", "order_v1"]));
  * ```
  */
-export async function aliases(argv: readonly string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
-    result(ALIASES_HELP);
-    return sub === undefined ? 2 : 0;
-  }
-  if (sub !== "list" && sub !== "activate") {
-    throw new UsageError(
-      `unknown subcommand ${JSON.stringify(sub)} of pgflow aliases; use list or activate ` +
-        '(run "pgflow aliases --help")',
-    );
-  }
-  const name = `pgflow aliases ${sub}`;
-  const args = sub === "list"
-    ? parseArgs(rest, { "database-url": "string", "json": "boolean" }, name)
-    : parseArgs(
-      rest,
-      { "database-url": "string", "json": "boolean", "from": "string", "force": "boolean" },
-      name,
-      2,
-    );
-  if (args.help) {
-    result(ALIASES_HELP);
-    return 0;
-  }
-  if (sub === "activate" && args.positionals.length !== 2) {
-    throw new UsageError(
-      `${name} needs the alias and the version to point it at, e.g. ${name} order order_v2 ` +
-        "--from order_v1",
-    );
-  }
-  const { url } = databaseUrl(args.strings["database-url"], name);
-  const sql = await openDatabase(url);
-  try {
-    return sub === "list" ? await list(sql, args) : await activate(sql, args);
-  } catch (error) {
-    if (error instanceof CliError) throw error;
-    throw new CliError(
-      `${name} failed: ${describeError(error)}. Is the engine installed and up to date ` +
-        `(\`${command("status")}\`)?`,
-    );
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+export function aliases(argv: readonly string[]): Promise<number> {
+  return runSubcommand("aliases", ALIASES_HELP, {
+    list: { arguments: 0, run: list },
+    activate: {
+      flags: { "from": "string", "force": "boolean" },
+      arguments: 2,
+      usage: "pgflow aliases activate needs the alias and the version to point it at, e.g. " +
+        "pgflow aliases activate order order_v2 --from order_v1",
+      run: activate,
+    },
+  }, argv);
 }
 
 async function list(sql: Sql, args: ParsedArgs): Promise<number> {

@@ -8,11 +8,10 @@
  */
 import { queueDepths } from "../operations/queue_depths.ts";
 import type { Sql } from "../platform/types.ts";
-import { parseArgs, type ParsedArgs } from "./args.ts";
-import { databaseUrl, openDatabase } from "./database.ts";
+import type { ParsedArgs } from "./args.ts";
 import { lookalikes } from "./deploy/lookalikes.ts";
-import { describeError } from "./migrator.ts";
-import { CliError, command, progress, result, UsageError } from "./output.ts";
+import { CliError, command, progress, result } from "./output.ts";
+import { runSubcommand } from "./subcommands.ts";
 
 /** The help text of `pgflow queues`. */
 export const QUEUES_HELP = `pgflow queues <list | drop> [flags]
@@ -67,44 +66,16 @@ const STALE_AFTER_SECONDS = 30;
  * // Deno.exit(await queues(["drop", "thread_procesing", "--yes"]));
  * ```
  */
-export async function queues(argv: readonly string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
-    result(QUEUES_HELP);
-    return sub === undefined ? 2 : 0;
-  }
-  if (sub !== "list" && sub !== "drop") {
-    throw new UsageError(
-      `unknown subcommand ${JSON.stringify(sub)} of pgflow queues; use list or drop ` +
-        '(run "pgflow queues --help")',
-    );
-  }
-  const name = `pgflow queues ${sub}`;
-  const args = sub === "list"
-    ? parseArgs(rest, { "database-url": "string", "json": "boolean" }, name)
-    : parseArgs(rest, { "database-url": "string", "json": "boolean", "yes": "boolean" }, name, 1);
-  if (args.help) {
-    result(QUEUES_HELP);
-    return 0;
-  }
-  if (sub === "drop" && args.positionals.length !== 1) {
-    throw new UsageError(
-      `${name} needs the queue's name; \`${command("queues list")}\` lists them`,
-    );
-  }
-  const { url } = databaseUrl(args.strings["database-url"], name);
-  const sql = await openDatabase(url);
-  try {
-    return sub === "list" ? await list(sql, args) : await drop(sql, args);
-  } catch (error) {
-    if (error instanceof CliError) throw error;
-    throw new CliError(
-      `${name} failed: ${describeError(error)}. Is the engine installed and up to date ` +
-        `(\`${command("status")}\`)?`,
-    );
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+export function queues(argv: readonly string[]): Promise<number> {
+  return runSubcommand("queues", QUEUES_HELP, {
+    list: { arguments: 0, run: list },
+    drop: {
+      flags: { "yes": "boolean" },
+      arguments: 1,
+      usage: `pgflow queues drop needs the queue's name; \`${command("queues list")}\` lists them`,
+      run: drop,
+    },
+  }, argv);
 }
 
 /**
