@@ -161,7 +161,7 @@ db.test("the dashboard shows queues, runs, failures, stuck tasks and a run's DAG
     assert.equal(await page.evaluate(`document.querySelectorAll("img").length`), 0);
     assert.deepEqual(
       await page.evaluate(`[...document.scripts].map(s => s.getAttribute("src"))`),
-      ["/dashboard.js"],
+      ["/js/main.js"],
     );
 
     // It refreshes by itself: a new run appears without a reload.

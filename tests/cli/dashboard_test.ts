@@ -12,7 +12,7 @@ import { startDashboard } from "../../src/cli/dashboard/server.ts";
 import { allowedHosts, hostAllowed, parseHost, showHost } from "../../src/cli/dashboard/hosts.ts";
 import type { Overview } from "../../src/cli/dashboard/queries.ts";
 import type { RunDetail } from "../../src/cli/dashboard/run_view.ts";
-import { idBounds } from "../../src/cli/dashboard/search.ts";
+import { idBounds, type RunSummary } from "../../src/cli/dashboard/search.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import type postgres from "postgres";
@@ -116,9 +116,17 @@ db.test("the overview lists stuck tasks by reason, failures and coverage; servin
       await (await fetch(new URL(`api/runs/${third.run_id}`, dashboard.url)))
         .json();
     assert.equal(detail.status, "failed");
-    assert.deepEqual(detail.steps.map((s) => [s.stepSlug, s.status, s.attempts, s.error]), [
-      ["work", "failed", 1, '<b>bad</b> & "worse"'],
-    ]);
+    assert.deepEqual(
+      detail.steps.map((s) => [
+        s.stepSlug,
+        s.status,
+        s.attempts,
+        s.minAttempts,
+        s.maxAttempts,
+        s.error,
+      ]),
+      [["work", "failed", 1, 1, 1, '<b>bad</b> & "worse"']],
+    );
   } finally {
     await dashboard.shutdown();
     await pool.end({ timeout: 5 });
@@ -136,9 +144,16 @@ db.test("HTTP: GET and HEAD only, loopback Host names only, run ids checked, ass
     assert.equal(page.status, 200);
     assert.match(await page.text(), /<title>pgflow dashboard<\/title>/);
     assert.match(page.headers.get("content-security-policy")!, /script-src 'self'/);
-    for (const asset of ["dashboard.js", "dashboard.css"]) {
+    for (const asset of ["js/main.js", "js/dom.js", "dashboard.css"]) {
       const res = await fetch(new URL(asset, base));
       assert.equal(res.status, 200, asset);
+      assert.match(res.headers.get("content-security-policy")!, /script-src 'self'/, asset);
+      await res.body?.cancel();
+    }
+    // Only the page's own modules: not their TypeScript, not a name outside the set.
+    for (const asset of ["js/main.ts", "js/nothing.js", "js/constructor.js", "js/Main.js"]) {
+      const res = await fetch(new URL(asset, base));
+      assert.equal(res.status, 404, asset);
       await res.body?.cancel();
     }
     const post = await fetch(new URL("api/overview", base), { method: "POST", body: "{}" });
@@ -379,7 +394,7 @@ db.test(
         assert.equal(res.status, 400, path);
         assert.deepEqual(await res.json(), { error: "malformed percent-escape in the URL" }, path);
       }
-      for (const path of ["/%", "/dashboard.js%E0", "/?x=%"]) {
+      for (const path of ["/%", "/js/main.js%E0", "/?x=%"]) {
         const res = await fetch(new URL(path, local));
         assert.equal(res.status, 400, path);
         assert.equal(await res.text(), "malformed percent-escape in the URL\n", path);
@@ -482,9 +497,22 @@ db.test(
     try {
       assert.match(dashboard.pageUrl, /^http:\/\/127\.0\.0\.1:\d+\/$/, dashboard.stderr());
       const page = await fetch(dashboard.pageUrl);
-      assert.match(await page.text(), /<script src="\/dashboard\.js" defer><\/script>/);
-      const script = await fetch(new URL("dashboard.js", dashboard.pageUrl));
-      assert.match(await script.text(), /\/api\/overview/);
+      assert.match(await page.text(), /<script type="module" src="\/js\/main\.js"><\/script>/);
+      // The entry and every module it imports, as a browser would load them.
+      const seen = new Set<string>();
+      const load = async (name: string): Promise<void> => {
+        if (seen.has(name)) return;
+        seen.add(name);
+        const res = await fetch(new URL(`js/${name}`, dashboard.pageUrl));
+        assert.equal(res.status, 200, name);
+        assert.match(res.headers.get("content-type")!, /^text\/javascript/, name);
+        const text = await res.text();
+        for (const m of text.matchAll(/^import\b[^;"]*"\.\/([a-z_]+\.js)"/gm)) await load(m[1]);
+      };
+      await load("main.js");
+      assert.ok(seen.has("panels.js") && seen.has("dag.js"), [...seen].join(", "));
+      const main = await (await fetch(new URL("js/main.js", dashboard.pageUrl))).text();
+      assert.match(main, /\/api\/overview/);
       const overview = await fetch(new URL("api/overview", dashboard.pageUrl));
       assert.equal(overview.status, 200);
       assert.deepEqual((await overview.json()).runCounts, []);
@@ -1009,6 +1037,21 @@ db.test("a resumed run: its reused steps are marked, and both runs name each oth
     assert.deepEqual(source.restartedAs.map((r) => [r.runId, r.mode, r.status]), [
       [resumed, "resume", "started"],
     ]);
+    // The lists say so too: the source's row in the search and its failure name the resume.
+    const listed: RunSummary[] =
+      await (await fetch(new URL("api/runs?flow=dr_flow", dashboard.url)))
+        .json();
+    assert.deepEqual(
+      listed.map((r) => [r.runId, r.restartOf, r.restartedAs.map((x) => [x.runId, x.mode])]),
+      [[resumed, runId, []], [runId, null, [[resumed, "resume"]]]],
+    );
+    const o: Overview = await (await fetch(new URL("api/overview", dashboard.url))).json();
+    assert.deepEqual(
+      o.failures.filter((f) => f.flowSlug === "dr_flow").map((
+        f,
+      ) => [f.runId, f.stepSlug, f.restartedAs.map((x) => x.runId)]),
+      [[runId, "b", [resumed]]],
+    );
   } finally {
     await dashboard.shutdown();
     await pool.end({ timeout: 5 });
@@ -1033,7 +1076,7 @@ db.test("the aliases panel: each alias, the version it starts, its other version
     assert.match(mine[0].updatedAt, /^\d{4}-\d\d-\d\dT/);
     const page = await (await fetch(dashboard.url)).text();
     assert.match(page, /<section id="aliases"[^>]*><h2>Aliases<\/h2>/);
-    const script = await (await fetch(new URL("dashboard.js", dashboard.url))).text();
+    const script = await (await fetch(new URL("js/panels.js", dashboard.url))).text();
     assert.match(script, /renderAliases\(o\)/);
   } finally {
     await dashboard.shutdown();

@@ -64,8 +64,9 @@ Deno.test("as a process: one line on stderr, exit 2, no stack, no password", asy
         assert.match(run.stderr, bad.says, what);
         assert.doesNotMatch(run.stdout + run.stderr, SECRET, what);
         assert.doesNotMatch(run.stderr, /unexpected error| {4}at |\.ts:\d+:\d+/, what);
-        // Deno's own start-up is in this (the answer itself is immediate: the test above).
-        assert.ok(seconds < 10, what);
+        // Deno's own start-up is in this, four at once on a machine that may be busy: only a
+        // hang or a retry loop takes a minute (the answer itself is immediate: the test above).
+        assert.ok(seconds < 60, what);
       }),
     );
   }

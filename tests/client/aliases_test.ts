@@ -33,7 +33,7 @@ db.test("client: a run started through an alias is its target's, typed as the un
   try {
     await startWorker(workers, [v1, v2], { connectionString: url, queueName: "ca_work" });
     const run = await client.startFlow<typeof v1 | typeof v2>("ca_triage", { n: 1 });
-    const output = await run.waitFor("completed", { timeoutMs: 15_000 });
+    const output = await run.waitFor("completed", { timeoutMs: 60_000 });
     expectTypeOf(output).toEqualTypeOf<
       { classify: { v1: number } } | { classify: { v2: string } }
     >();
@@ -48,12 +48,12 @@ db.test("client: a run started through an alias is its target's, typed as the un
     const first = await client.startFlow<typeof v1>("ca_triage", { n: 2 }, { runId });
     const again = await client.startFlow<typeof v1>("ca_triage", { n: 2 }, { runId });
     assert.equal(again.runId, first.runId);
-    await again.waitFor("completed", { timeoutMs: 15_000 });
+    await again.waitFor("completed", { timeoutMs: 60_000 });
     assert.equal((await again.state()).flowSlug, "ca_v1");
     // After an activation the alias starts v2.
     await sql`select pgflow.activate_alias('ca_triage', 'ca_v1', 'ca_v2')`;
     const next = await client.startFlow<typeof v2>("ca_triage", { n: 3 });
-    const out = await next.waitFor("completed", { timeoutMs: 15_000 });
+    const out = await next.waitFor("completed", { timeoutMs: 60_000 });
     assert.deepEqual([(await next.state()).flowSlug, out], ["ca_v2", { classify: { v2: "3" } }]);
   } finally {
     await client.close();
@@ -104,7 +104,7 @@ db.test("rollout: v2 deployed beside v1, activated once served, v1 drained: no r
       const r = await sql<{ run_id: string; flow_slug: string; status: string }[]>`
         select run_id, flow_slug, status from pgflow.runs where run_id = any (${ids}::uuid[])`;
       return r.length === ids.length && r.every((x) => x.status === "completed") ? r : undefined;
-    }, { what: "every run to complete", timeoutMs: 30_000 });
+    }, { what: "every run to complete", timeoutMs: 60_000 });
     const byId = new Map(rows.map((r) => [r.run_id, r.flow_slug]));
     const versionsSeen = ids.map((id) => byId.get(id));
     const firstV2 = versionsSeen.indexOf("ro_v2");

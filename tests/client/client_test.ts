@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import {
   createClient,
+  Flow,
   type FlowWorker,
   type RunEvent,
   RunFailedError,
@@ -16,7 +17,7 @@ import {
 } from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
 import { startWorker, stopAll } from "../worker/helpers.ts";
-import { conditional, failing, greet, slow, withClient, words } from "./fixtures.ts";
+import { conditional, failing, greet, withClient, words } from "./fixtures.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -54,7 +55,7 @@ db.test("startFlow runs a flow and waitFor resolves with its output; getRun read
     assert.equal(await client.transport(), "listen");
     const run = await client.startFlow(greet, { name: "Ada" });
     assert.equal(run.flowSlug, "cl_greet");
-    const output = await run.waitFor("completed", { timeoutMs: 15_000 });
+    const output = await run.waitFor("completed", { timeoutMs: 60_000 });
     assert.deepEqual(output, { hello: { text: "hello Ada" } });
     const state = await client.getRun(run.runId);
     assert.ok(state);
@@ -83,7 +84,7 @@ db.test("a runId makes startFlow idempotent: the same id twice is one run", asyn
     ]);
     const c = await client.startFlow(greet, { name: "once" }, { runId });
     assert.deepEqual([a.runId, b.runId, c.runId], [runId, runId, runId]);
-    await c.waitFor("completed", { timeoutMs: 15_000 });
+    await c.waitFor("completed", { timeoutMs: 60_000 });
     const [{ n }] = await sql`select count(*)::int as n from pgflow.runs where run_id = ${runId}`;
     assert.equal(n, 1);
     const [{ tasks }] =
@@ -124,7 +125,7 @@ db.test("waitFor rejects with RunFailedError naming the run, its status and the 
   await withClient(url, async (client, workers) => {
     await startWorker(workers, failing, { connectionString: url });
     const run = await client.startFlow(failing, { id: 7 });
-    const error = await run.waitFor("completed", { timeoutMs: 15_000 }).then(
+    const error = await run.waitFor("completed", { timeoutMs: 60_000 }).then(
       () => assert.fail("the run should fail"),
       (e: unknown) => e,
     );
@@ -154,21 +155,34 @@ db.test("waitFor rejects with RunFailedError naming the run, its status and the 
 });
 
 db.test("waitFor rejects with RunTimeoutError when the run is still going, and the run goes on", async ({ url }) => {
+  // The step waits for the test: the run is still going when the timeout fires, however busy the
+  // machine, and the timeout leaves the client time to have read the run at least once.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const gated = new Flow<{ n: number }>({ slug: "cl_gated" }).step({ slug: "held" }, async (i) => {
+    await released;
+    return i.n;
+  });
   await withClient(url, async (client, workers) => {
-    await startWorker(workers, slow, { connectionString: url });
-    const run = await client.startFlow(slow, { ms: 1_500 });
-    const started = Date.now();
-    const error = await run.waitFor("completed", { timeoutMs: 300 }).then(
-      () => assert.fail("the run should not be done yet"),
-      (e: unknown) => e,
-    );
-    const waited = Date.now() - started;
-    assert.ok(error instanceof RunTimeoutError, String(error));
-    assert.equal(error.runId, run.runId);
-    assert.equal(error.status, "started");
-    assert.equal(error.timeoutMs, 300);
-    assert.ok(waited >= 300 && waited < 1_400, `waited ${waited} ms`);
-    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 15_000 }), { nap: 1_500 });
+    try {
+      await startWorker(workers, gated, { connectionString: url });
+      const run = await client.startFlow(gated, { n: 7 });
+      const started = Date.now();
+      const error = await run.waitFor("completed", { timeoutMs: 3_000 }).then(
+        () => assert.fail("the run should not be done yet"),
+        (e: unknown) => e,
+      );
+      const waited = Date.now() - started;
+      assert.ok(error instanceof RunTimeoutError, String(error));
+      assert.equal(error.runId, run.runId);
+      assert.equal(error.status, "started");
+      assert.equal(error.timeoutMs, 3_000);
+      assert.ok(waited >= 3_000, `waited ${waited} ms`);
+      release();
+      assert.deepEqual(await run.waitFor("completed", { timeoutMs: 60_000 }), { held: 7 });
+    } finally {
+      release();
+    }
   });
 });
 
@@ -211,7 +225,7 @@ db.test("a condition that is not met skips its step; the events say so, in order
     await startWorker(workers, conditional, { connectionString: url });
     const run = await client.startFlow(conditional, { go: false });
     const events = collect(run.events());
-    const output = await run.waitFor("completed", { timeoutMs: 15_000 });
+    const output = await run.waitFor("completed", { timeoutMs: 60_000 });
     assert.deepEqual(output, { final: "no" });
     assert.equal(output.maybe, undefined);
     assert.deepEqual(await events, [
@@ -224,7 +238,7 @@ db.test("a condition that is not met skips its step; the events say so, in order
       `run:completed {"final":"no"}`,
     ]);
     const went = await client.startFlow(conditional, { go: true });
-    assert.deepEqual(await went.waitFor("completed", { timeoutMs: 15_000 }), {
+    assert.deepEqual(await went.waitFor("completed", { timeoutMs: 60_000 }), {
       maybe: "went",
       final: "yes",
     });
@@ -239,7 +253,7 @@ db.test("a client on a pool it was given polls when told to, and leaves the pool
     await startWorker(workers, greet, { connectionString: url });
     assert.equal(await client.transport(), "poll");
     const run = await client.startFlow(greet, { name: "pool" });
-    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 15_000 }), {
+    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 60_000 }), {
       hello: { text: "hello pool" },
     });
   } finally {

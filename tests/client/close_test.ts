@@ -19,8 +19,11 @@ import { testDatabase } from "../support/db.ts";
 
 const db = testDatabase(import.meta.url);
 
-/** How long a wait or an iteration may take to notice its end; generous for a busy machine. */
-const PROMPT_MS = 5_000;
+/**
+ * How long a wait or an iteration may take to notice its end: "at once" against the 120 s a
+ * pending waitFor here would otherwise take; a busy machine delays the end by seconds, never that.
+ */
+const PROMPT_MS = 30_000;
 
 /** Two flows of one step each, compiled but served by no worker: their runs stay `started`. */
 async function idleFlows(sql: postgres.Sql): Promise<void> {

@@ -8,7 +8,7 @@ import { BAD_URLS, SECRET } from "../platform/bad_urls.ts";
 
 function refuses(make: (url: string) => unknown, option: string): void {
   for (const bad of BAD_URLS) {
-    const started = performance.now();
+    // A synchronous throw: nothing was awaited, so no connection was tried.
     assert.throws(() => make(bad.url), (error: unknown) => {
       const what = `${bad.kind}: ${error}`;
       assert.ok(error instanceof DatabaseUrlError, what);
@@ -18,7 +18,6 @@ function refuses(make: (url: string) => unknown, option: string): void {
       assert.doesNotMatch(`${error.message}\n${error.stack}`, SECRET, what);
       return true;
     });
-    assert.ok(performance.now() - started < 1000, `${bad.kind}: at once`);
   }
 }
 

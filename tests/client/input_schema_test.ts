@@ -68,7 +68,7 @@ db.test("startFlow checks the input first: issues without values, no run; the sc
       signup,
       { email: "Ada@Example.COM", apiKey: "sk_1" } as never,
     );
-    const output = await run.waitFor("completed", { timeoutMs: 15_000 });
+    const output = await run.waitFor("completed", { timeoutMs: 60_000 });
     const stored = { email: "ada@example.com", plan: "free", apiKey: "sk_1" };
     assert.deepEqual((await client.getRun(run.runId))?.input, stored);
     assert.deepEqual(seen, [stored], "the handler sees the schema's value");
@@ -77,7 +77,7 @@ db.test("startFlow checks the input first: issues without values, no run; the sc
     // By slug there is no schema to check with: the run is made, and the worker fails it.
     const bySlug = await client.startFlow("cl_signup", bad);
     await assert.rejects(
-      bySlug.waitFor("completed", { timeoutMs: 15_000 }),
+      bySlug.waitFor("completed", { timeoutMs: 60_000 }),
       (e: unknown) =>
         e instanceof RunFailedError && /^input failed its schema: email: /.test(e.stepError) &&
         !/SECRET/.test(e.message),
@@ -172,7 +172,7 @@ db.test("no value of a rejected input (a number, a boolean) reaches an error, a 
     });
     const run = await client.startFlow("cl_payments", input);
     await assert.rejects(
-      run.waitFor("completed", { timeoutMs: 15_000 }),
+      run.waitFor("completed", { timeoutMs: 60_000 }),
       (e: unknown) => e instanceof RunFailedError && !leaks.test(e.message + e.stepError),
     );
     const [row] = await sql<Record<string, string>[]>`

@@ -22,12 +22,13 @@ db.test("a change committed while the watcher subscribed is seen at once, not at
     await canceller`begin`;
     await canceller`select pgflow.cancel_run(${runId})`;
     const started = Date.now();
-    const terminal = client.run(runId).waitFor("terminal", { timeoutMs: 20_000 });
+    const terminal = client.run(runId).waitFor("terminal", { timeoutMs: 60_000 });
     await new Promise((r) => setTimeout(r, 500));
     await canceller`commit`;
     const state = await terminal;
     assert.equal(state.status, "cancelled");
-    assert.ok(Date.now() - started < 5_000, `seen after ${Date.now() - started} ms`);
+    // Announced, not found by the 60 s safety read (a busy machine adds seconds, not a minute).
+    assert.ok(Date.now() - started < 30_000, `seen after ${Date.now() - started} ms`);
   } finally {
     canceller.release();
     await client.close();

@@ -40,7 +40,7 @@ db.test("behind a transaction pooler the client polls: waitFor and events work",
         "run:completed",
       ],
     );
-    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 15_000 }), { total: 6 });
+    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 60_000 }), { total: 6 });
     // Many waits at once share nothing but the pooler.
     const runs = await Promise.all(
       Array.from(
@@ -49,11 +49,11 @@ db.test("behind a transaction pooler the client polls: waitFor and events work",
       ),
     );
     const outputs = await Promise.all(
-      runs.map((r) => r.waitFor("completed", { timeoutMs: 20_000 })),
+      runs.map((r) => r.waitFor("completed", { timeoutMs: 60_000 })),
     );
     assert.deepEqual(outputs.map((o) => o.total), Array.from({ length: 10 }, (_, i) => i + 1));
     const failed = await client.startFlow(failing, { id: 1 });
-    await assert.rejects(failed.waitFor("completed", { timeoutMs: 15_000 }), RunFailedError);
+    await assert.rejects(failed.waitFor("completed", { timeoutMs: 60_000 }), RunFailedError);
     assert.doesNotMatch(
       await bouncer.log(),
       /not linked|got dirty/,

@@ -81,7 +81,7 @@ Deno.test("run events resume from the current state after a Postgres restart", a
     // A run started after the restart is heard on the new LISTEN connection, at once.
     const after = await client.startFlow(steady, { ms: 10 });
     const t0 = Date.now();
-    assert.deepEqual(await after.waitFor("completed", { timeoutMs: 20_000 }), { c: 3 });
+    assert.deepEqual(await after.waitFor("completed", { timeoutMs: 60_000 }), { c: 3 });
     assert.ok(Date.now() - t0 < 20_000);
   } finally {
     await client.close();

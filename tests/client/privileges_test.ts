@@ -62,7 +62,7 @@ db.test("service_role starts and reads runs; a client connected as service_role 
     const run = await client.startFlow(greet, { name: "svc" }, { runId: crypto.randomUUID() });
     const again = await client.startFlow(greet, { name: "svc" }, { runId: run.runId });
     assert.equal(again.runId, run.runId);
-    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 15_000 }), {
+    assert.deepEqual(await run.waitFor("completed", { timeoutMs: 60_000 }), {
       hello: { text: "hello svc" },
     });
     assert.equal((await client.getRun(run.runId))?.steps[0].status, "completed");

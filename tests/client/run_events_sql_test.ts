@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";
 import {
+  allNotified,
   defineFlow,
   readAndStart,
   registerWorker,
@@ -15,8 +16,11 @@ import {
 
 const db = testDatabase(import.meta.url);
 
-/** Collects notifications on the channels of `runIds` (a dedicated listening connection). */
-async function listenTo(connect: () => postgres.Sql, runIds: string[]) {
+/**
+ * Collects notifications on the channels of `runIds` (a dedicated listening connection);
+ * `delivered()` returns once every one committed before it has been heard.
+ */
+async function listenTo(connect: () => postgres.Sql, sql: postgres.Sql, runIds: string[]) {
   const heard: { channel: string; payload: string }[] = [];
   const conn = connect();
   for (const id of runIds) {
@@ -26,10 +30,8 @@ async function listenTo(connect: () => postgres.Sql, runIds: string[]) {
     );
   }
   await waitForNotifications(conn, runIds.map((id) => `pgflow_run:${id}`));
-  return heard;
+  return { heard, delivered: () => allNotified(conn, sql) };
 }
-
-const settle = () => new Promise((r) => setTimeout(r, 300));
 
 db.test("get_run returns the run with every step in definition order, null for an unknown run", async ({ sql }) => {
   await defineFlow(sql, "gr_flow", [
@@ -81,13 +83,13 @@ db.test("a status change sends one small notification per run per transaction, o
   ], { mode: "routed" });
   const one = crypto.randomUUID();
   const two = crypto.randomUUID();
-  const heard = await listenTo(connect, [one, two]);
+  const { heard, delivered } = await listenTo(connect, sql, [one, two]);
   // Two runs started in one transaction: one notification each.
   await sql.begin(async (tx) => {
     await tx`select pgflow.start_flow('ev_flow', '{"secret": "input"}', ${one}::uuid)`;
     await tx`select pgflow.start_flow('ev_flow', '{"secret": "input"}', ${two}::uuid)`;
   });
-  await settle();
+  await delivered();
   assert.deepEqual(
     heard.sort((x, y) => x.channel.localeCompare(y.channel)),
     [
@@ -102,7 +104,7 @@ db.test("a status change sends one small notification per run per transaction, o
   const claimed = await readAndStart(sql, "ev_q", worker, [["ev_flow", "a"]], 10);
   const first = claimed.find((r) => r.run_id === one)!;
   await sql`select pgflow.complete_task(${one}::uuid, 'a', 0, '{"secret": "output"}', ${first.attempt})`;
-  await settle();
+  await delivered();
   assert.deepEqual(heard, [{ channel: `pgflow_run:${one}`, payload: one }]);
   // Nothing but the run id is ever sent: no input, output or error.
   assert.ok(heard.every((h) => !h.payload.includes("secret")));
@@ -111,7 +113,7 @@ db.test("a status change sends one small notification per run per transaction, o
   // A change that is not a status change (a retry's error, a counter) sends nothing.
   await sql`update pgflow.step_states set remaining_deps = remaining_deps where run_id = ${two}::uuid`;
   await sql`update pgflow.runs set remaining_steps = remaining_steps where run_id = ${two}::uuid`;
-  await settle();
+  await delivered();
   assert.deepEqual(heard, []);
 });
 
@@ -119,7 +121,7 @@ db.test("complete_tasks finishing many runs in one call sends one hint per run",
   await defineFlow(sql, "batch_flow", [{ slug: "a", queue: "batch_q" }], { mode: "routed" });
   const ids = Array.from({ length: 20 }, () => crypto.randomUUID());
   for (const id of ids) await sql`select pgflow.start_flow('batch_flow', '1', ${id}::uuid)`;
-  const heard = await listenTo(connect, ids);
+  const { heard, delivered } = await listenTo(connect, sql, ids);
   const worker = await registerWorker(sql, "batch_q");
   const claimed = await readAndStart(sql, "batch_q", worker, [["batch_flow", "a"]], 50);
   assert.equal(claimed.length, 20);
@@ -127,7 +129,7 @@ db.test("complete_tasks finishing many runs in one call sends one hint per run",
     ${claimed.map((r) => r.run_id)}::uuid[], ${claimed.map(() => "a")}::text[],
     ${claimed.map(() => 0)}::int[], ${claimed.map(() => "2")}::jsonb[],
     ${claimed.map((r) => r.attempt)}::int[])`;
-  await settle();
+  await delivered();
   assert.deepEqual(heard.map((h) => h.payload).sort(), [...ids].sort());
 });
 

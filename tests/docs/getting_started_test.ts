@@ -65,7 +65,7 @@ db.test("getting-started: the function runs with its own deno.json and the run c
       await waitFor(
         async () =>
           (await sql`select 1 from pgflow.workers where queue_name = 'greet_v1'`).length > 0,
-        { what: `the guide's worker to register; output:\n${child.output()}`, timeoutMs: 30_000 },
+        { what: `the guide's worker to register; output:\n${child.output()}`, timeoutMs: 60_000 },
       );
       await sql.unsafe(blockNamed(blocks, "sql", "start-run").code);
       const read = blockNamed(blocks, "sql", "read-run").code;

@@ -31,7 +31,7 @@ async function waitListening(port: number, child: Child): Promise<void> {
     } catch {
       return false;
     }
-  }, { what: `the function on port ${port}; output:\n${child.output()}`, timeoutMs: 30_000 });
+  }, { what: `the function on port ${port}; output:\n${child.output()}`, timeoutMs: 60_000 });
 }
 
 db.test("example functions triggered over HTTP process runs end to end", async ({ sql, url }) => {

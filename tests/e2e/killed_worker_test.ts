@@ -20,7 +20,7 @@ db.test("a task of a killed worker is recovered and completes", async ({ sql, ur
       () =>
         sql<{ worker_id: string }[]>`select worker_id from pgflow.workers
         where queue_name = 'recovery_flow'`.then((rows) => rows.length > 0 && rows),
-      { what: `the child worker to register; output:\n${child.output()}`, timeoutMs: 30_000 },
+      { what: `the child worker to register; output:\n${child.output()}`, timeoutMs: 60_000 },
     );
     const run = await startRun(sql, "recovery_flow", { id: "r1" });
     await waitFor(

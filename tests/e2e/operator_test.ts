@@ -53,7 +53,7 @@ db.test("a trigger with no secret answers 500 and says so in the log, once a min
       } catch {
         return undefined;
       }
-    }, { what: `the trigger on port ${port}:\n${child.output()}`, timeoutMs: 30_000 });
+    }, { what: `the trigger on port ${port}:\n${child.output()}`, timeoutMs: 60_000 });
     assert.equal(first.status, 500);
     assert.match(first.body.error, /set PGFLOW_AUTH_SECRET or SUPABASE_SERVICE_ROLE_KEY/);
     assert.equal((await ask()).status, 500);
@@ -82,7 +82,7 @@ db.test("coverage: a task held by a killed worker is MISSING, then STALE once a 
           (await sql`select 1 from pgflow.flows where flow_slug = 'recovery_flow'`).length > 0,
         {
           what: `the worker to compile its flow:\n${dead.output()}`,
-          timeoutMs: 30_000,
+          timeoutMs: 60_000,
         },
       );
       return await startRun(sql, "recovery_flow", { id: "r1" });
@@ -91,7 +91,7 @@ db.test("coverage: a task held by a killed worker is MISSING, then STALE once a 
       async () =>
         (await sql`select 1 from pgflow.step_tasks where run_id = ${run}::uuid and status = 'started'`)
           .length > 0,
-      { what: "the task to start", timeoutMs: 30_000 },
+      { what: "the task to start", timeoutMs: 60_000 },
     );
     await killChild(dead);
 
@@ -106,7 +106,7 @@ db.test("coverage: a task held by a killed worker is MISSING, then STALE once a 
     const missing = await waitFor(async () => {
       const c = await coverage();
       return c.pair?.status === "MISSING" ? c : undefined;
-    }, { what: "MISSING", timeoutMs: 10_000 });
+    }, { what: "MISSING", timeoutMs: 60_000 });
     assert.equal(missing.code, 1, shown(missing.out));
     assert.deepEqual(
       [missing.pair.startedTasks, missing.pair.staleTasks, missing.pair.liveWorkers],
@@ -117,7 +117,7 @@ db.test("coverage: a task held by a killed worker is MISSING, then STALE once a 
     const stale = await waitFor(async () => {
       const c = await coverage();
       return c.pair?.status === "STALE" ? c : undefined;
-    }, { what: `STALE:\n${replacement.output()}`, timeoutMs: 30_000 });
+    }, { what: `STALE:\n${replacement.output()}`, timeoutMs: 60_000 });
     assert.equal(stale.code, 0, shown(stale.out));
     assert.deepEqual([stale.pair.staleTasks, stale.pair.liveWorkers], [1, 1]);
   } finally {

@@ -62,7 +62,7 @@ Deno.test("pg_cron runs ensure_workers, pg_net's ping reaches the function, its 
       const delivered = await waitFor(() => {
         const ds = relay.deliveries.filter((d) => d.url.endsWith(`/functions/v1/${name}`));
         return ds.length > 0 && ds.every((d) => d.body !== undefined) ? ds : undefined;
-      }, { what: `the answer to ${name}'s ping`, timeoutMs: 30_000 });
+      }, { what: `the answer to ${name}'s ping`, timeoutMs: 60_000 });
       assert.equal(delivered.length, 1, `one ping for ${name}`);
       assert.equal(delivered[0].status, 200, delivered[0].body);
       assert.equal(JSON.parse(delivered[0].body!).status, "started");

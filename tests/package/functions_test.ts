@@ -221,7 +221,7 @@ db.test("both functions run with their own deno.json under the Edge runtime and 
         } catch {
           return undefined;
         }
-      }, { what: `${fn.name} to listen; output:\n${fn.child.output()}`, timeoutMs: 30_000 });
+      }, { what: `${fn.name} to listen; output:\n${fn.child.output()}`, timeoutMs: 60_000 });
       assert.equal(denied.status, 401);
       await denied.body?.cancel();
     }

@@ -1,11 +1,24 @@
 // Two sessions at once: visibility, SKIP LOCKED, blocking.
 import assert from "node:assert/strict";
-import { testDatabase } from "../support/db.ts";
+import type postgres from "postgres";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { freshQueue, pgError, pgmqTarget, sortedIds } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });
 
-const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Returns once backend `pid` waits for a lock on the server. */
+async function waitingForLock(sql: postgres.Sql, pid: number): Promise<void> {
+  await waitFor(
+    async () =>
+      (await sql`select 1 from pg_stat_activity where pid = ${pid} and wait_event_type = 'Lock'`)
+        .length > 0,
+    { what: `backend ${pid} to wait for a lock`, timeoutMs: 60_000 },
+  );
+}
+
+async function backendPid(conn: postgres.Sql): Promise<number> {
+  return (await conn<{ pid: number }[]>`select pg_backend_pid() as pid`)[0].pid;
+}
 
 db.test("33 [all] an uncommitted send is invisible to others, without blocking them", async ({ sql, connect }) => {
   const q = freshQueue("t_uncommitted");
@@ -66,12 +79,13 @@ db.test("[all] a blocked archive completes once the holder commits", async ({ sq
   await sql`select pgmq.send(${q}::text, '{}'::jsonb)`;
   const a = connect();
   const b = connect();
+  const bPid = await backendPid(b);
   await a`begin`;
   assert.deepEqual(sortedIds(await a`select * from pgmq.read(${q}::text, 30, 1)`), [1]);
   const archiving = b`select pgmq.archive(${q}::text, 1::bigint) as ok`.then((r) => r[0].ok);
   let done = false;
   archiving.then(() => (done = true), () => (done = true));
-  await settle(200);
+  await waitingForLock(sql, bPid);
   assert.equal(done, false, "archive waits for the row lock");
   await a`commit`;
   assert.equal(await archiving, true);
@@ -109,10 +123,11 @@ db.test("[ver] concurrent create of one new queue serialises (clone and 1.5.2+)"
   const q = freshQueue("t_race_create");
   const a = connect();
   const b = connect();
+  const bPid = await backendPid(b);
   await a`begin`;
   await a`select pgmq.create(${q}::text)`;
   const second = b`select pgmq.create(${q}::text)`.then(() => "ok");
-  await settle(200);
+  await waitingForLock(sql, bPid);
   await a`commit`;
   assert.equal(await second, "ok");
   assert.equal((await sql`select 1 from pgmq.meta where queue_name = ${q}`).length, 1);

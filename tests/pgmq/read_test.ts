@@ -6,6 +6,26 @@ import { freshQueue, pgError, pgmqTarget, sortedIds } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });
 
+/**
+ * Runs a read (`call`: a set-returning `pgmq.read…(…)` call) and returns the ids it read, when it
+ * began and when it returned, by the server's clock within the one statement: a busy machine
+ * delays the client and the network far more than it delays a read's own waits.
+ */
+async function timedRead(
+  sql: postgres.Sql,
+  call: postgres.PendingQuery<postgres.Row[]>,
+): Promise<{ ids: number[]; began: Date; ended: Date; ms: number }> {
+  // LATERAL: the read runs after `began` is taken; `ended` is read after the read returned.
+  const [row] = await sql`
+    select r.ids, a.began, clock_timestamp() as ended,
+           extract(epoch from clock_timestamp() - a.began)::float8 * 1000 as ms
+    from (select clock_timestamp() as began) a
+    cross join lateral (
+      select coalesce(array_agg(m.msg_id order by m.msg_id), '{}') as ids, a.began as after
+      from ${call} m) r`;
+  return { ids: row.ids.map(Number), began: row.began, ended: row.ended, ms: row.ms };
+}
+
 async function queueWith(sql: postgres.Sql, prefix: string, count: number): Promise<string> {
   const q = freshQueue(prefix);
   await sql`select pgmq.create(${q}::text)`;
@@ -94,21 +114,20 @@ db.test("28 [1.5] a conditional read filters with jsonb containment", async ({ s
 
 db.test("29 [all] read_with_poll on an empty queue waits about max_poll_seconds", async ({ sql }) => {
   const q = await queueWith(sql, "t_poll_empty", 0);
-  const started = performance.now();
-  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 1, 1, 100)`;
-  const elapsed = performance.now() - started;
-  assert.equal(rows.length, 0);
-  assert.ok(elapsed >= 900 && elapsed <= 2000, `took ${elapsed} ms`);
+  const read = await timedRead(sql, sql`pgmq.read_with_poll(${q}::text, 30, 1, 1, 100)`);
+  assert.deepEqual(read.ids, []);
+  assert.ok(read.ms >= 900 && read.ms <= 2000, `took ${read.ms} ms`);
 });
 
 db.test("30 [all] read_with_poll returns a delayed message once it becomes visible", async ({ sql }) => {
   const q = await queueWith(sql, "t_poll_delay", 0);
-  const [{ id }] = await sql`select pgmq.send(${q}::text, '{}'::jsonb, 2) as id`;
-  const started = performance.now();
-  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 1, 6, 100)`;
-  const elapsed = performance.now() - started;
-  assert.deepEqual(rows.map((r) => r.msg_id), [id]);
-  assert.ok(elapsed >= 1500 && elapsed < 4500, `took ${elapsed} ms`);
+  const [{ id, sent }] =
+    await sql`select pgmq.send(${q}::text, '{}'::jsonb, 2) as id, clock_timestamp() as sent`;
+  const read = await timedRead(sql, sql`pgmq.read_with_poll(${q}::text, 30, 1, 6, 100)`);
+  assert.deepEqual(read.ids, [Number(id)]);
+  // Visible 2 s after the send; returned long before the 6 s the read would wait for nothing.
+  const ms = read.ended.getTime() - sent.getTime();
+  assert.ok(ms >= 1900 && read.ms < 5000, `returned ${ms} ms after the send, ${read.ms} ms in`);
 });
 
 db.test("[all] read_with_poll sees a message committed by another session while it waits", async ({ sql, connect }) => {
@@ -118,7 +137,7 @@ db.test("[all] read_with_poll sees a message committed by another session while 
   // Sent now, not when awaited (postgres.js queries are lazy): otherwise the read would begin
   // after the send, and find the message without waiting.
   const polling = poller`
-    select *, clock_timestamp() as got_at from pgmq.read_with_poll(${q}::text, 30, 1, 5, 50)`
+    select *, clock_timestamp() as got_at from pgmq.read_with_poll(${q}::text, 30, 1, 60, 50)`
     .execute();
   let returned = false;
   polling.then(() => (returned = true), () => (returned = true));
@@ -131,7 +150,6 @@ db.test("[all] read_with_poll sees a message committed by another session while 
     { what: "read_with_poll to wait on the server" },
   );
   assert.equal(returned, false, "read_with_poll returned before anything was sent");
-  await new Promise((r) => setTimeout(r, 300));
   const [{ sent_at }] = await writer`
     select clock_timestamp() as sent_at, pgmq.send(${q}::text, '{"late":true}'::jsonb)`;
   const rows = await polling;
@@ -141,23 +159,23 @@ db.test("[all] read_with_poll sees a message committed by another session while 
 });
 
 db.test("[all] read_with_poll sleeps the poll interval between attempts", async ({ sql }) => {
-  // The message becomes visible ~1 s after sending. Attempts come at 0 s and 1.5 s, so a poller
-  // that really sleeps returns after >= 1.5 s; a busy loop (PGMQ 1.4.4's bug) would return at ~1 s.
+  // The message becomes visible 3 s after sending. The read begins before that (it is the next
+  // statement), so its attempts come at 0 s and 4 s: a poller that really sleeps returns 4 s
+  // after it began; a busy loop (PGMQ 1.4.4's bug) would return at the 3 s mark, sooner.
   const q = await queueWith(sql, "t_poll_sleep", 0);
-  const started = performance.now();
-  await sql`select pgmq.send(${q}::text, '{}'::jsonb, 1)`;
-  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 1, 5, 1500)`;
-  const elapsed = performance.now() - started;
-  assert.equal(rows.length, 1);
-  assert.ok(elapsed >= 1400 && elapsed < 3500, `took ${elapsed} ms`);
+  const [{ sent }] =
+    await sql`select clock_timestamp() as sent from pgmq.send(${q}::text, '{}'::jsonb, 3)`;
+  const read = await timedRead(sql, sql`pgmq.read_with_poll(${q}::text, 30, 1, 10, 4000)`);
+  assert.equal(read.ids.length, 1);
+  assert.ok(read.began.getTime() - sent.getTime() < 3000, "the read began before it was visible");
+  assert.ok(read.ms >= 3900 && read.ms < 9000, `took ${read.ms} ms`);
 });
 
 db.test("31 [all] read_with_poll with max_poll_seconds 0 returns nothing at once", async ({ sql }) => {
   const q = await queueWith(sql, "t_poll_zero", 1);
-  const started = performance.now();
-  const rows = await sql`select * from pgmq.read_with_poll(${q}::text, 30, 10, 0, 100)`;
-  assert.equal(rows.length, 0);
-  assert.ok(performance.now() - started < 1000);
+  const read = await timedRead(sql, sql`pgmq.read_with_poll(${q}::text, 30, 10, 0, 100)`);
+  assert.deepEqual(read.ids, []);
+  assert.ok(read.ms < 1000, `took ${read.ms} ms`);
   // The message was not touched.
   assert.deepEqual(sortedIds(await sql`select * from pgmq.read(${q}::text, 30, 10)`), [1]);
 });

@@ -129,7 +129,7 @@ db.test(
         });
       }
       await startLoadRuns(sql, 20);
-      await waitForLoadRuns(sql, 60_000);
+      await waitForLoadRuns(sql, 180_000);
       const figures = await checkInvariants(sql);
       assert.equal(figures.runs, 20);
       await stopAll(workers);

@@ -37,7 +37,7 @@ function underWay(sql: postgres.Sql, n: number): Promise<unknown> {
         { n: number }[]
       >`select count(*)::int as n from pgflow.step_tasks where status = 'completed'`
         .then(([r]) => r.n >= n),
-    { what: `${n} completed tasks`, timeoutMs: 30_000 },
+    { what: `${n} completed tasks`, timeoutMs: 60_000 },
   );
 }
 
@@ -78,7 +78,7 @@ db.test(
       await startLoadRuns(sql, 20);
       await underWay(sql, 30);
       await killChild(children[0], "SIGKILL");
-      const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000));
+      const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 180_000));
       const figures = await checkInvariants(sql);
       console.log(JSON.stringify({ seed, backdated, ...figures }));
       assert.equal(figures.runs, 20);
@@ -107,7 +107,7 @@ db.test("PgBouncer restarted mid-run: workers reconnect and finish", async ({ sq
     await bouncer.stop();
     await new Promise((r) => setTimeout(r, 1500));
     await bouncer.start();
-    const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000)).catch(
+    const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 180_000)).catch(
       async (error) => {
         // What the workers and PgBouncer last said, to tell a wedged worker from a dead one.
         const said = childLogs(children).filter((l) => l.level !== "debug").slice(-30);
@@ -157,7 +157,7 @@ Deno.test("Postgres restarted behind PgBouncer: workers ride it out", async () =
       await pg.stop();
       await new Promise((r) => setTimeout(r, 1500));
       await pg.start();
-      const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 60_000));
+      const backdated = await withBackdating(sql, () => waitForLoadRuns(sql, 180_000));
       const figures = await checkInvariants(sql);
       console.log(JSON.stringify({ seed, backdated, ...figures }));
       assert.equal(figures.runs, 20);

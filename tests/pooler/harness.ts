@@ -80,7 +80,7 @@ export async function spawnLoadWorker(
         .then(([r]) => r.n > before),
     {
       what: `a worker on ${options.queue} to register; output:\n${child.output()}`,
-      timeoutMs: 30_000,
+      timeoutMs: 60_000,
     },
   );
   return child;

@@ -43,7 +43,7 @@ db.test("shared queues through a transaction pooler: every run ends, once", asyn
     const orphanRun = await startRun(sql, ORPHAN_FLOW, { n: 1 });
     const runs = await startLoadRuns(sql, 30);
     const foreign = await sendForeignMessages(sql, runs[0]);
-    await waitForLoadRuns(sql, 60_000);
+    await waitForLoadRuns(sql, 180_000);
     const figures = await checkInvariants(sql, foreign);
     console.log(JSON.stringify(figures));
     assert.equal(figures.completedRuns + figures.failedRuns, 30);

@@ -66,7 +66,7 @@ db.test(
           sql`select 1 from pgflow.workers where function_name = 'doomed'`.then((r) =>
             r.length === 2
           ),
-        { what: `the doomed process to register; output:\n${child.output()}`, timeoutMs: 30_000 },
+        { what: `the doomed process to register; output:\n${child.output()}`, timeoutMs: 60_000 },
       );
       await startLoadRuns(sql, 20);
       await waitFor(async () => {
@@ -86,7 +86,7 @@ db.test(
       let backdated = 0;
       const stopBackdating = repeat(300, async () => (backdated += await backdateStuck(sql, 2000)));
       try {
-        await waitForLoadRuns(sql, 60_000);
+        await waitForLoadRuns(sql, 180_000);
       } finally {
         await stopBackdating();
       }
@@ -194,7 +194,7 @@ db.test(
       }
       const stopBackdating = repeat(300, () => backdateStuck(sql, 3000));
       try {
-        await waitForLoadRuns(sql, 60_000);
+        await waitForLoadRuns(sql, 180_000);
       } finally {
         await stopBackdating();
       }

@@ -51,7 +51,7 @@ db.test("500 tasks on 4 workers and 2 shared queues: nothing lost, nothing run t
     ];
     const runs = await startLoadRuns(sql, 500 / TASKS_PER_RUN);
     const foreign = await sendForeignMessages(sql, runs[0]);
-    await waitForLoadRuns(sql, 60_000);
+    await waitForLoadRuns(sql, 180_000);
     await stopAll(workers);
 
     const figures = await checkInvariants(sql, foreign);

@@ -61,7 +61,7 @@ Deno.test("workers ride out a Postgres restart and finish every run", async () =
     let backdated = 0;
     const stopBackdating = repeat(300, async () => (backdated += await backdateStuck(sql, 3000)));
     try {
-      await waitForLoadRuns(sql, 60_000);
+      await waitForLoadRuns(sql, 180_000);
     } finally {
       await stopBackdating();
     }

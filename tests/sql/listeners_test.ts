@@ -7,12 +7,10 @@
  */
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { testDatabase } from "../support/db.ts";
-import { defineFlow, waitForNotifications } from "../support/engine.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
+import { allNotified, defineFlow, waitForNotifications } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
-
-const settle = () => new Promise((r) => setTimeout(r, 300));
 
 /** pgflow's advisory lock class (the bytes 'pgfw'), see 0045_listeners.sql. */
 const LOCK_CLASS = 1885824631;
@@ -32,22 +30,22 @@ db.test("a queue's work and a run's changes are notified only while a session wa
   const [quiet] = await sql`select run_id from pgflow.start_flow('ln_flow', '{}')`;
   const runHeard = await hear(listener, `pgflow_run:${quiet.run_id}`);
   await sql`select pgflow.cancel_run(${quiet.run_id})`;
-  await settle();
+  await allNotified(listener, sql);
   assert.deepEqual([queueHeard, runHeard], [[], []]);
 
   await waitForNotifications(listener, ["pgflow_queue:ln_q"]);
   const [loud] = await sql`select run_id from pgflow.start_flow('ln_flow', '{}')`;
-  await settle();
+  await allNotified(listener, sql);
   assert.deepEqual(queueHeard, [""], "the queue's waiter is told");
   const loudHeard = await hear(listener, `pgflow_run:${loud.run_id}`);
   await waitForNotifications(listener, [`pgflow_run:${loud.run_id}`]);
   await sql`select pgflow.cancel_run(${loud.run_id})`;
-  await settle();
+  await allNotified(listener, sql);
   assert.deepEqual(loudHeard, [loud.run_id], "the run's waiter is told");
 
   await listener`select pgflow.listen_stop(${["pgflow_queue:ln_q"]}::text[])`;
   await sql`select pgflow.start_flow('ln_flow', '{}')`;
-  await settle();
+  await allNotified(listener, sql);
   assert.deepEqual(queueHeard, [""], "after listen_stop nothing more");
   assert.deepEqual(
     await sql`select channel from pgflow.listeners order by channel`.then((r) =>
@@ -75,7 +73,7 @@ db.test("the barrier waits out a sender that looked before the waiter said so: a
   } finally {
     sender.release();
   }
-  await settle();
+  await allNotified(listener, sql);
   assert.deepEqual(heard, [], "the sender looked too early: it sent nothing");
   const [late] = await listener`select pgflow.listen_barrier(${channels}::text[]) as passed`;
   assert.equal(late.passed, true);
@@ -85,7 +83,7 @@ db.test("the barrier waits out a sender that looked before the waiter said so: a
 
   // A sender that starts after the waiter said so is heard.
   await sql`select pgflow.start_flow('ln_race', '{}')`;
-  await settle();
+  await allNotified(listener, sql);
   assert.deepEqual(heard, [""]);
 });
 
@@ -102,7 +100,7 @@ db.test("a sender that cannot take its shared lock notifies anyway, and does not
       await tx`set local lock_timeout = '2s'`;
       await tx`select pgflow.start_flow('ln_held', '{}')`;
     });
-    await settle();
+    await allNotified(listener, sql);
     assert.deepEqual(heard, [""], "announced although nobody said they wait");
   } finally {
     await holder`select pg_advisory_unlock_all()`;
@@ -129,7 +127,11 @@ db.test("channels are checked; rows of ended sessions go with the next listen_st
   const [{ pid }] =
     await sql`select pid from pgflow.listeners where channel = 'pgflow_queue:ln_gone'`;
   await sql`select pg_terminate_backend(${pid})`;
-  await new Promise((r) => setTimeout(r, 200));
+  // Ended: gone from the server's activity, which is what the sweep compares with.
+  await waitFor(
+    async () => (await sql`select 1 from pg_stat_get_activity(${pid}::int)`).length === 0,
+    { what: `backend ${pid} to end`, timeoutMs: 60_000 },
+  );
   assert.equal((await sql`select 1 from pgflow.listeners where pid = ${pid}`).length, 1);
   // A session's first listen_start sweeps (later ones of the same session do not).
   await waitForNotifications(connect(), ["pgflow_queue:ln_other"]);

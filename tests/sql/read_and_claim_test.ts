@@ -232,7 +232,7 @@ db.test("a task claimed after the read waited is stamped with when it started, n
     sql,
     poller,
     "rac_wait_poller",
-    (p) => readAndClaim(p, "rac_wait_q", worker, { wait: 5 }),
+    (p) => readAndClaim(p, "rac_wait_q", worker, { wait: 60 }),
   );
   await new Promise((resolve) => setTimeout(resolve, 1200));
   const [{ now: sentAt }] = await sql`select clock_timestamp() as now`;
@@ -255,7 +255,7 @@ db.test("a worker with no row claims with explicit pairs: its tasks name no work
     sql,
     poller,
     "rac_gone_poller",
-    (p) => readAndClaim(p, "rac_gone_q", worker, { wait: 5, supported: [["rac_gone", "a"]] }),
+    (p) => readAndClaim(p, "rac_gone_q", worker, { wait: 60, supported: [["rac_gone", "a"]] }),
   );
   await new Promise((resolve) => setTimeout(resolve, 1200));
   const [{ now: sentAt }] = await sql`select clock_timestamp() as now`;

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase, waitFor } from "../support/db.ts";
-import { defineFlow, waitForNotifications } from "../support/engine.ts";
+import { allNotified, defineFlow, waitForNotifications } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -68,25 +68,30 @@ async function task(sql: postgres.Sql, runId: string) {
   return { ...row };
 }
 
-/** Notifications on the queue's channel, with their payloads. */
-async function listen(connect: () => postgres.Sql, queue: string): Promise<string[]> {
+/**
+ * Notifications on the queue's channel, with their payloads; `delivered()` returns once every one
+ * committed before it has been heard.
+ */
+async function listen(
+  connect: () => postgres.Sql,
+  sql: postgres.Sql,
+  queue: string,
+): Promise<{ heard: string[]; delivered: () => Promise<void> }> {
   const heard: string[] = [];
   const conn = connect();
   await conn.listen(`pgflow_queue:${queue}`, (payload) => heard.push(payload));
   await waitForNotifications(conn, [`pgflow_queue:${queue}`]);
-  return heard;
+  return { heard, delivered: () => allNotified(conn, sql) };
 }
-
-const settle = () => new Promise((r) => setTimeout(r, 200));
 
 db.test("a message another live worker serves is handed back: visible at once, announced with its pair, its task untouched", async ({ sql, connect }) => {
   await defineFlow(sql, "sr_a", [{ slug: "a", queue: "sr_q" }], { mode: "routed" });
   await defineFlow(sql, "sr_b", [{ slug: "b", queue: "sr_q" }], { mode: "routed" });
   const serving = await register(sql, "sr_q", [["sr_a", "a"]]);
   const other = await register(sql, "sr_q", [["sr_b", "b"]]);
-  const heard = await listen(connect, "sr_q");
+  const { heard, delivered } = await listen(connect, sql, "sr_q");
   const [{ run_id: runId }] = await sql`select run_id from pgflow.start_flow('sr_a', '{}')`;
-  await settle();
+  await delivered();
   heard.length = 0;
 
   const [read] = await readAs(sql, "sr_q", other);
@@ -94,7 +99,7 @@ db.test("a message another live worker serves is handed back: visible at once, a
   assert.deepEqual([read.flow_slug, read.step_slug], ["sr_a", "a"]);
   assert.ok(read.in_s <= 0, `visible again at once (in ${read.in_s} s)`);
   assert.deepEqual(await task(sql, runId), { status: "queued", attempts_count: 0 });
-  await settle();
+  await delivered();
   assert.deepEqual(heard, ['["sr_a", "a"]'], "announced with its pair, never its body");
 
   const [claimed] = await readAs(sql, "sr_q", serving);
@@ -115,16 +120,16 @@ db.test("no live worker serves it, or no task owns it: the message keeps the rea
             where worker_id = ${silent}::uuid`;
   // Serving sr_c, but on another queue.
   await register(sql, "sr_elsewhere", [["sr_c", "c"]]);
-  const heard = await listen(connect, "sr_q2");
+  const { heard, delivered } = await listen(connect, sql, "sr_q2");
   await sql`select pgflow.start_flow('sr_c', '{}')`;
   await sql`select pgmq.send('sr_q2', '{"foreign": true}')`;
-  await settle();
+  await delivered();
   heard.length = 0;
 
   const rows = await readAs(sql, "sr_q2", other, 30);
   assert.deepEqual(rows.map((r) => r.disposition).sort(), ["unknown", "unsupported"]);
   for (const r of rows) assert.ok(r.in_s > 25, `${r.disposition}: hidden for the reader's 30 s`);
-  await settle();
+  await delivered();
   assert.deepEqual(heard, [], "nothing announced");
 });
 
@@ -152,13 +157,13 @@ db.test("a worker whose own work waits behind another's backlog is told how far,
   });
   await register(sql, "sr_past", [["sr_busy", "b"]]); // live, busy elsewhere: never reads here
   const me = await register(sql, "sr_past", [["sr_mine", "m"]]);
-  const heard = await listen(connect, "sr_past");
+  const { heard, delivered } = await listen(connect, sql, "sr_past");
   const busy = await sql<{ run_id: string }[]>`
     select (pgflow.start_flow('sr_busy', '{}')).run_id from generate_series(1, 30)`;
   await sql`select pgflow.start_flow('sr_mine', '{}') from generate_series(1, 5)`;
   const [{ first }] = await sql<{ first: number }[]>`
     select min(msg_id)::int as first from pgmq.read('sr_past', 0, 1)`;
-  await settle();
+  await delivered();
   heard.length = 0;
 
   // Ten of the backlog's head, handed back; the first own task is 30 ids behind the first read.
@@ -166,7 +171,7 @@ db.test("a worker whose own work waits behind another's backlog is told how far,
   assert.deepEqual(counts(head), { handed_back: 10 });
   assert.ok(head.every((r) => r.next_read_qty === 30 + 10), JSON.stringify(head[0]));
   assert.equal(Number(head[0].msg_id), first);
-  await settle();
+  await delivered();
   heard.length = 0;
 
   // Reading that far with two free slots: two claimed, three returned, thirty read past.

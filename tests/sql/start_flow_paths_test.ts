@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
-import { defineFlow, queueMessages, waitForNotifications } from "../support/engine.ts";
+import { allNotified, defineFlow, queueMessages, waitForNotifications } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -59,7 +59,7 @@ db.test("plain roots start directly with exactly the rows the general path makes
     { flow_slug: "sfp_fast", run_id: fast.run_id, step_slug: "a", task_index: 0 },
     { flow_slug: "sfp_slow", run_id: slow.run_id, step_slug: "a", task_index: 0 },
   ]);
-  await new Promise((r) => setTimeout(r, 300));
+  await allNotified(listener, sql);
   assert.deepEqual(heard.sort(), ["sfp_q1", "sfp_q1", "sfp_q2", "sfp_q2"]);
   assert.equal(fast.status, "started");
 });

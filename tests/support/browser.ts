@@ -20,6 +20,8 @@ export interface Page {
   waitFor<T>(expression: string, what: string, timeoutMs?: number): Promise<T>;
   /** Saves a PNG of the whole page (beyond the viewport) at `path`. */
   screenshot(path: string): Promise<void>;
+  /** Lays the page out for a window of this size in CSS pixels (default 1400 × 1000). */
+  setViewport(width: number, height: number): Promise<void>;
   /** Console messages, uncaught exceptions and browser log entries (e.g. CSP reports), in order. */
   readonly messages: readonly string[];
 }
@@ -159,6 +161,14 @@ export async function openBrowser(): Promise<Browser> {
             }
             await new Promise((r) => setTimeout(r, 100));
           }
+        },
+        async setViewport(width: number, height: number) {
+          await cdp.send("Emulation.setDeviceMetricsOverride", {
+            width,
+            height,
+            deviceScaleFactor: 1,
+            mobile: false,
+          }, sessionId);
         },
         async screenshot(path: string) {
           const { data } = await cdp.send<{ data: string }>("Page.captureScreenshot", {

@@ -5,6 +5,7 @@
  * @module
  */
 import { runTests } from "./run_tests.ts";
+import { summaryLines } from "./summary.ts";
 
 async function stage(name: string, args: string[]): Promise<boolean> {
   console.error(`\n[ci] ${name}: deno ${args.join(" ")}`);
@@ -24,16 +25,20 @@ const checks: [string, string[]][] = [
   ["check", ["task", "check"]],
   ["doc", ["doc", "--lint", "mod.ts"]],
 ];
-let failedStages = 0;
-for (const [name, args] of checks) if (!(await stage(name, args))) failedStages++;
+const failedStages: string[] = [];
+for (const [name, args] of checks) if (!(await stage(name, args))) failedStages.push(name);
 const totals = await runTests([]);
-if (totals.interrupted) {
-  console.log(`${totals.passed} passed, ${totals.failed + failedStages} failed (interrupted)`);
-  Deno.exit(1);
+if (!totals.interrupted) {
+  if (!(await stage("publish", ["publish", "--dry-run", "--allow-dirty"]))) {
+    failedStages.push("publish");
+  }
 }
-if (!(await stage("publish", ["publish", "--dry-run", "--allow-dirty"]))) failedStages++;
-const failed = totals.failed + failedStages;
-console.log(
-  `${totals.passed} passed, ${failed} failed${totals.ignored ? `, ${totals.ignored} skipped` : ""}`,
-);
-Deno.exit(failed ? 1 : 0);
+console.log(summaryLines({
+  ...totals,
+  failed: totals.failed + failedStages.length,
+  failures: [
+    ...failedStages.map((name) => `[ci] ${name} (see its output above)`),
+    ...totals.failures,
+  ],
+}));
+Deno.exit(totals.interrupted || totals.failed + failedStages.length > 0 ? 1 : 0);

@@ -134,7 +134,7 @@ export interface WaitOptions {
  */
 export async function waitFor<T>(
   probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  { timeoutMs = 15_000, intervalMs = 50, what = "condition" }: WaitOptions = {},
+  { timeoutMs = 60_000, intervalMs = 50, what = "condition" }: WaitOptions = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -242,3 +242,40 @@ export async function waitForNotifications(sql: Sql, channels: string[]): Promis
     select pgflow.listen_barrier(${channels}::text[]) as passed`;
   if (!passed) throw new Error(`listen_barrier did not pass for ${channels.join(", ")}`);
 }
+
+/**
+ * Returns once every notification committed before the call has reached `listener`'s handlers: a
+ * session receives notifications in commit order, so once a marker sent after them has arrived,
+ * so have they. What was not heard by then was never sent; no sleep can say as much on a busy
+ * machine. `listener` is the pool whose `listen` handlers collect what is heard; `sender` any other.
+ *
+ * @example
+ * ```ts
+ * await sql`select pgflow.start_flow('f', '{}')`;
+ * await allNotified(listener, sql);
+ * assert.deepEqual(heard, [""]);
+ * ```
+ */
+export async function allNotified(listener: postgres.Sql, sender: Sql): Promise<void> {
+  const channel = "pgflow_test_all_notified";
+  const marker = crypto.randomUUID();
+  let arrived!: () => void;
+  const heard = new Promise<void>((resolve) => (arrived = resolve));
+  const subscription = await listener.listen(channel, (p) => p === marker && arrived());
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await sender`select pg_notify(${channel}, ${marker})`;
+    await Promise.race([
+      heard,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error("the marker notification did not arrive within 60 s")),
+          60_000,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await subscription.unlisten();
+  }
+}

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { testDatabase, waitFor } from "./db.ts";
 import { parseDenoTestSummary } from "./run_tests.ts";
+import { failedTestNames, namedFailures, summaryLines } from "./summary.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -50,4 +51,27 @@ Deno.test("the runner reads deno test's summary line", () => {
     ignored: 0,
   });
   assert.equal(parseDenoTestSummary("error: Module not found"), undefined);
+});
+
+Deno.test("the runner names failed tests from output cut short, and never fewer than counted", () => {
+  // Killed before deno's closing list: the top-level lines that ended FAILED or cancelled.
+  const cut =
+    "a ... ok (1ms)\nb ... FAILED (2ms)\nc ...\n  step ... cancelled (0ms)\nc ... cancelled\n";
+  assert.deepEqual(failedTestNames(cut), ["b", "c"]);
+  assert.deepEqual(namedFailures("tests/pgmq/read_test.ts", "error: Module not found\n", 2), [
+    "tests/pgmq/read_test.ts › 2 more failed test(s) (see its output above)",
+  ]);
+  assert.equal(
+    summaryLines({
+      passed: 5,
+      failed: 1,
+      ignored: 2,
+      failures: ["[ci] lint (see its output above)"],
+    }),
+    "FAILED [ci] lint (see its output above)\n5 passed, 1 failed, 2 skipped",
+  );
+  assert.equal(
+    summaryLines({ passed: 5, failed: 0, ignored: 0, failures: [] }),
+    "5 passed, 0 failed",
+  );
 });

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
 import { waitFor } from "./db.ts";
+import { isRunning } from "./processes.ts";
 
 function hasSystemPostgres(): boolean {
   try {
@@ -103,15 +104,20 @@ Deno.test("servers do not outlive a starter killed with SIGKILL", async () => {
   };
   assert.ok(await listening(s.port), "the server was up when its starter died");
   try {
-    await waitFor(
-      async () =>
-        !exists(`/proc/${s.postmasterPid}`) && !exists(s.dataDir) &&
-        !(await listening(s.port)) && !(await listening(s.bouncerPort)),
-      { timeoutMs: 15_000, what: `the orphaned servers (${JSON.stringify(s)}) to be stopped` },
-    );
-    const note = await Deno.readTextFile(notes);
-    assert.match(note, /ended without stopping the throw-away Postgres in .*: stopped it/);
-    assert.match(note, /ended without stopping the throw-away PgBouncer in .*: stopped it/);
+    // A watchdog writes its note last, once its server is gone and its folder removed: a closed
+    // port only says the kill happened, not that the watchdog is done.
+    const stoppedBoth = (note: string) =>
+      /ended without stopping the throw-away Postgres in .*: stopped it/.test(note) &&
+      /ended without stopping the throw-away PgBouncer in .*: stopped it/.test(note);
+    // A watchdog gives up after about 25 s (its stop command's tries, then SIGKILL).
+    await waitFor(async () => stoppedBoth(await Deno.readTextFile(notes)), {
+      timeoutMs: 60_000,
+      what: `both watchdogs' notes that they stopped the orphaned servers (${JSON.stringify(s)})`,
+    });
+    assert.ok(!isRunning(s.postmasterPid), "the postmaster is gone");
+    assert.ok(!exists(s.dataDir), "the server's folder is removed");
+    assert.ok(!(await listening(s.port)), "nothing listens on the server's port");
+    assert.ok(!(await listening(s.bouncerPort)), "nothing listens on PgBouncer's port");
   } finally {
     await Deno.remove(notes);
     await stderr;

@@ -17,7 +17,8 @@ import { provision } from "../../local/provision.ts";
 import { startWatchdog } from "../../src/cli/db/watchdog.ts";
 import { openTestServer } from "./test_server.ts";
 import { dropTestDatabases, prepareTemplates } from "./templates.ts";
-import { describeProcesses, lingering, stopProcesses } from "./processes.ts";
+import { describeProcesses, stopLeftovers } from "./processes.ts";
+import { summaryLines } from "./summary.ts";
 import {
   killGroup,
   parseDenoTestSummary,
@@ -32,6 +33,8 @@ export { parseDenoTestSummary, type TestTotals };
 export interface RunTotals extends TestTotals {
   /** The signal that stopped the run early, if one did. */
   interrupted?: Deno.Signal;
+  /** One entry per failure counted in `failed` (`file › test`), by file. */
+  failures: string[];
 }
 
 // `deno test` options whose value is the next argument.
@@ -106,7 +109,7 @@ const EXIT_CODE: Partial<Record<Deno.Signal, number>> = { SIGHUP: 129, SIGINT: 1
 export async function runTests(args: string[]): Promise<RunTotals> {
   const { flags, paths } = splitArgs(args);
   const files = testFiles(paths);
-  const totals: RunTotals = { passed: 0, failed: 0, ignored: 0 };
+  const totals: RunTotals = { passed: 0, failed: 0, ignored: 0, failures: [] };
   const groups = new Set<number>();
   const listeners = SIGNALS.map((sig) => {
     const listener = () => {
@@ -159,6 +162,7 @@ export async function runTests(args: string[]): Promise<RunTotals> {
         await Promise.all(Array.from({ length: Math.min(jobs(), files.length) }, worker));
       } else if (!totals.interrupted) {
         problems.push("the test files do not type-check (see above)");
+        totals.failures.push("the test files do not type-check (see above)");
         totals.failed++;
       }
       await dropTestDatabases(server.url).catch(() => {});
@@ -166,28 +170,32 @@ export async function runTests(args: string[]): Promise<RunTotals> {
       await server.close();
     }
   } finally {
-    for (const r of results) {
+    for (const r of [...results].sort((a, b) => a.file.localeCompare(b.file))) {
       totals.passed += r.passed;
       totals.failed += r.failed;
       totals.ignored += r.ignored;
+      totals.failures.push(...r.failures);
     }
-    const left = await lingering(
-      { envPrefix: `PGFLOW_TEST_RUN=${runDir}/`, commandIncludes: runDir },
-      5000,
-    );
+    const left = await stopLeftovers({
+      envPrefix: `PGFLOW_TEST_RUN=${runDir}/`,
+      commandIncludes: runDir,
+    });
     if (left.length > 0) {
       problems.push(
         `LEFT RUNNING after the suite (now stopped):\n${describeProcesses(left)}`,
       );
+      totals.failures.push("processes left running after the suite (see above)");
       totals.failed++;
-      await stopProcesses(left);
     }
     await Deno.remove(runDir, { recursive: true }).catch(() => {});
     await watchdog.release();
     for (const [sig, listener] of listeners) Deno.removeSignalListener(sig, listener);
     report(results, problems);
   }
-  if (totals.interrupted) totals.failed++;
+  if (totals.interrupted) {
+    totals.failures.push(`the run, stopped by ${totals.interrupted}`);
+    totals.failed++;
+  }
   return totals;
 }
 
@@ -221,6 +229,7 @@ function report(results: readonly TestFileResult[], problems: readonly string[])
 
 if (import.meta.main) {
   const t = await runTests(Deno.args);
-  console.log(`${t.passed} passed, ${t.failed} failed${t.ignored ? `, ${t.ignored} skipped` : ""}`);
+  // Interrupted or not, the totals line stays as it was: `N passed, N failed`.
+  console.log(summaryLines({ ...t, interrupted: undefined }));
   Deno.exit(t.interrupted ? EXIT_CODE[t.interrupted] ?? 1 : t.failed ? 1 : 0);
 }

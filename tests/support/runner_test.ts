@@ -6,14 +6,18 @@
 import assert from "node:assert/strict";
 import { runTestFile, unfinishedTest } from "./test_file.ts";
 import { waitFor } from "./db.ts";
+import { isRunning } from "./processes.ts";
+import { summaryLines } from "./summary.ts";
 
 const HANG = new URL("./fixtures/hang.ts", import.meta.url).pathname;
 const LEAK = new URL("./fixtures/leak.ts", import.meta.url).pathname;
+const FAILS = new URL("./fixtures/fails.ts", import.meta.url).pathname;
 
 interface Started {
   postmaster: number;
   sleeper: number;
-  port: number;
+  /** The server's port; none for the fixture's stand-in server. */
+  port?: number;
 }
 
 function started(output: string): Started {
@@ -23,15 +27,8 @@ function started(output: string): Started {
 }
 
 async function gone(s: Started): Promise<boolean> {
-  const alive = (pid: number) => {
-    try {
-      // A zombie (ended, not yet reaped by its parent) has an empty command line.
-      return Deno.readTextFileSync(`/proc/${pid}/cmdline`).length > 0;
-    } catch {
-      return false;
-    }
-  };
-  if (alive(s.postmaster) || alive(s.sleeper)) return false;
+  if (isRunning(s.postmaster) || isRunning(s.sleeper)) return false;
+  if (s.port === undefined) return true;
   try {
     (await Deno.connect({ hostname: "127.0.0.1", port: s.port })).close();
     return false;
@@ -52,16 +49,47 @@ Deno.test("the runner names the test a hang is in", () => {
   assert.equal(unfinishedTest("a ... ignored (0ms)\n"), undefined);
 });
 
+Deno.test("a file's failures are named one per line, file › test, before the totals", async () => {
+  const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
+  await Deno.chmod(runDir, 0o755);
+  try {
+    const result = await runTestFile(FAILS, { flags: [], env: {}, runDir });
+    assert.equal(result.passed, 1);
+    assert.equal(result.failed, 2);
+    assert.deepEqual(result.failures, [
+      `${FAILS} › fails => plainly`,
+      `${FAILS} › fails in a step > the bad step`,
+    ]);
+    assert.equal(
+      summaryLines({ ...result, failures: result.failures }),
+      `FAILED ${FAILS} › fails => plainly\nFAILED ${FAILS} › fails in a step > the bad step\n` +
+        "1 passed, 2 failed",
+    );
+  } finally {
+    await Deno.remove(runDir, { recursive: true });
+  }
+});
+
 Deno.test("a file over its bound fails naming the test, and nothing it started is left", async () => {
   const runDir = await Deno.makeTempDir({ prefix: "pgflow-runner-test-" });
   await Deno.chmod(runDir, 0o755);
   try {
-    const result = await runTestFile(HANG, { flags: [], env: {}, runDir, timeoutSeconds: 8 });
-    assert.equal(result.timedOutAfterS, 8);
+    // The stand-in server is up at once: the bound is overrun by the hang, however busy the
+    // machine (a real Postgres's initdb alone can take longer than a short bound there).
+    const result = await runTestFile(HANG, {
+      flags: [],
+      env: { PGFLOW_FIXTURE_SERVER: "stand-in" },
+      runDir,
+      timeoutSeconds: 20,
+    });
+    assert.equal(result.timedOutAfterS, 20);
     assert.equal(result.failed, 1);
+    assert.deepEqual(result.failures, [
+      `${HANG} › starts a server and hangs > the stuck step (still running after 20 s: killed)`,
+    ]);
     assert.match(
       result.problems[0],
-      /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 8 s/,
+      /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 20 s/,
     );
     const s = started(result.output);
     assert.ok(await gone(s), `nothing is left running: ${JSON.stringify(s)}`);
@@ -77,6 +105,7 @@ Deno.test("a file that leaves processes running fails naming them", async () => 
     const result = await runTestFile(LEAK, { flags: [], env: {}, runDir });
     assert.equal(result.passed, 1);
     assert.equal(result.failed, 1, result.problems.join("\n"));
+    assert.deepEqual(result.failures, [`${LEAK} › (left processes running)`]);
     const s = started(result.output);
     assert.match(result.problems.join("\n"), new RegExp(`LEFT RUNNING .*leak\\.ts`));
     assert.match(result.problems.join("\n"), new RegExp(`pid ${s.sleeper}: \\S*sleep 600`));
@@ -104,8 +133,9 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     })();
     let s: Started;
     try {
+      // The runner provisions, starts its server and type-checks before the file runs.
       await waitFor(() => out.includes("STARTED"), {
-        timeoutMs: 120_000,
+        timeoutMs: 300_000,
         what: "the runner's file to start its server",
       });
       s = started(out);
@@ -115,17 +145,36 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     const status = await runner.status;
     await reading;
     const err = await stderr;
-    await waitFor(() => gone(s), {
-      timeoutMs: 15_000,
-      what: `what the file started to be stopped (${JSON.stringify(s)})`,
-    });
-    const noted = await Deno.readTextFile(notes);
+    // A watchdog writes its note last, once its stop is done: with the runner killed, the notes
+    // (not the processes being gone) say the watchdogs finished. A watchdog gives up after ~25 s.
+    const expectedNotes = signal === "SIGKILL"
+      ? [
+        /without stopping the test processes of .*hang\.ts/,
+        /without stopping the throw-away Postgres/,
+      ]
+      : [];
+    let noted = "";
+    await waitFor(
+      async () => {
+        noted = await Deno.readTextFile(notes);
+        return expectedNotes.every((re) => re.test(noted)) && await gone(s);
+      },
+      {
+        timeoutMs: 60_000,
+        what: `what the file started to be stopped (${JSON.stringify(s)})` +
+          (expectedNotes.length > 0 ? ` and the watchdogs' notes ${expectedNotes.join(", ")}` : ""),
+      },
+    );
     await Deno.remove(notes);
     if (signal === "SIGTERM") {
       assert.equal(status.code, 143, `${out}\n${err}`);
       assert.match(err, /SIGTERM: stopping the test files/);
       assert.match(out, /KILLED .*hang\.ts: SIGKILL ended it before it finished/);
-      assert.match(out, /^0 passed, 2 failed$/m);
+      // The last lines name both failures, then the totals.
+      assert.match(
+        out,
+        /^FAILED \S*hang\.ts › \(killed by SIGKILL before it finished\)\nFAILED the run, stopped by SIGTERM\n0 passed, 2 failed$/m,
+      );
     } else {
       // Nothing of the runner ran: its watchdogs stopped the file, its server and its folder.
       assert.match(noted, /without stopping the test processes of .*hang\.ts/);

@@ -9,7 +9,8 @@
  * @module
  */
 import { startWatchdog } from "../../src/cli/db/watchdog.ts";
-import { describeProcesses, lingering, type ProcMatch, stopProcesses } from "./processes.ts";
+import { describeProcesses, type ProcMatch, stopLeftovers } from "./processes.ts";
+import { namedFailures } from "./summary.ts";
 
 /** The bound of a file that names none, in seconds. */
 // About twice the slowest file (2-3 min with the suite running two files at once on 2 cores), so a
@@ -116,6 +117,8 @@ export interface TestFileResult extends TestTotals {
   readonly timedOutAfterS?: number;
   /** Lines saying what went wrong besides failed tests: a hang, processes left running. */
   readonly problems: string[];
+  /** One `file › test` (or `file › what else failed`) per failure counted in `failed`. */
+  readonly failures: string[];
 }
 
 /**
@@ -191,8 +194,10 @@ export async function runTestFile(
   const output = chunks.join("");
   const problems: string[] = [];
   const totals = parseDenoTestSummary(output) ?? countResults(output);
+  const failures = namedFailures(file, output, totals.failed);
   if (timedOut) {
     const test = unfinishedTest(output);
+    failures.push(`${file} › ${test ?? "a test"} (still running after ${timeoutS} s: killed)`);
     problems.push(
       `TIMEOUT ${file}: ${
         test ? `"${test}"` : "a test"
@@ -204,10 +209,12 @@ export async function runTestFile(
   } else if (status.signal) {
     // Killed from outside (the run was interrupted), or crashed.
     problems.push(`KILLED ${file}: ${status.signal} ended it before it finished`);
+    failures.push(`${file} › (killed by ${status.signal} before it finished)`);
     totals.failed++;
   } else if (!status.success && totals.failed === 0) {
     // An error before any test ran still counts as a failure.
     problems.push(`${file}: deno test exited with code ${status.code} and no failed test`);
+    failures.push(`${file} › (deno test exited with code ${status.code})`);
     totals.failed++;
   }
   const ours: ProcMatch = {
@@ -215,8 +222,7 @@ export async function runTestFile(
     envPrefix: `PGFLOW_TEST_RUN=${dir}`,
     commandIncludes: dir,
   };
-  const left = await lingering(ours, options.graceMs ?? 5000);
-  await stopProcesses(left);
+  const left = await stopLeftovers(ours, { graceMs: options.graceMs });
   options.onGroup?.(undefined);
   const stopped = (await Deno.readTextFile(notes).catch(() => "")).trim();
   if (left.length > 0 || stopped) {
@@ -226,7 +232,10 @@ export async function runTestFile(
         (stopped ? `\n  ${stopped.split("\n").join("\n  ")}` : ""),
     );
     // A killed file could not stop what it started: that is the kill's failure, counted above.
-    if (!timedOut && !status.signal) totals.failed++;
+    if (!timedOut && !status.signal) {
+      failures.push(`${file} › (left processes running)`);
+      totals.failed++;
+    }
   }
   await watchdog.release();
   await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -238,6 +247,7 @@ export async function runTestFile(
     durationMs: Date.now() - started,
     timedOutAfterS: timedOut ? timeoutS : undefined,
     problems,
+    failures,
   };
 }
 

@@ -5,7 +5,10 @@
  * - `violations` counts client messages sent while a Sync (or simple Query) of the same
  *   connection is unanswered: what a transaction pooler cannot route (see docs/connections.md).
  * - `loseReplies()` drops every byte the server sends on the connections open at that moment, as
- *   a pooler that lost track of them would; new connections are not affected.
+ *   a pooler that lost track of them would (silent connections); new connections are not affected.
+ * - `loseReplyTo(pattern)` does so on the one connection that next runs a statement whose text
+ *   matches, from that statement on: the reply of that very call is lost, whichever connection the
+ *   pool sent it on; other connections are not affected.
  *
  * @module
  */
@@ -24,6 +27,11 @@ export interface WireProxy {
   readonly open: number;
   /** From now on, drops the server's bytes on every connection open now. */
   loseReplies(): void;
+  /**
+   * Drops the server's bytes, from then on, on the connection that next runs a statement whose
+   * text matches `statement` (once); resolves with that text when it has been sent.
+   */
+  loseReplyTo(statement: RegExp): Promise<string>;
   /** Closes the listener and every connection. */
   close(): Promise<void>;
 }
@@ -47,6 +55,7 @@ export function startWireProxy(targetPort: number): WireProxy {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   const pipes = new Set<Pipe>();
+  const armed: { statement: RegExp; lost: (text: string) => void }[] = [];
   let violations = 0;
   let connections = 0;
   const accepting = (async () => {
@@ -78,9 +87,23 @@ export function startWireProxy(targetPort: number): WireProxy {
       },
     };
     pipes.add(pipe);
-    const fromClient = scanner(true, (type) => {
+    // Statement texts by name (Parse), for a Bind that runs a statement parsed earlier.
+    const statements = new Map<string, string>();
+    const runs = (text: string | undefined) => {
+      if (text === undefined) return;
+      const i = armed.findIndex((a) => a.statement.test(text));
+      if (i < 0) return;
+      pipe.lose = true;
+      armed.splice(i, 1)[0].lost(text);
+    };
+    const fromClient = scanner(true, (type, body) => {
       if (unanswered > 0 && type !== 0x58) violations++;
       if (type === 0x53 || type === 0x51) unanswered++;
+      if (type === 0x50) {
+        const [name, text] = cstrings(body, 2);
+        statements.set(name, text);
+      } else if (type === 0x42) runs(statements.get(cstrings(body, 2)[1]));
+      else if (type === 0x51) runs(cstrings(body, 1)[0]);
     });
     const fromServer = scanner(false, (type) => {
       if (type === 0x5a && unanswered > 0) unanswered--;
@@ -123,6 +146,9 @@ export function startWireProxy(targetPort: number): WireProxy {
     loseReplies() {
       for (const pipe of pipes) pipe.lose = true;
     },
+    loseReplyTo(statement: RegExp) {
+      return new Promise<string>((lost) => armed.push({ statement, lost }));
+    },
     async close() {
       listener.close();
       for (const pipe of pipes) pipe.close();
@@ -131,18 +157,64 @@ export function startWireProxy(targetPort: number): WireProxy {
   };
 }
 
-/** Calls `onMessage(type)` for each message in a byte stream; the client's first is untyped. */
-function scanner(client: boolean, onMessage: (type: number) => void): (chunk: Uint8Array) => void {
+/** The first `n` NUL-terminated strings of a message body (empty when cut short). */
+function cstrings(body: Uint8Array, n: number): string[] {
+  const out: string[] = [];
+  const decoder = new TextDecoder();
+  for (let start = 0; out.length < n;) {
+    const end = body.indexOf(0, start);
+    if (end < 0) break;
+    out.push(decoder.decode(body.subarray(start, end)));
+    start = end + 1;
+  }
+  while (out.length < n) out.push("");
+  return out;
+}
+
+/** How much of a message's body {@link scanner} passes on: statement names and texts fit. */
+const BODY_HEAD = 64 * 1024;
+
+/**
+ * Calls `onMessage(type, body)` for each message in a byte stream, `body` being its first
+ * {@link BODY_HEAD} bytes; the client's first message is untyped and not reported.
+ */
+function scanner(
+  client: boolean,
+  onMessage: (type: number, body: Uint8Array) => void,
+): (chunk: Uint8Array) => void {
   let startup = client;
   let header = new Uint8Array(0);
   let remaining = 0;
+  let type = 0;
+  let body: Uint8Array[] = [];
+  let kept = 0;
+  const end = () => {
+    const whole = new Uint8Array(kept);
+    let at = 0;
+    for (const part of body) {
+      whole.set(part, at);
+      at += part.length;
+    }
+    body = [];
+    kept = 0;
+    onMessage(type, whole);
+  };
   return (chunk) => {
     let i = 0;
     while (i < chunk.length) {
       if (remaining > 0) {
         const n = Math.min(remaining, chunk.length - i);
+        if (!startup && kept < BODY_HEAD) {
+          const part = chunk.slice(i, i + Math.min(n, BODY_HEAD - kept));
+          body.push(part);
+          kept += part.length;
+        }
         remaining -= n;
         i += n;
+        if (remaining === 0) {
+          if (startup) startup = false;
+          else end();
+        }
         continue;
       }
       const need = startup ? 4 : 5;
@@ -154,14 +226,15 @@ function scanner(client: boolean, onMessage: (type: number) => void): (chunk: Ui
       i += take;
       if (header.length < need) continue;
       const view = new DataView(header.buffer);
+      header = new Uint8Array(0);
       if (startup) {
         remaining = view.getUint32(0) - 4;
-        startup = false;
+        if (remaining === 0) startup = false;
       } else {
+        type = view.getUint8(0);
         remaining = view.getUint32(1) - 4;
-        onMessage(header[0]);
+        if (remaining === 0) end();
       }
-      header = new Uint8Array(0);
     }
   };
 }

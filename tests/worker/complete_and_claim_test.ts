@@ -10,7 +10,7 @@ import type { ClaimedTask } from "../../src/claim/claim.ts";
 import { Completer } from "../../src/completion/completer.ts";
 import type { CompletionArrays } from "../../src/completion/sql.ts";
 import { createLogger } from "../../src/platform/logger.ts";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, readAndStart } from "../support/engine.ts";
 import { startWorker, stopAll, waitForRun } from "./helpers.ts";
 
@@ -30,13 +30,11 @@ db.test("a busy worker's completions travel with its reads", async ({ sql, conne
     await sql`select count(pgflow.start_flow('cc_busy', jsonb_build_object('n', i)))
               from generate_series(1, ${runs}::int) i`;
     let done: { status: string; output: { work: number }; input: { n: number } }[] = [];
-    for (let i = 0; i < 200; i++) {
+    await waitFor(async () => {
       done = await sql`select status, output, input from pgflow.runs
                        where flow_slug = 'cc_busy' and status <> 'started'`;
-      if (done.length === runs) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.equal(done.length, runs);
+      return done.length === runs;
+    }, { what: `${runs} runs to end` });
     for (const r of done) {
       assert.deepEqual([r.status, r.output], ["completed", { work: r.input.n }]);
     }
@@ -134,7 +132,7 @@ db.test("a read carrying an output Postgres refuses: completions reported alone,
     const runs = (await sql<{ run_id: string }[]>`
       select (pgflow.start_flow('cc_bad', jsonb_build_object('n', n))).run_id
       from generate_series(0, 11) n order by n`).map((r) => r.run_id);
-    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r, 15_000)));
+    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r)));
     assert.deepEqual(
       rows.map((r) => r.status),
       runs.map((_, n) => n === 3 ? "failed" : "completed"),

@@ -47,7 +47,10 @@ async function mixedWorkload(sql: postgres.Sql, transaction = true): Promise<Set
   return new Set(await Promise.all(jobs));
 }
 
-/** Rejects when `promise` takes longer than `ms` (a hang must fail the test, not stall it). */
+/**
+ * Rejects when `promise` takes longer than `ms`: a hang fails naming what hung, sooner than the
+ * file's bound would. `ms` is far beyond what the work takes on a busy machine, never a measure.
+ */
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   return Promise.race([
@@ -72,10 +75,10 @@ db.test("the pool never sends a request behind an unanswered Sync", async ({ url
     // The check sees what plain postgres.js does, even with max_pipeline: 0 (the lone Sync), which
     // also breaks its transactions. (Its undefined parameters on a busy connection would hang,
     // but max_pipeline: 0 keeps every connection idle when a query is handed to it.)
-    await within(mixedWorkload(plain, false), 10_000, "the plain pool");
+    await within(mixedWorkload(plain, false), 60_000, "the plain pool");
     const seen = proxy.violations;
     assert.ok(seen > 0, "plain postgres.js sends requests behind an unanswered Sync");
-    const outcomes = await within(mixedWorkload(gated), 10_000, "the worker's pool");
+    const outcomes = await within(mixedWorkload(gated), 60_000, "the worker's pool");
     assert.equal(proxy.violations, seen, "the worker's pool sent none");
     assert.deepEqual(
       [...outcomes].sort(),
@@ -99,7 +102,7 @@ for (const mode of ["transaction", "session"] as const) {
     const sql = createPool(bouncer.via(url), { max: 3 });
     try {
       for (let round = 0; round < 3; round++) {
-        const outcomes = await within(mixedWorkload(sql), 15_000, `round ${round}`);
+        const outcomes = await within(mixedWorkload(sql), 60_000, `round ${round}`);
         assert.ok(outcomes.has("ok") && outcomes.has("transaction ok"));
       }
       const info = await describeConnection(sql, bouncer.via(url));
@@ -124,7 +127,7 @@ db.test("an undefined parameter on a busy connection fails that query alone", as
         sql`select ${undefined as unknown as number} as v`.then(() => "sent", (e) => e.code),
         sql`select now()`.then(() => "third ok"),
       ]),
-      5_000,
+      60_000,
       "the three queries",
     );
     assert.deepEqual(results, ["first ok", "UNDEFINED_VALUE", "third ok"]);
@@ -151,16 +154,16 @@ db.test("a call whose reply is lost is abandoned, its connection replaced", asyn
   const sql = createPool(proxy.via(url), { max: 1 });
   try {
     assert.equal((await sql`select ${1}::int as v`)[0].v, 1);
-    const slow = bounded(sql`select pg_sleep(0.3), ${2}::int as v`, "probe", 1_000);
-    await new Promise((r) => setTimeout(r, 100));
-    proxy.loseReplies();
-    const started = performance.now();
-    await assert.rejects(slow, (e: unknown) => {
+    // The reply of this very call is lost (a wait then a loss left it to timing whether the reply
+    // came first on a busy machine).
+    const lost = proxy.loseReplyTo(/select 'probe'/);
+    const probe = bounded(sql`select 'probe', ${2}::int as v`, "probe", 1_000);
+    await lost;
+    await assert.rejects(probe, (e: unknown) => {
       assert.ok(e instanceof DatabaseTimeoutError, String(e));
       assert.match(e.message, /^probe: no answer within 1000 ms; its connection was replaced$/);
       return true;
     });
-    assert.ok(performance.now() - started < 5_000);
     // The pool goes on, on a new connection.
     assert.equal((await sql`select ${3}::int as v`)[0].v, 3);
     assert.equal(proxy.connections, 2);

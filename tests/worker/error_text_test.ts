@@ -99,7 +99,6 @@ async function failEach(
   // The run is failed in the database before the worker hears back and logs it.
   const failedLines = () => logs.filter((l) => l.event === "task failed");
   await waitFor(() => failedLines().length >= kinds.length, {
-    timeoutMs: 5_000,
     what: `${kinds.length} failure lines`,
   });
   return { stored, failed: failedLines() };

@@ -158,7 +158,7 @@ db.test("poll loop: a worker whose row vanished goes on claiming with its explic
       // Done when the run ends, or at the first failed poll (the fallback did not take over).
       await waitFor(
         async () => pollFailures().length > 0 || (await runRow(sql, run)).status !== "started",
-        { timeoutMs: 8_000, what: `run ${n} to end` },
+        { what: `run ${n} to end` },
       );
       assert.deepEqual(pollFailures(), [], "no poll failed");
       assert.deepEqual(await runRow(sql, run), { status: "completed", output: { double: n * 2 } });
@@ -249,7 +249,7 @@ db.test("a worker's failed attempts are reported with their attempt: retried, th
   try {
     const { logs } = await startWorker(workers, flow, { connectionString: url });
     const run = await startRun(sql, "fb_attempt_worker", {});
-    assert.equal((await waitForRun(sql, run, 8_000)).status, "failed");
+    assert.equal((await waitForRun(sql, run)).status, "failed");
     const [task] = await sql`select status, attempts_count, error_message from pgflow.step_tasks
                              where run_id = ${run}::uuid`;
     assert.deepEqual({ ...task }, { status: "failed", attempts_count: 2, error_message: "boom 2" });
@@ -286,7 +286,7 @@ db.test("a worker's late failure report is ignored: logged with outcome ignored,
     assert.equal(late.level, "warn");
     assert.equal(late.fields.outcome, "ignored");
     assert.equal(late.fields.errorKind, "Error");
-    assert.equal((await waitForRun(sql, run, 8_000)).status, "completed");
+    assert.equal((await waitForRun(sql, run)).status, "completed");
     const [task] = await sql`select attempts_count, error_message from pgflow.step_tasks
                              where run_id = ${run}::uuid`;
     // The late report did not overwrite what settled attempt 1, nor count an attempt.

@@ -81,7 +81,7 @@ export async function runRow(
 export async function waitForRun(
   sql: postgres.Sql,
   runId: string,
-  timeoutMs = 15_000,
+  timeoutMs = 60_000,
 ): Promise<{ status: string; output: unknown }> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

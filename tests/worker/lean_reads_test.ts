@@ -75,7 +75,7 @@ db.test("a foreign 8 MB message is read again and again, but its body never reac
     // The foreign message becomes visible every second: wait for three more reads of it.
     const unclaimed = () => logs.filter((l) => l.event === "message not claimed (unknown)").length;
     const reads = unclaimed();
-    await waitFor(() => unclaimed() >= reads + 3, { what: "three more reads", timeoutMs: 10_000 });
+    await waitFor(() => unclaimed() >= reads + 3, { what: "three more reads" });
     const received = relay.fromServer - before;
     // Polls, the claim, the completion and heartbeats: kilobytes. Each body would be 9 MB.
     assert.ok(received < MB, `the worker received ${received} bytes`);

@@ -102,12 +102,9 @@ db.test("stop: a handler that ignores the signal is abandoned after shutdownTime
   try {
     const run = await startRun(sql, "stop_bounded", { id: "1" });
     await waitFor(() => started, { what: "the handler to start" });
-    const t0 = performance.now();
+    // The handler runs until the test releases it, after this: stop() returning is the bound.
     await worker.stop();
-    const ms = performance.now() - t0;
     assert.equal(worker.state, "stopped");
-    // Bounded: nowhere near the handler's (endless) run; generous for a busy machine.
-    assert.ok(ms < 10_000, `stop() took ${Math.round(ms)} ms`);
     const abandoned = logs.filter((l) => l.event === "shutdown: task abandoned");
     assert.deepEqual(
       abandoned.map((l) => [l.level, l.fields.runId, l.fields.step, l.fields.attempt]),
@@ -147,8 +144,14 @@ db.test("deprecation stops polling and drains in-flight tasks", async ({ sql, ur
     await waitFor(() => running === 1, { what: "the first task to start" });
     await sql`select pgflow.deprecate_workers('dep_fn')`;
     await waitFor(() => worker.state === "draining", { what: "the worker to drain" });
-    // Let a read that was already waiting return, then check that nothing reads any more.
-    await new Promise((r) => setTimeout(r, 1200));
+    // The row is marked stopped once the poll loop has ended (a read already under way included);
+    // from then on nothing may read.
+    await waitFor(
+      async () =>
+        (await sql`select 1 from pgflow.workers
+                   where worker_id = ${worker.id}::uuid and stopped_at is not null`).length > 0,
+      { what: "the draining worker's polling to end", timeoutMs: 60_000 },
+    );
     const second = await startRun(sql, "dep_flow", { id: "2" });
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(running, 1, "no new task started while draining");

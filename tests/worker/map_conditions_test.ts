@@ -111,7 +111,7 @@ db.test("conditions and exhaustion skip steps across queues; skipped inputs are 
   }
   await sql`update pgflow.flows set opt_base_delay = 1 where flow_slug = 'wc_skips'`;
   const run = await startRun(sql, "wc_skips", { plan: "free" });
-  assert.deepEqual(await waitForRun(sql, run, 20_000), {
+  assert.deepEqual(await waitForRun(sql, run), {
     status: "completed",
     output: { report: "basic" },
   });

@@ -38,7 +38,7 @@ async function prepared(
     try {
       for (let n = 0; n < 4; n++) {
         const run = await startRun(sql, slug, { n });
-        const done = await waitForRun(sql, run, 10_000);
+        const done = await waitForRun(sql, run);
         assert.equal(done.status, "completed");
         seen.push((done.output as { a: string[] }).a);
       }

@@ -1,6 +1,6 @@
 /** Backoff instead of hot loops, bounded caches, and run input loaded by a worker that never saw it. */
 import assert from "node:assert/strict";
-import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
+import { createLogger, Flow, type FlowWorker, routeFlow } from "../../mod.ts";
 import { backoffDelay, retry } from "../../src/util/backoff.ts";
 import { FlowInputCache } from "../../src/dispatch/flow_input.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
@@ -41,16 +41,32 @@ Deno.test("flow input cache is bounded", () => {
 db.test("a failing database is retried with backoff, not in a hot loop", async ({ sql, url }) => {
   const flow = new Flow<{ id: string }>({ slug: "gone_flow" }).step({ slug: "a" }, (i) => i.id);
   const workers: FlowWorker[] = [];
+  // Each failure with when it was logged.
+  const failures: { at: number; delayMs: number }[] = [];
+  const logger = createLogger({
+    level: "debug",
+    sink: (r) => {
+      if (r.event === "poll failed; backing off") {
+        failures.push({ at: performance.now(), delayMs: Number(r.fields.delayMs) });
+      }
+    },
+  });
   try {
-    const { worker, logs } = await startWorker(workers, flow, { connectionString: url });
+    const { worker } = await startWorker(workers, flow, { connectionString: url, logger });
     // Every read now fails: the queue is gone.
     await sql`select pgmq.drop_queue('gone_flow')`;
-    await new Promise((r) => setTimeout(r, 2000));
-    const failures = logs.filter((l) => l.event === "poll failed; backing off");
-    assert.ok(failures.length >= 2, `it kept trying (${failures.length})`);
-    assert.ok(failures.length <= 6, `but calmly: ${failures.length} failures in 2 s`);
-    const delays = failures.map((f) => Number(f.fields.delayMs));
+    await waitFor(() => failures.length >= 4, { what: "four failed polls" });
+    const delays = failures.map((f) => f.delayMs);
     assert.ok(delays.at(-1)! > delays[0], `delays grow: ${delays.join(", ")}`);
+    // Calmly: each try waited out the delay the one before logged (a busy machine only makes
+    // the waits longer; a hot loop would not wait at all).
+    for (let i = 1; i < failures.length; i++) {
+      const waited = failures[i].at - failures[i - 1].at;
+      assert.ok(
+        waited >= failures[i - 1].delayMs * 0.9,
+        `waited ${waited} ms, not ${delays[i - 1]}`,
+      );
+    }
     assert.equal(worker.state, "running");
   } finally {
     await stopAll(workers);

@@ -29,7 +29,7 @@ async function startRuns(sql: postgres.Sql, flow: string, n: number): Promise<st
 }
 
 /** Waits until every run completed; returns each task's pickup (queued to started) in seconds. */
-async function pickups(sql: postgres.Sql, runIds: string[], timeoutMs = 30_000) {
+async function pickups(sql: postgres.Sql, runIds: string[], timeoutMs = 60_000) {
   await waitFor(async () => {
     const [{ n }] = await sql`select count(*)::int as n from pgflow.runs
                               where run_id = any (${runIds}::uuid[]) and status = 'completed'`;
@@ -79,7 +79,6 @@ db.test("the workers that do not serve the flow in other processes: every run co
     }
     for (const child of children) {
       await waitFor(() => child.output().includes("ready"), {
-        timeoutMs: 30_000,
         what: `a worker process to start: ${child.output()}`,
       });
     }
@@ -127,7 +126,7 @@ db.test("an old worker serving v1 and v2 beside a new one serving v1 to v3: v3 i
     await startRuns(sql, "hs_v3", 30);
     const line = await waitFor(
       () => old.logs.find((l) => l.event === "messages not claimed (handed_back)"),
-      { what: "the old worker's report", timeoutMs: 15_000 },
+      { what: "the old worker's report" },
     );
     assert.equal(line.level, "warn");
     assert.deepEqual([line.fields.flow, line.fields.step], ["hs_v3", "work"]);
@@ -140,9 +139,16 @@ db.test("an old worker serving v1 and v2 beside a new one serving v1 to v3: v3 i
 });
 
 db.test("a busy worker's backlog at the head of the queue does not hold another worker's runs back", async ({ sql, url }) => {
+  // The busy worker's tasks wait for the test: its backlog stands at the head of the queue until
+  // the quick runs are picked up, however the machine's load spreads the two workers' turns.
+  let releaseBacklog!: () => void;
+  const backlogReleased = new Promise<void>((resolve) => (releaseBacklog = resolve));
   const slow = routeFlow(
-    new Flow<{ n: number }>({ slug: "bk_slow" }).step({ slug: "work" }, async (i) => {
-      await new Promise((r) => setTimeout(r, 50));
+    new Flow<{ n: number }>({ slug: "bk_slow" }).step({ slug: "work" }, async (i, ctx) => {
+      await Promise.race([
+        backlogReleased,
+        new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true })),
+      ]);
       return i.n;
     }),
     { queues: { work: "bk_q" } },
@@ -159,20 +165,23 @@ db.test("a busy worker's backlog at the head of the queue does not hold another 
   };
   const workers: FlowWorker[] = [];
   try {
-    // One task at a time: 30 of them stand in front of the quick flow's runs for 1.5 s or more.
+    // One task at a time: 29 of them stand in front of the quick flow's runs.
     await startWorker(workers, [slow], { ...config, maxConcurrent: 1 });
     await startWorker(workers, [quick], config);
     const backlog = await startRuns(sql, "bk_slow", 30);
     const quickRuns = await startRuns(sql, "bk_quick", 5);
-    const started = Date.now();
-    await pickups(sql, quickRuns);
-    const quickSeconds = (Date.now() - started) / 1000;
+    // Each quick run's wait from queued to claimed, by the server's clock: the test's own view of
+    // it (its polls, a busy machine's delays) is no part of it.
+    const quickPickups = await pickups(sql, quickRuns);
     const [{ left }] = await sql`select count(*)::int as left from pgflow.runs
                                  where run_id = any (${backlog}::uuid[]) and status = 'started'`;
     assert.ok(left > 0, "the backlog was still there");
-    assert.ok(quickSeconds <= 1.5 * VT, `the quick runs took ${quickSeconds} s`);
-    await pickups(sql, backlog);
+    const slowest = quickPickups.at(-1)!;
+    assert.ok(slowest <= 1.5 * VT, `a quick run waited ${slowest} s to be picked up`);
+    releaseBacklog();
+    await pickups(sql, backlog, 120_000);
   } finally {
+    releaseBacklog();
     await stopAll(workers);
   }
 });

@@ -39,7 +39,7 @@ db.test("an output jsonb cannot hold fails the attempt at once with the storage 
     const run = await startRun(sql, "unstorable", { n: 1, bad: true });
     // Both attempts fail the same way; with report retries (6, backoff from 250 ms) and no
     // stalled recovery in these tests, the run would still be started after 10 s.
-    assert.equal((await waitForRun(sql, run, 10_000)).status, "failed");
+    assert.equal((await waitForRun(sql, run)).status, "failed");
     const task = await taskRow(sql, run);
     assert.equal(task.status, "failed");
     assert.equal(task.attempts_count, 2);
@@ -73,7 +73,7 @@ db.test("among batched completions only the unstorable output fails", async ({ s
     const runs = await Promise.all(
       Array.from({ length: 20 }, (_, n) => startRun(sql, "unstorable", { n, bad: n % 5 === 3 })),
     );
-    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r, 12_000)));
+    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r)));
     assert.deepEqual(
       rows.map((r) => r.status),
       runs.map((_, n) => n % 5 === 3 ? "failed" : "completed"),
@@ -117,7 +117,7 @@ db.test("an output JSON cannot hold (a bigint) fails naming the step and saying 
   try {
     await startWorker(workers, bigints, { connectionString: url });
     const run = await startRun(sql, "bigint_out", { n: 7 });
-    assert.equal((await waitForRun(sql, run, 10_000)).status, "failed");
+    assert.equal((await waitForRun(sql, run)).status, "failed");
     const task = await taskRow(sql, run);
     assert.match(
       task.error_message,

@@ -33,21 +33,29 @@ section.wide { grid-column: 1 / -1; }
 h2 { font-size: 1em; margin: .3em 0 .6em; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .2em .6em .2em 0; border-bottom: 1px solid var(--line);
-  vertical-align: top; overflow-wrap: anywhere; }
-th { white-space: nowrap; }
-th { font-weight: 600; color: #57606a; }
-td.num { white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums; }
+  vertical-align: top; white-space: nowrap; }
+/* A header may wrap at its spaces: "why it waits, error or skip reason" is wider than its values. */
+th { font-weight: 600; color: #57606a; white-space: normal; }
+th.num, td.num { text-align: right; }
+td.num { font-variant-numeric: tabular-nums; }
+/* A cell never breaks inside a word, a time or a number: names wrap only between their parts
+   (the page puts <wbr> there), prose at its spaces; errors and outputs, which may hold one long
+   token, may break anywhere once a line holds nothing else. */
+.name, .prose, .waits, .restarted { white-space: normal; }
 tr.link { cursor: pointer; } tr.link:hover { background: #eaeef2; }
 .empty { color: #57606a; }
-.error-text, .output { font-family: ui-monospace, monospace; white-space: pre-wrap;
-  word-break: break-word; font-size: .9em; }
+.error-text, .output, .skip-reason { font-family: ui-monospace, monospace; white-space: pre-wrap;
+  overflow-wrap: anywhere; font-size: .9em; }
 .error-text { color: var(--bad); }
+/* A skip is how the flow was built to go, not a fault. */
+.skip-reason { color: #57606a; }
 .badge { white-space: nowrap; padding: 0 .4em; border-radius: 3px; color: #fff; font-size: .85em; }
-.s-ok, .s-completed { background: var(--ok); } .s-MISSING, .s-failed { background: var(--bad); }
+.s-ok, .s-completed, .s-live { background: var(--ok); } .s-MISSING, .s-failed { background: var(--bad); }
 .s-STALE, .s-PARTIAL, .s-stuck { background: var(--warn); } .s-started { background: var(--run); }
 .s-idle, .s-created, .s-skipped, .s-not-started, .s-queued { background: var(--idle); }
 .s-cancelled, .s-stopped, .s-stalled, .s-deprecated { background: var(--warn); }
 .s-running { background: var(--run); } .s-reused { background: #8250df; }
+svg.spark { vertical-align: middle; }
 svg.spark polyline { fill: none; stroke: var(--run); stroke-width: 1.5; }
 svg.spark line { stroke: var(--line); } svg.spark text { font: 9px system-ui, sans-serif;
   fill: #57606a; }
@@ -66,7 +74,7 @@ svg.dag text.sub { fill: #57606a; font-size: 11px; }
 svg.dag path.edge { fill: none; stroke: #8c959f; stroke-width: 1.5; }
 svg.dag marker path { fill: #8c959f; }
 .run-head { display: flex; gap: 1.5em; flex-wrap: wrap; margin-bottom: .5em; }
-.run-head a, .lineage a { cursor: pointer; color: var(--run); text-decoration: underline; }
+main a { cursor: pointer; color: var(--run); text-decoration: underline; }
 .search { display: flex; gap: 1em; flex-wrap: wrap; margin-bottom: .5em; }
 .actions { display: flex; gap: .5em; margin: .5em 0; }
 button { font: inherit; padding: .2em .8em; border: 1px solid var(--line); border-radius: 4px;

@@ -1,6 +1,6 @@
 /**
  * The dashboard page's markup: an empty frame with one section per panel. Everything inside the
- * panels is built by `page_js.ts` from the JSON endpoints, as text nodes.
+ * panels is built by the page's script (`browser/`) from the JSON endpoints, as text nodes.
  *
  * @module
  */
@@ -39,7 +39,7 @@ export const PAGE_HTML: string = `<!doctype html>
 <title>pgflow dashboard</title>
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/dashboard.css">
-<script src="/dashboard.js" defer></script>
+<script type="module" src="/js/main.js"></script>
 </head>
 <body>
 <header>

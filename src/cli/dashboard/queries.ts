@@ -7,7 +7,9 @@
 import { type CoverageRow, queueCoverage } from "../../operations/coverage.ts";
 import { type QueueDepth, queueDepths } from "../../operations/queue_depths.ts";
 import { type AliasInfo, readAliases } from "../deploy/aliases.ts";
+import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
+import { hasLineage, readRestarts } from "./restarts.ts";
 
 /** Thresholds of the overview. */
 export interface OverviewOptions {
@@ -51,6 +53,8 @@ export interface FailureInfo {
   readonly failedAt: string;
   /** The stored error message. */
   readonly error: string;
+  /** The runs that retried or resumed its run since, newest first (at most 20). */
+  readonly restartedAs: readonly RunRestart[];
 }
 
 /** Why a task is listed as stuck. */
@@ -223,17 +227,27 @@ async function readRunCounts(tx: ReadTx): Promise<RunCounts[]> {
 
 async function readFailures(tx: ReadTx, limit: number): Promise<FailureInfo[]> {
   const rows = await tx<
-    { run_id: string; flow_slug: string; step_slug: string; failed_at: Date; error: string }[]
+    {
+      run_id: string;
+      flow_slug: string;
+      step_slug: string;
+      failed_at: Date;
+      error: string;
+      lineage: boolean;
+    }[]
   >`
-    select run_id::text, flow_slug, step_slug, failed_at, coalesce(error_message, '') as error
+    select run_id::text, flow_slug, step_slug, failed_at, coalesce(error_message, '') as error,
+           ${hasLineage(tx)} as lineage
     from pgflow.step_states where status = 'failed'
     order by failed_at desc nulls last, run_id, step_slug limit ${limit}`;
+  const restarts = await readRestarts(tx, rows.map((r) => r.run_id), rows[0]?.lineage ?? false);
   return rows.map((r) => ({
     runId: r.run_id,
     flowSlug: r.flow_slug,
     stepSlug: r.step_slug,
     failedAt: iso(r.failed_at),
     error: r.error,
+    restartedAs: restarts.get(r.run_id) ?? [],
   }));
 }
 

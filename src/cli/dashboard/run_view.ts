@@ -8,8 +8,10 @@
  *
  * @module
  */
+import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
 import { type AttemptInfo, readAttempts } from "./attempts.ts";
+import { hasLineage, readRestarts } from "./restarts.ts";
 import { readWaits, type StepWait } from "./waits.ts";
 
 export type { AttemptInfo } from "./attempts.ts";
@@ -64,6 +66,10 @@ export interface RunStep {
   readonly tasks: number;
   /** Attempts over all its tasks. */
   readonly attempts: number;
+  /** The fewest attempts any one of its tasks has had (0 when one was never taken). */
+  readonly minAttempts: number;
+  /** The most attempts any one of its tasks has had. */
+  readonly maxAttempts: number;
   /** The error it failed with, or the last attempt's error. */
   readonly error: string | null;
   /** Why it was skipped. */
@@ -76,18 +82,6 @@ export interface RunStep {
   readonly history: readonly AttemptInfo[];
   /** Attempts not listed in `history` (over the limit). */
   readonly historyOmitted: number;
-}
-
-/** A run made from another by a retry or a resume. */
-export interface Restart {
-  /** The new run. */
-  readonly runId: string;
-  /** `retry` or `resume`. */
-  readonly mode: string | null;
-  /** Its status. */
-  readonly status: string;
-  /** When it started (ISO 8601). */
-  readonly startedAt: string;
 }
 
 /** One run with its steps. */
@@ -112,8 +106,8 @@ export interface RunDetail {
   readonly restartOf: string | null;
   /** `retry` or `resume` when it restarts another run. */
   readonly restartMode: string | null;
-  /** Runs that retry or resume this one, newest first. */
-  readonly restartedAs: readonly Restart[];
+  /** Runs that retry or resume this one, newest first (at most 20). */
+  readonly restartedAs: readonly RunRestart[];
   /** Its steps in flow order. */
   readonly steps: readonly RunStep[];
 }
@@ -155,10 +149,12 @@ export async function readRun(
       cancel_reason: string | null;
       restart_of: string | null;
       restart_mode: string | null;
+      lineage: boolean;
       now: Date;
     }[]
   >`
-    select now() as now, r.run_id::text, r.flow_slug, r.status, r.started_at, r.error_message as error,
+    select now() as now, ${hasLineage(tx)} as lineage,
+           r.run_id::text, r.flow_slug, r.status, r.started_at, r.error_message as error,
            e.ended_at,
            extract(epoch from coalesce(e.ended_at, now()) - r.started_at)::float8 as seconds,
            j ->> 'cancel_reason' as cancel_reason,
@@ -171,7 +167,7 @@ export async function readRun(
     ) e
     where r.run_id = ${runId}::uuid`;
   if (run === undefined) return undefined;
-  const restarts = await readRestarts(tx, runId);
+  const restarts = (await readRestarts(tx, [runId], run.lineage)).get(runId) ?? [];
   const steps = await tx<
     {
       step_slug: string;
@@ -184,6 +180,8 @@ export async function readRun(
       ended_at: Date | null;
       tasks: number;
       attempts: number;
+      min_attempts: number;
+      max_attempts: number;
       ran: number;
       running: number;
       error: string | null;
@@ -199,6 +197,8 @@ export async function readRun(
            coalesce(ss.completed_at, ss.failed_at, ss.skipped_at,
                     (j ->> 'cancelled_at')::timestamptz) as ended_at,
            coalesce(t.tasks, 0)::int as tasks, coalesce(t.attempts, 0)::int as attempts,
+           coalesce(t.min_attempts, 0)::int as min_attempts,
+           coalesce(t.max_attempts, 0)::int as max_attempts,
            coalesce(t.ran, 0)::int as ran, coalesce(t.running, 0)::int as running,
            coalesce(ss.error_message, t.last_error) as error, ss.skip_reason,
            case when ss.status = 'completed'
@@ -208,6 +208,7 @@ export async function readRun(
     left join lateral (select to_jsonb(ss) - 'output' as j) x on true
     left join lateral (
       select count(*) as tasks, sum(st.attempts_count) as attempts,
+             min(st.attempts_count) as min_attempts, max(st.attempts_count) as max_attempts,
              -- A task ran if a worker ever took it: it has an attempt.
              count(*) filter (where st.attempts_count > 0) as ran,
              count(*) filter (where st.status in ('started', 'completed')) as running,
@@ -268,6 +269,8 @@ export async function readRun(
         seconds,
         tasks: s.tasks,
         attempts: s.attempts,
+        minAttempts: s.min_attempts,
+        maxAttempts: s.max_attempts,
         error: s.error,
         skipReason: s.skip_reason,
         outputPreview: s.output === null
@@ -281,24 +284,4 @@ export async function readRun(
       };
     }),
   };
-}
-
-async function readRestarts(tx: ReadTx, runId: string): Promise<Restart[]> {
-  const [{ lineage }] = await tx<{ lineage: boolean }[]>`
-    select exists (select 1 from pg_attribute
-                   where attrelid = 'pgflow.runs'::regclass and attname = 'restart_of_run_id'
-                     and not attisdropped) as lineage`;
-  if (!lineage) return [];
-  const rows = await tx<
-    { run_id: string; mode: string | null; status: string; started_at: Date }[]
-  >`
-    select run_id::text, restart_mode as mode, status, started_at from pgflow.runs
-    where restart_of_run_id = ${runId}::uuid
-    order by started_at desc, run_id limit 20`;
-  return rows.map((r) => ({
-    runId: r.run_id,
-    mode: r.mode,
-    status: r.status,
-    startedAt: iso(r.started_at),
-  }));
 }

@@ -5,7 +5,9 @@
  *
  * @module
  */
+import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
+import { hasLineage, readRestarts } from "./restarts.ts";
 
 /** The statuses a run can have. */
 export const RUN_STATUSES = ["started", "completed", "failed", "cancelled"] as const;
@@ -39,6 +41,8 @@ export interface RunSummary {
   readonly seconds: number;
   /** The run it retries or resumes, if any. */
   readonly restartOf: string | null;
+  /** The runs that retry or resume it, newest first (at most 20). */
+  readonly restartedAs: readonly RunRestart[];
 }
 
 /** The most runs one search returns. */
@@ -126,9 +130,10 @@ export async function searchRuns(tx: ReadTx, filter: RunFilter): Promise<RunSumm
       started_at: Date;
       seconds: number;
       restart_of: string | null;
+      lineage: boolean;
     }[]
   >`
-    select r.run_id::text, r.flow_slug, r.status, r.started_at,
+    select r.run_id::text, r.flow_slug, r.status, r.started_at, ${hasLineage(tx)} as lineage,
            extract(epoch from coalesce(r.completed_at, r.failed_at,
                                        (j ->> 'cancelled_at')::timestamptz, now())
                               - r.started_at)::float8 as seconds,
@@ -146,6 +151,7 @@ export async function searchRuns(tx: ReadTx, filter: RunFilter): Promise<RunSumm
     -- to_jsonb: the lineage and cancel columns read as NULL on a database that predates them.
     cross join lateral (select to_jsonb(r) - 'input' - 'output' as j) x
     order by r.started_at desc, r.run_id`;
+  const restarts = await readRestarts(tx, rows.map((r) => r.run_id), rows[0]?.lineage ?? false);
   return rows.map((r) => ({
     runId: r.run_id,
     flowSlug: r.flow_slug,
@@ -153,5 +159,6 @@ export async function searchRuns(tx: ReadTx, filter: RunFilter): Promise<RunSumm
     startedAt: r.started_at.toISOString(),
     seconds: r.seconds,
     restartOf: r.restart_of,
+    restartedAs: restarts.get(r.run_id) ?? [],
   }));
 }

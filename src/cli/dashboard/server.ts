@@ -1,6 +1,6 @@
 /**
- * The dashboard's HTTP server (Deno.serve): the page, its script and style, and the JSON endpoints
- * the page polls. GET and HEAD; every database read in a read-only transaction. With
+ * The dashboard's HTTP server (Deno.serve): the page, its script modules (`/js/<name>.js`, from
+ * `browser_js.ts`) and style, and the JSON endpoints the page polls (their answers: `api.ts`). GET and HEAD; every database read in a read-only transaction. With
  * `allowActions`, also POST `/api/runs/<id>/cancel|retry|resume`, guarded as `actions.ts` says.
  *
  * @module
@@ -15,6 +15,8 @@ import {
   readReason,
   runAction,
 } from "./actions.ts";
+import type { OverviewAnswer, SessionAnswer } from "./api.ts";
+import { BROWSER_MODULES } from "./browser_js.ts";
 import { DepthHistory } from "./history.ts";
 import {
   type AllowedHost,
@@ -25,7 +27,6 @@ import {
 } from "./hosts.ts";
 import { PAGE_CSS } from "./page_css.ts";
 import { FAVICON_SVG, PAGE_HTML } from "./page_html.ts";
-import { PAGE_JS } from "./page_js.ts";
 import { readOverview } from "./queries.ts";
 import { readOnly } from "./read_only.ts";
 import { readRun } from "./run_view.ts";
@@ -76,7 +77,7 @@ const HISTORY_SIZE = 150;
 
 const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   // Nothing but this server's own script and style runs: a value that slipped into markup could
-  // still not execute. The page renders every value as text anyway (see page_js.ts).
+  // still not execute. The page renders every value as text anyway (see browser/dom.ts).
   "content-security-policy":
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
@@ -120,8 +121,8 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
   const log = options.log ?? ((line: string) => console.error(line));
   let port = 0;
   // One overview read a second at most, however many tabs poll: their requests share it.
-  let cached: { at: number; body: Promise<unknown> } | undefined;
-  function overview(): Promise<unknown> {
+  let cached: { at: number; body: Promise<OverviewAnswer> } | undefined;
+  function overview(): Promise<OverviewAnswer> {
     const now = Date.now();
     if (cached === undefined || now - cached.at >= OVERVIEW_REUSE_MS) {
       const body = readOnly(sql, (tx) => readOverview(tx, overviewOptions)).then((o) => {
@@ -165,16 +166,18 @@ export function startDashboard(sql: Sql, options: DashboardOptions = {}): Dashbo
       return path.startsWith("/api/") ? problem(400, message) : text(400, message);
     }
     if (path === "/") return asset(PAGE_HTML, "text/html; charset=utf-8");
-    if (path === "/dashboard.js") return asset(PAGE_JS, "text/javascript; charset=utf-8");
+    const script = /^\/js\/([a-z0-9_]+\.js)$/.exec(path);
+    if (script && Object.hasOwn(BROWSER_MODULES, script[1])) {
+      return asset(BROWSER_MODULES[script[1]], "text/javascript; charset=utf-8");
+    }
     if (path === "/dashboard.css") return asset(PAGE_CSS, "text/css; charset=utf-8");
     if (path === "/favicon.svg") return asset(FAVICON_SVG, "image/svg+xml");
     if (path === "/api/overview") return await json(overview);
     // No CORS headers anywhere: another site's script cannot read this answer, so the token
     // reaches only the dashboard's own page.
     if (path === "/api/session") {
-      return await json(() =>
-        Promise.resolve(token ? { actions: true, token } : { actions: false })
-      );
+      const session: SessionAnswer = token ? { actions: true, token } : { actions: false };
+      return await json(() => Promise.resolve(session));
     }
     if (path === "/api/runs") {
       let filter;
