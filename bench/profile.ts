@@ -2,7 +2,10 @@
  * Where the time goes per task: runs a backlog of no-op runs through one real worker on a
  * throw-away durable server (fsync and synchronous_commit on) with `pg_stat_statements`
  * (`track = all`, so statements nested in plpgsql show) and prints, per task, the top statements
- * (calls, execution ms, rows), WAL bytes and records, and rows written per table.
+ * (calls, execution ms, rows), WAL bytes and records, rows written per table, and the server's CPU
+ * time per task (every server process's user and system time, from /proc: unlike the rates, it
+ * does not grow when other programs keep the cores busy, so two SQL versions compare on a loaded
+ * machine).
  *
  *   deno run -A bench/profile.ts [--tasks 2000] [--scenario single|chain|both] [--reps 3]
  *                                [--schemas DIR] [--top 25] [--explain]
@@ -64,6 +67,8 @@ interface Profile {
   walRecords: number;
   walFpi: number;
   tables: { name: string; ins: number; upd: number; hot: number; del: number }[];
+  /** The server's CPU milliseconds per task (see {@link serverCpuSeconds}). */
+  cpuMs: number;
 }
 
 const MARK = "/* profile */";
@@ -139,10 +144,12 @@ async function profileOnce(
       `${MARK} select wal_records::float8 as r, wal_fpi::float8 as f,
               (pg_current_wal_lsn() - '0/0')::float8 as b from pg_stat_wal`,
     );
+    const cpu0 = await serverCpuSeconds(server.dataDir);
     const t0 = performance.now();
     await startRuns(sql, slug, runs);
     await waitDone(sql, slug, 50 + runs);
     const seconds = (performance.now() - t0) / 1000;
+    const cpu1 = await serverCpuSeconds(server.dataDir);
     const [{ lsn }] = await sql.unsafe(
       `${MARK} select (pg_current_wal_lsn() - '0/0')::float8 as lsn`,
     );
@@ -191,10 +198,30 @@ async function profileOnce(
       walRecords: (w1.r - w0.r) / tasks,
       walFpi: (w1.f - w0.f) / tasks,
       tables,
+      cpuMs: (cpu1 - cpu0) * 1000 / tasks,
     };
   } finally {
     await server.destroy();
   }
+}
+
+/**
+ * User and system CPU seconds of the server so far: the postmaster's own and its reaped children's
+ * (an exited backend's time is added to its parent's when it is reaped), and every live child's.
+ * Linux only; /proc counts in clock ticks of 1/100 s.
+ */
+async function serverCpuSeconds(dataDir: string): Promise<number> {
+  const pid = Number((await Deno.readTextFile(`${dataDir}/data/postmaster.pid`)).split("\n")[0]);
+  let ticks = 0;
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`).catch(() => "");
+    // The fields after the command's closing parenthesis, from the state (field 3) on.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number);
+    if (Number(entry.name) === pid) ticks += f[11] + f[12] + f[13] + f[14];
+    else if (f[1] === pid) ticks += f[11] + f[12];
+  }
+  return ticks / 100;
 }
 
 async function startRuns(sql: postgres.Sql, slug: string, n: number): Promise<void> {
@@ -241,6 +268,11 @@ function report(label: string, profiles: Profile[]): void {
   console.log(
     `tasks/s ${f(m((p) => p.tasks / p.seconds), 0)} (runs: ${
       profiles.map((p) => f(p.tasks / p.seconds, 0)).join(" / ")
+    })`,
+  );
+  console.log(
+    `server CPU ms/task ${f(m((p) => p.cpuMs))} (runs: ${
+      profiles.map((p) => f(p.cpuMs)).join(" / ")
     })`,
   );
   const top = (p: Profile) => p.statements.filter((s) => s.toplevel);

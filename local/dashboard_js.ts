@@ -9,9 +9,10 @@
  * `<T>x` casts) and refuses the rest naming the place. Nothing is fetched: no bundler, no network.
  *
  * A module may import at run time only the other modules of the folder (`./name.ts`, served as
- * `./name.js`); the server's types come in by `import type`, which disappears. The folder is a
- * workspace member whose `deno.json` gives it the browser's libraries (DOM), so `deno check` checks
- * it against the browser's API in a program of its own, and the rest of `src/` never sees the DOM.
+ * `./name.js`); the server's types come in by `import type`, which disappears. The folder's own
+ * `deno.json` gives it the browser's libraries (DOM), and `deno task check` (`local/check.ts`)
+ * checks it against the browser's API in a program of its own, so the rest of `src/` never sees
+ * the DOM.
  * That program has Deno's namespace too, only because server types it imports reach it (through
  * the DSL's handler context); the build refuses a module that uses it.
  *

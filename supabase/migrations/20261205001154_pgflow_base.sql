@@ -542,22 +542,9 @@ create unlogged table if not exists pgflow.listeners (
   constraint listeners_pkey primary key (channel, pid)
 );
 
--- The advisory lock of a channel's barrier: pgflow's own class id (the bytes 'pgfw') and one of
--- 256 buckets. Buckets, not one key per channel: a transaction that starts ten thousand runs
--- touches ten thousand run channels, and one lock each would exhaust the server's lock table; two
--- channels sharing a bucket only make a barrier wait for one more sender.
-create or replace function pgflow._listen_bucket(p_channel text)
-returns integer
-language sql
-immutable
-parallel safe
-set search_path = ''
-as $$
-  select hashtext(p_channel) & 255
-$$;
-
--- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it. The run-event
--- trigger (pgflow._run_changed, 0850_run_events.sql) has the same body inline.
+-- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it, as
+-- pgflow._notify_needed decides (0090_inline_helpers.sql: the barrier's lock, then the listeners).
+-- The run-event trigger (pgflow._run_changed, 0850_run_events.sql) decides the same way.
 create or replace function pgflow._announce(p_channel text, p_payload text)
 returns void
 language plpgsql
@@ -568,10 +555,7 @@ security definer
 set search_path = ''
 as $$
 begin
-  -- The bucket is pgflow._listen_bucket's, written out: a function with its own search_path is
-  -- never inlined, and this runs for every status change.
-  if not pg_try_advisory_xact_lock_shared(1885824631, hashtext(p_channel) & 255)
-     or exists (select 1 from pgflow.listeners l where l.channel = p_channel) then
+  if (select n from pgflow._notify_needed(p_channel) n) then
     perform pg_notify(p_channel, p_payload);
   end if;
 end;
@@ -654,18 +638,22 @@ as $$
 declare
   bucket integer;
   tries integer;
+  -- A sender holds the lock for the rest of its transaction: a few milliseconds, unless it is a
+  -- long one. 20 tries 1 ms apart wait out the short ones and give up on the rest.
+  max_tries constant integer := 20;
+  pause_seconds constant float8 := 0.001;
 begin
   perform pgflow._check_listen_channels(p_channels);
   for bucket in select distinct pgflow._listen_bucket(c) from unnest(p_channels) c order by 1 loop
     tries := 0;
-    while not pg_try_advisory_lock(1885824631, bucket) loop
+    while not pg_try_advisory_lock(pgflow._listen_lock_class(), bucket) loop
       tries := tries + 1;
-      if tries > 20 then
+      if tries > max_tries then
         return false;
       end if;
-      perform pg_sleep(0.001);
+      perform pg_sleep(pause_seconds);
     end loop;
-    perform pg_advisory_unlock(1885824631, bucket);
+    perform pg_advisory_unlock(pgflow._listen_lock_class(), bucket);
   end loop;
   return true;
 end;
@@ -828,6 +816,263 @@ begin
 end;
 $$;
 
+-- ---- schemas/0090_inline_helpers.sql
+-- Internal helpers that Postgres inlines, and the engine's named constants.
+--
+-- The policy (docs/design.md, Internal helpers). Every pgflow function pins search_path = '', so
+-- that no caller's search_path can redirect a name in it: every function except the ones in this
+-- file. A function with a setting of its own (set search_path) is never inlined: each call
+-- changes the setting and restores it and, for a SQL function, plans its body again, which on a
+-- task's path costs more than the body's own work. So a piece of logic that several functions
+-- share is written once, here, and called where it is needed instead of being copied by hand,
+-- and every function in this file:
+--   - is language sql, one SELECT, without set search_path or any other setting, so that Postgres
+--     replaces each call by the body when it plans the calling statement;
+--   - names every table and function with its schema (pgflow., pg_catalog.), so that it means the
+--     same under any search_path;
+--   - is not security definer and is granted to no role (0900_privileges.sql revokes PUBLIC's
+--     execute): it runs with the rights of the function that calls it;
+--   - is called only by functions that pin search_path = '' (so the operators and types it does
+--     not qualify are pg_catalog's) and that run as the owner (Postgres inlines a function only
+--     for a role that may execute it), never by a function that another role runs with its own
+--     rights, a default expression, a view or a client;
+--   - keeps a shape that Postgres inlines: stable (see below), not strict; a scalar helper is one
+--     expression without a subquery; a helper that reads tables returns a set (returns setof) and
+--     is used in FROM or as a scalar subquery.
+-- Stable, even for a constant: Postgres runs an immutable function whose arguments are constants
+-- while it plans the caller (for a SQL function that means parsing and planning its body, about
+-- 50 µs per plan), where it inlines a stable one (about 5 µs), and folds the result to its value
+-- all the same. So no helper is ever called while a task runs, at plan time or at run time.
+-- tests/sql/inline_helpers_test.ts checks all of this over the catalog, and that a task's path
+-- calls no helper (Postgres's function statistics count none).
+--
+-- The constants are helpers without arguments: a number with a reason lives in one place, and
+-- costs nothing where it is used.
+
+-- Liveness ---------------------------------------------------------------------------------------
+
+-- How recent a worker's heartbeat must be for it to count as live. Workers heartbeat every 5 s by
+-- default (heartbeatIntervalMs): six missed heartbeats in a row mean its isolate is gone.
+create or replace function pgflow._live_window()
+returns interval
+language sql
+stable
+as $$
+  select interval '30 seconds'
+$$;
+
+-- A worker seen since p_since: its heartbeat is newer and it has not stopped. A deprecated worker
+-- is still seen (it drains what it holds): the deploy fence waits for it, and the coverage check
+-- does not count its tasks as stale.
+create or replace function pgflow._worker_seen(w pgflow.workers, p_since timestamptz)
+returns boolean
+language sql
+stable
+as $$
+  select w.last_heartbeat_at > p_since and w.stopped_at is null
+$$;
+
+-- A live worker: seen since p_since and not deprecated, so it takes new work. p_since is
+-- clock_timestamp() - pgflow._live_window() unless an operator asks with another window.
+create or replace function pgflow._worker_live(w pgflow.workers, p_since timestamptz)
+returns boolean
+language sql
+stable
+as $$
+  select pgflow._worker_seen(w, p_since) and w.deprecated_at is null
+$$;
+
+-- The claim ------------------------------------------------------------------------------------
+
+-- A support set's key of a (flow, step) pair (pgflow.workers.supported_keys): slugs never hold
+-- chr(31), so two pairs never share a key.
+create or replace function pgflow._pair_key(p_flow_slug text, p_step_slug text)
+returns text
+language sql
+stable
+as $$
+  select p_flow_slug || pg_catalog.chr(31) || p_step_slug
+$$;
+
+-- Seconds a claimed message stays hidden beyond its step's effective timeout: a handler that runs
+-- its whole timeout still reports before another worker can read the message again.
+create or replace function pgflow._claim_margin()
+returns integer
+language sql
+stable
+as $$
+  select 2
+$$;
+
+-- Seconds past its step's effective timeout after which a started task counts as stalled: a
+-- handler stopped by its timeout reports within this, however late its batch of completions
+-- goes out, so stalled recovery never takes back an attempt that is still reporting.
+create or replace function pgflow._stalled_margin()
+returns integer
+language sql
+stable
+as $$
+  select 30
+$$;
+
+-- The deepest read past another worker's backlog (docs/design.md, Claim table; next_read_qty):
+-- such a read reads, and gives back, every message on its way, so its cost is bounded here; the
+-- figures behind it are in docs/routing.md, Reading past a busy worker's backlog.
+create or replace function pgflow._read_past_max()
+returns integer
+language sql
+stable
+as $$
+  select 2000
+$$;
+
+-- A read that took longer than this may have been planned on statistics that say its queue is
+-- empty (0405_queue_statistics.sql): a read of 10 visible messages takes well under a
+-- millisecond, so only then are the statistics looked at.
+create or replace function pgflow._slow_read()
+returns interval
+language sql
+stable
+as $$
+  select interval '3 milliseconds'
+$$;
+
+-- A read that waited longer than this for messages stamps the tasks it claimed again with the time
+-- they really started (read_and_claim): under it, the difference does not matter to stalled
+-- recovery (seconds) and the extra statement is not worth its cost.
+create or replace function pgflow._late_start()
+returns interval
+language sql
+stable
+as $$
+  select interval '500 milliseconds'
+$$;
+
+-- Inputs and outputs -----------------------------------------------------------------------------
+
+-- The object of a step's completed dependency outputs, keyed by dependency; skipped dependencies
+-- are absent. A dependent task's input, and what a dependent step's condition is checked on.
+create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
+returns setof jsonb
+language sql
+stable
+as $$
+  select coalesce(pg_catalog.jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+  from pgflow.deps d
+  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
+$$;
+
+-- The input of a task: a root step's is the run input, a dependent step's the object of its
+-- completed dependencies' outputs (pgflow._dependency_outputs), and a map task's the element at
+-- its index of the array it maps over (the run input, or its one dependency's output).
+create or replace function pgflow._task_input(
+  p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer
+)
+returns setof jsonb
+language sql
+stable
+as $$
+  select case
+           when s.step_type = 'map' and s.deps_count = 0 then r.input -> p_task_index
+           when s.step_type = 'map' then
+             (select ss.output -> p_task_index
+              from pgflow.deps d
+              join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
+              where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug)
+           when s.deps_count = 0 then r.input
+           else (select o from pgflow._dependency_outputs(p_run_id, p_flow_slug, p_step_slug) o)
+         end
+  from pgflow.steps s
+  join pgflow.runs r on r.run_id = p_run_id
+  where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
+$$;
+
+-- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
+-- keyed by step slug; skipped leaves are absent.
+create or replace function pgflow._run_output(p_run_id uuid)
+returns setof jsonb
+language sql
+stable
+as $$
+  select coalesce(pg_catalog.jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+  from pgflow.step_states ss
+  where ss.run_id = p_run_id and ss.status = 'completed'
+    and not exists (select 1 from pgflow.deps d
+                    where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
+$$;
+
+-- Notifications and locks -------------------------------------------------------------------------
+
+-- The class of the listeners' barrier locks (0045_listeners.sql): pgflow's own id, the bytes
+-- 'pgfw', in the two-key form of advisory locks, so it shares no key with any single-key lock.
+create or replace function pgflow._listen_lock_class()
+returns integer
+language sql
+stable
+as $$
+  select 1885824631
+$$;
+
+-- The barrier lock's second key for a channel: one of 256 buckets. Buckets, not one key per
+-- channel: a transaction that starts ten thousand runs touches ten thousand run channels, and one
+-- lock each would exhaust the server's lock table; two channels sharing a bucket only make a
+-- barrier wait for one more sender.
+create or replace function pgflow._listen_bucket(p_channel text)
+returns integer
+language sql
+stable
+as $$
+  select pg_catalog.hashtext(p_channel) & 255
+$$;
+
+-- Whether a notification on p_channel must be sent (0045_listeners.sql): the sender first takes
+-- the channel's barrier lock shared, for the rest of its transaction, and then looks for a waiter;
+-- a sender that cannot take the lock (a barrier holds it for an instant) notifies anyway. The
+-- order is the protocol: looking first could miss a waiter whose barrier has already passed.
+-- Stable, although it takes a lock, because Postgres inlines no volatile set-returning function:
+-- its one side effect is the lock every caller must take, and each call takes it.
+create or replace function pgflow._notify_needed(p_channel text)
+returns setof boolean
+language sql
+stable
+as $$
+  select not pg_catalog.pg_try_advisory_xact_lock_shared(pgflow._listen_lock_class(),
+                                                         pgflow._listen_bucket(p_channel))
+         or exists (select 1 from pgflow.listeners l where l.channel = p_channel)
+$$;
+
+-- The transaction locks that serialise decisions about one name (pg_advisory_xact_lock), each
+-- keyed by a prefix of its own so that no two kinds can take each other's key:
+-- the namespace of flow slugs and aliases (pgflow._lock_names),
+create or replace function pgflow._names_lock_key()
+returns integer
+language sql
+stable
+as $$
+  select pg_catalog.hashtext('pgflow.names')
+$$;
+
+-- one queue name, declared shared or created for a flow (0700, 0705),
+create or replace function pgflow._queue_lock_key(p_queue text)
+returns integer
+language sql
+stable
+as $$
+  select pg_catalog.hashtext('pgflow.queue:' || p_queue)
+$$;
+
+-- and one flow slug, compiled or deleted (0720, 0730), under any spelling. (The statistics
+-- refresh's try lock, 'pgflow.analyze:' || queue, is written in 0405_queue_statistics.sql: a role
+-- may be granted that function alone.)
+create or replace function pgflow._flow_lock_key(p_flow_slug text)
+returns integer
+language sql
+stable
+as $$
+  select pg_catalog.hashtext('pgflow.flow:' || pg_catalog.lower(p_flow_slug))
+$$;
+
 -- ---- schemas/0100_create_flow.sql
 -- Definition functions the startup compiler builds on. Both are idempotent for identical input and
 -- refuse a different definition under an existing slug instead of silently changing it.
@@ -843,7 +1088,7 @@ language sql
 volatile
 set search_path = ''
 as $$
-  select pg_advisory_xact_lock(hashtext('pgflow.names'))
+  select pg_advisory_xact_lock(pgflow._names_lock_key())
 $$;
 
 -- alias: the stable name this version carries (pgflow.aliases), recorded with it: the first
@@ -1223,40 +1468,6 @@ begin
 end;
 $$;
 
--- The object of a step's completed dependency outputs; skipped dependencies are absent. The input of
--- a dependent step's task is the same object, built inline by the claim (0400_start_tasks.sql),
--- which runs once per claimed task: a function call there would be planned again on every call.
-create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
-returns jsonb
-language sql
-stable
-set search_path = ''
-as $$
-  select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
-  from pgflow.deps d
-  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
-$$;
-
--- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
--- keyed by step slug; skipped leaves are absent. The batch completion path (complete_tasks) writes
--- the same query inline, as it runs for every run a batch completes.
-create or replace function pgflow._run_output(p_run_id uuid)
-returns jsonb
-language plpgsql
-stable
-set search_path = ''
-as $$
-begin
-  return coalesce((
-    select jsonb_object_agg(ss.step_slug, ss.output)
-    from pgflow.step_states ss
-    where ss.run_id = p_run_id and ss.status = 'completed'
-      and not exists (select 1 from pgflow.deps d
-                      where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-  ), '{}'::jsonb);
-end;
-$$;
 -- Completes a step with its output, releases its dependents and counts it off the run; completes the
 -- run when it was the last step. The caller holds the run's lock.
 create or replace function pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
@@ -1302,7 +1513,7 @@ begin
   if remaining = 0 then
     update pgflow.runs r
     set status = 'completed', completed_at = clock_timestamp(),
-        output = pgflow._run_output(p_run_id)
+        output = (select o from pgflow._run_output(p_run_id) o)
     where r.run_id = p_run_id and r.status = 'started';
   end if;
 end;
@@ -1434,7 +1645,7 @@ begin
       -- object of completed dependency outputs (dependent steps).
       if ready.required_input_pattern is not null or ready.forbidden_input_pattern is not null then
         cond_input := case when ready.deps_count = 0 then run.input
-                           else pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) end;
+                           else (select o from pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) o) end;
         if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
                 and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
           if ready.when_unmet = 'fail' then
@@ -1627,10 +1838,44 @@ $$;
 -- eligible queued task in the support set is claimed; every other message is reported (with the
 -- identity of its task, when one owns it) and its task left exactly as it was. One such message
 -- changes: a queued task outside the support set whose pair a live worker on the queue serves is
--- handed back to that worker (visible again at once, and announced; see _start_tasks). A read may
+-- handed back to that worker (visible again at once, and announced; see _hand_back). A read may
 -- ask for more messages than the worker has free slots (to read past another worker's backlog,
 -- see read_and_claim): then at most p_claim_limit tasks are claimed, and the worker's own tasks
 -- beyond them are returned the same way (surplus).
+--
+-- _start_tasks is the claim; its steps that only some reads need are the functions before it
+-- (_explicit_support, _claim_limit_split, _hand_back, _read_past_qty), and the input of a claimed
+-- task is pgflow._task_input's (0090_inline_helpers.sql).
+
+-- A row of the claim, as read_and_claim, complete_and_claim and _start_tasks return it: one
+-- message read; what the claim did with it (disposition: docs/design.md, Claim table); the
+-- identity of the task that owns it, if one does; input and attempt when it was claimed; and
+-- next_read_qty, the same on every row of a read (see _read_past_qty). The read's own fields
+-- (read_ct, enqueued_at, message, headers) are read_and_claim's to fill: _start_tasks leaves them
+-- NULL and gives vt only where it changed the message's visibility. read_and_claim gives the
+-- visibility each message ends with, and a body and headers only on claimed rows.
+do $$
+begin
+  create type pgflow.claim_row as (
+    msg_id bigint,
+    read_ct integer,
+    enqueued_at timestamptz,
+    vt timestamptz,
+    message jsonb,
+    headers jsonb,
+    disposition text,
+    flow_slug text,
+    run_id uuid,
+    step_slug text,
+    task_index integer,
+    input jsonb,
+    attempt integer,
+    next_read_qty integer
+  );
+exception when duplicate_object then
+  null;
+end
+$$;
 
 -- A registered worker's claim settings, one primary-key lookup whatever the size of its set: the
 -- visibility its claims read with (claim_visibility, NULL when its steps' timeouts differ) and its
@@ -1664,19 +1909,210 @@ begin
 end;
 $$;
 
+-- The support set given as explicit pairs (start_tasks' supported, a worker's fallback when it
+-- has no registration): checked and keyed in one pass over the pairs, a cost that grows with the
+-- set and is paid per batch, which is why workers claim against their registered set instead.
+-- stamp is the worker id to record on claimed tasks: NULL for a worker with no row, since
+-- last_worker_id can only name a registered worker.
+create or replace function pgflow._explicit_support(
+  p_supported jsonb, p_worker_id uuid, out support_keys jsonb, out stamp uuid
+)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  malformed boolean;
+begin
+  if jsonb_typeof(p_supported) = 'array' then
+    select coalesce(jsonb_object_agg(
+             case when jsonb_typeof(e) = 'array'
+                  then pgflow._pair_key(coalesce(e ->> 0, ''), coalesce(e ->> 1, '')) else '' end,
+             true), '{}'::jsonb),
+           bool_or(case when jsonb_typeof(e) <> 'array' then true
+                        when jsonb_array_length(e) <> 2 then true
+                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
+    into support_keys, malformed
+    from jsonb_array_elements(p_supported) e;
+  end if;
+  if jsonb_typeof(p_supported) <> 'array' or malformed then
+    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
+      left(coalesce(p_supported::text, 'NULL'), 200) using errcode = '22023';
+  end if;
+  stamp := p_worker_id;
+  perform 1 from pgflow.workers w where w.worker_id = p_worker_id;
+  if not found then
+    stamp := null;
+  end if;
+end;
+$$;
+
+-- A read deeper than the worker's free slots (read_and_claim's read_qty) may hold more of its own
+-- queued tasks than it can run: the claim may take the first p_claim_limit of them, in message
+-- order (claim_ids), and the rest are surplus, returned to the queue by the hand-back. Each id is
+-- looked up on its own (LATERAL ... LIMIT 1), as in the claim (see _start_tasks). Called by
+-- _start_tasks only, under its settings.
+create or replace function pgflow._claim_limit_split(
+  p_queue text, p_msg_ids bigint[], p_support_keys jsonb, p_claim_limit integer,
+  out claim_ids bigint[], out surplus bigint[]
+)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  own_ids bigint[];
+begin
+  select array_agg(i.mid order by i.mid) into own_ids
+  from (select distinct m from unnest(p_msg_ids) m where m is not null) i(mid)
+  cross join lateral (
+    select 1 from pgflow.step_tasks t
+    where t.queue_name = p_queue and t.message_id = i.mid and t.status = 'queued'
+      and p_support_keys ? pgflow._pair_key(t.flow_slug, t.step_slug)
+    limit 1
+  ) t;
+  claim_ids := coalesce(own_ids[1:p_claim_limit], '{}');
+  surplus := nullif(own_ids[p_claim_limit + 1:], '{}');
+end;
+$$;
+
+-- The hand-back (docs/design.md, Claim table). Reading a message hides it from every other reader
+-- of the queue, so a message this worker cannot claim would wait a visibility timeout for the
+-- worker that can, and a non-supporting reader whose next read lands as it reappears could hide
+-- it again, for ever. So a message whose task is queued in a started run, outside this worker's
+-- support set, whose pair another live worker on this queue serves (pgflow._worker_live), is
+-- handed back: made visible again at once (set_vt 0, or nothing when the read, with visibility
+-- 0, left it visible) and announced on the queue's channel with its pair as payload
+-- (["flow", "step"]: identity, never the body), which wakes a worker that serves it. A fresh
+-- message read by the wrong worker is claimed by the right one without waiting, and no reader
+-- ever hides another worker's message for longer than its own transaction. The worker's surplus
+-- tasks (_claim_limit_split) are returned the same way: this worker has no slot for them, another
+-- that serves them may. The task is not touched. A message no live worker serves keeps the
+-- visibility the worker asked for (it would only be read again by workers that cannot claim it),
+-- and so does one no task owns. Decided by task identity and the worker registry only, each
+-- pair's servers looked up once. Returns the ids handed back, and the visibility of those set_vt
+-- changed. Called by _start_tasks only, under its settings.
+create or replace function pgflow._hand_back(
+  p_queue text, p_msg_ids bigint[], p_claimed bigint[], p_surplus bigint[], p_support_keys jsonb,
+  p_worker_id uuid, p_read_visibility integer,
+  out handed bigint[], out vt_ids bigint[], out vts timestamptz[]
+)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  payloads text[];
+  payload text;
+begin
+  with unclaimed as (
+    select i.mid, s.m is not null as surplus, t.run_id, t.flow_slug, t.step_slug,
+           pgflow._pair_key(t.flow_slug, t.step_slug) as k
+    from (select distinct m from unnest(p_msg_ids) m where m is not null) i(mid)
+    left join unnest(p_surplus) s(m) on s.m = i.mid
+    cross join lateral (
+      select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
+      where t.queue_name = p_queue and t.message_id = i.mid and t.status = 'queued'
+      limit 1
+    ) t
+    where not (i.mid = any (coalesce(p_claimed, '{}')))
+  ),
+  served as (
+    select p.k from (select distinct u.k from unclaimed u where not u.surplus) p
+    where not (p_support_keys ? p.k)
+      and exists (
+        select 1 from pgflow.workers w
+        where w.queue_name = p_queue
+          and pgflow._worker_live(w, clock_timestamp() - pgflow._live_window())
+          and w.worker_id is distinct from p_worker_id
+          and w.supported_keys ? p.k)
+  )
+  select array_agg(u.mid order by u.mid),
+         array_agg(distinct jsonb_build_array(u.flow_slug, u.step_slug)::text)
+  into handed, payloads
+  from unclaimed u
+  where u.surplus
+     or (u.k in (select v.k from served v)
+         and exists (select 1 from pgflow.runs r where r.run_id = u.run_id and r.status = 'started'));
+  if handed is null then
+    return;
+  end if;
+  if p_read_visibility is distinct from 0 then
+    select array_agg(r.msg_id), array_agg(r.vt) into vt_ids, vts
+    from pgflow.set_vt_batch(p_queue, handed, array_fill(0, array[cardinality(handed)])) r;
+  end if;
+  foreach payload in array payloads loop
+    perform pgflow._announce('pgflow_queue:' || p_queue, payload);
+  end loop;
+end;
+$$;
+
+-- Reading past another worker's backlog (docs/design.md, Claim table; next_read_qty). PGMQ reads
+-- visible messages in id order, so a worker whose own tasks are queued behind a busy worker's
+-- backlog reads that backlog's head, hands it back (visible at once: its worker is live) and
+-- reads the same head again, until the backlog is gone. So when a full read did not claim all it
+-- read, the worker is told how many messages its next read must ask for to reach its first queued
+-- task behind this read (or its first surplus task, p_first_surplus): the distance in message ids
+-- from the first id read (the visible messages in between are at most that many), plus its claim
+-- limit; at most pgflow._read_past_max(). read_and_claim reads that many with visibility 0 and
+-- claims at most the limit, so the backlog it reads past is hidden from its worker only while
+-- that read's transaction holds it. Only the worker's own queued tasks are looked at (pgflow's
+-- rows, by id, within _read_past_max() ids of this read), never a message's body. A task queued
+-- further behind, or whose message is not visible (a retry's delay), is not reached this way.
+-- NULL: nothing of this worker's to read past to. Called by _start_tasks only, under its settings.
+create or replace function pgflow._read_past_qty(
+  p_queue text, p_msg_ids bigint[], p_ids_read integer, p_first_surplus bigint, p_support_keys jsonb,
+  p_read_qty integer, p_claim_limit integer
+)
+returns integer
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  first_read bigint := (select min(m) from unnest(p_msg_ids) m);
+  behind bigint := p_first_surplus;
+begin
+  -- A read that came back short saw every visible message: nothing of this worker's is visible
+  -- behind it. Nor is anything when none of its flows has a started run (a key lookup per pair,
+  -- before a scan of up to _read_past_max() task rows).
+  if behind is null and p_ids_read >= coalesce(p_read_qty, p_ids_read)
+     and exists (select 1 from jsonb_object_keys(p_support_keys) k
+                 where exists (select 1 from pgflow.runs r
+                               where r.flow_slug = split_part(k, chr(31), 1)
+                                 and r.status = 'started')) then
+    select t.message_id into behind
+    from pgflow.step_tasks t
+    where t.queue_name = p_queue
+      and t.message_id > (select max(m) from unnest(p_msg_ids) m)
+      and t.message_id < first_read + pgflow._read_past_max()
+      and t.status = 'queued' and p_support_keys ? pgflow._pair_key(t.flow_slug, t.step_slug)
+    order by t.message_id
+    limit 1;
+  end if;
+  if behind is null then
+    return null;
+  end if;
+  return least(behind - first_read + p_claim_limit, pgflow._read_past_max())::integer;
+end;
+$$;
+
 -- supported => NULL claims against the set the worker registered (pgflow.workers.supported, keyed
 -- once by register_worker; see _registered_claim): a worker with 1,000 pairs then sends none of
 -- them with each batch. p_support_keys, when given, is that set already looked up by the caller
 -- (read_and_claim). With explicit pairs a worker with no row still claims (its poll falls back to
--- them): the tasks it claims then record no last_worker_id, which can only name a registered
--- worker.
+-- them; see _explicit_support).
 --
--- Each statement a claim runs costs a plan lookup and an executor start whatever the batch's size,
--- so the common claim (every message claimed, every step with the timeout the read used) runs two:
--- the claim and its result. A step's timeout is looked up once per step in the batch, not once per
--- task.
+-- The claim runs in named steps, each below under its name: support set, claim limit, claim,
+-- re-arm visibility, hand back, set back, read-past sizing, answer (with the inputs built by
+-- pgflow._task_input). Each statement costs a plan lookup and an executor start whatever the
+-- batch's size, so the common claim (every message claimed, every step with the timeout the read
+-- used) runs two: the claim and the answer; the steps for the other cases are functions of their
+-- own, called only when their case arises. A step's timeout is looked up once per step in the
+-- batch, not once per task.
 --
--- enable_seqscan = off: see read_and_claim (0410_read_and_claim.sql); start_tasks gets it here.
+-- enable_seqscan = off: see read_and_claim (0410_read_and_claim.sql); start_tasks gets it here,
+-- and the steps' functions run under it.
 create or replace function pgflow._start_tasks(
   queue_name text,
   msg_ids bigint[],
@@ -1688,110 +2124,65 @@ create or replace function pgflow._start_tasks(
   p_read_qty integer default null,
   p_claim_limit integer default null
 )
-returns table (
-  message_id bigint,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  -- The message's visibility when this call changed it (set_vt), else NULL.
-  vt timestamptz,
-  -- How many messages this worker's next read should ask for to reach its own queued work
-  -- behind what this read returned (the same on every row), else NULL. See below.
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
 set plan_cache_mode = force_generic_plan
 as $$
-#variable_conflict use_column
 declare
   q text := _start_tasks.queue_name;
   -- The support set keyed as pgflow._support_keys builds it.
   sup_keys jsonb := _start_tasks.p_support_keys;
+  -- The worker id stamped on claimed tasks: NULL for a worker with no row (_explicit_support).
+  stamp uuid := _start_tasks.worker_id;
+  -- The ids the claim may take: every id read, or with a claim limit the worker's own queued tasks
+  -- up to it; the worker's own queued tasks beyond it (surplus).
+  claim_ids bigint[] := _start_tasks.msg_ids;
+  sur_msg bigint[];
+  -- The claimed tasks, column by column.
   c_msg bigint[];
   c_flow text[];
   c_run uuid[];
   c_step text[];
   c_idx integer[];
   c_att integer[];
-  -- Claimed messages whose step's timeout + 2 s is not the visibility the read gave them.
+  -- Claimed messages whose step's timeout + margin is not the visibility the read gave them.
   v_msg bigint[];
   v_off integer[];
+  -- How many distinct ids were read.
   n_ids integer;
   changed integer;
+  -- Messages handed back, and messages set back to the visibility the worker asked for.
+  h_msg bigint[];
+  h_vt_ids bigint[];
+  h_vts timestamptz[];
   u_msg bigint[];
+  -- Every visibility this call changed, by message.
   s_ids bigint[] := '{}';
   s_vts timestamptz[] := '{}';
-  malformed boolean;
-  -- The worker id stamped on claimed tasks: NULL for a worker with no row (see above).
-  stamp uuid := _start_tasks.worker_id;
-  -- Messages handed back to a worker that serves them (see below), and the notification payloads
-  -- that announce them.
-  h_msg bigint[];
-  h_payloads text[];
-  h_payload text;
-  -- The ids the claim may take: every id read, or with a claim limit the worker's own queued tasks
-  -- up to it; the worker's own queued tasks beyond it (surplus), returned like hand-backs.
-  claim_ids bigint[] := _start_tasks.msg_ids;
-  own_ids bigint[];
-  sur_msg bigint[];
-  -- The worker's first queued task behind this read, and how many to read to reach it.
-  behind bigint;
   next_qty integer;
-  -- The deepest read a worker is told to make: it reads and hands back every message on its way.
-  read_past_max constant integer := 2000;
 begin
   if q is null then
     raise exception 'start_tasks: queue_name must not be NULL' using errcode = '22004';
   end if;
-  if supported is null then
-    if sup_keys is null then
-      select r.support_keys into sup_keys from pgflow._registered_claim(_start_tasks.worker_id, q) r;
-    end if;
-  -- One pass over the pairs both checks and unpacks them: this cost grows with the set and is
-  -- paid per batch, which is why workers claim against their registered set instead.
-  elsif jsonb_typeof(supported) = 'array' then
-    select coalesce(jsonb_object_agg(
-             case when jsonb_typeof(e) = 'array' then coalesce(e ->> 0, '') || chr(31) || coalesce(e ->> 1, '') else '' end,
-             true), '{}'::jsonb),
-           bool_or(case when jsonb_typeof(e) <> 'array' then true
-                        when jsonb_array_length(e) <> 2 then true
-                        else jsonb_typeof(e -> 0) <> 'string' or jsonb_typeof(e -> 1) <> 'string' end)
-    into sup_keys, malformed
-    from jsonb_array_elements(supported) e;
-    perform 1 from pgflow.workers w where w.worker_id = _start_tasks.worker_id;
-    if not found then
-      stamp := null;
-    end if;
-  end if;
-  if supported is not null and (jsonb_typeof(supported) <> 'array' or malformed) then
-    raise exception 'start_tasks: supported must be a JSON array of [flow_slug, step_slug] pairs, got %',
-      left(coalesce(supported::text, 'NULL'), 200) using errcode = '22023';
+
+  -- Support set: the registered one, unless the caller looked it up already, or the explicit pairs.
+  if supported is not null then
+    select e.support_keys, e.stamp into sup_keys, stamp
+    from pgflow._explicit_support(supported, _start_tasks.worker_id) e;
+  elsif sup_keys is null then
+    select r.support_keys into sup_keys from pgflow._registered_claim(_start_tasks.worker_id, q) r;
   end if;
 
-  -- A read deeper than the worker's free slots (read_and_claim's read_qty) may hold more of its own
-  -- tasks than it can run: it claims the first p_claim_limit of them, in message order, and the
-  -- rest are surplus (below). Ordinary reads (no more ids than the limit) skip this lookup.
+  -- Claim limit: only a read that returned more ids than the worker has free slots (a read past).
   if p_claim_limit is not null and cardinality(msg_ids) > p_claim_limit then
-    -- Each id looked up on its own (LATERAL ... LIMIT 1), as in the claim below.
-    select array_agg(i.mid order by i.mid) into own_ids
-    from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
-    cross join lateral (
-      select 1 from pgflow.step_tasks t
-      where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
-        and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
-      limit 1
-    ) t;
-    claim_ids := coalesce(own_ids[1:p_claim_limit], '{}');
-    sur_msg := nullif(own_ids[p_claim_limit + 1:], '{}');
+    select l.claim_ids, l.surplus into claim_ids, sur_msg
+    from pgflow._claim_limit_split(q, msg_ids, sup_keys, p_claim_limit) l;
   end if;
 
+  -- Claim: each eligible queued task in the support set starts, once.
   with claimed as (
     update pgflow.step_tasks t
     set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
@@ -1823,15 +2214,15 @@ begin
     where t.ctid = i.tid
       and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
       and t.status = 'queued'
-      and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
+      and sup_keys ? pgflow._pair_key(t.flow_slug, t.step_slug)
     returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
   ),
-  -- Each step's effective timeout + 2 s, once per step of the batch.
+  -- Each step's effective timeout + the claim margin, once per step of the batch.
   timeouts as (
     select p.flow_slug, p.step_slug, o.off
     from (select distinct c.flow_slug, c.step_slug from claimed c) p
     cross join lateral (
-      select coalesce(s.opt_timeout, f.opt_timeout) + 2 as off
+      select coalesce(s.opt_timeout, f.opt_timeout) + pgflow._claim_margin() as off
       from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
       where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug
       limit 1
@@ -1846,10 +2237,11 @@ begin
   from claimed c
   join timeouts o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
 
-  -- Hide each claimed message for the effective timeout + 2 s, and make sure it happened: a claim
-  -- whose message is gone would otherwise run with nothing guarding it. A message the read in
-  -- this transaction already hid for exactly that long (read_and_claim reads with the worker's
-  -- claim_visibility) is left as it is: PGMQ builds and plans every set_vt again.
+  -- Re-arm visibility: hide each claimed message for its effective timeout + the claim margin, and
+  -- make sure it happened: a claim whose message is gone would otherwise run with nothing guarding
+  -- it. A message the read in this transaction already hid for exactly that long (read_and_claim
+  -- reads with the worker's claim_visibility) is left as it is: PGMQ builds and plans every set_vt
+  -- again.
   if v_msg is not null then
     select count(*), array_agg(r.msg_id), array_agg(r.vt) into changed, s_ids, s_vts
     from pgflow.set_vt_batch(q, v_msg, v_off) r;
@@ -1858,65 +2250,20 @@ begin
         cardinality(v_msg), v_msg using errcode = '55000';
     end if;
   end if;
-  -- Shared reads (docs/design.md, Claim table). Reading a message hides it from every other reader
-  -- of the queue, so a message this worker cannot claim would wait a visibility timeout for the
-  -- worker that can, and a non-supporting reader whose next read lands as it reappears could hide
-  -- it again, for ever. So a message whose task is queued in a started run, outside this worker's
-  -- support set, whose pair a live worker on this queue serves (fresh heartbeat, not deprecated),
-  -- is handed back:
-  -- made visible again at once (set_vt 0, or nothing when the read left it visible) and announced
-  -- on the queue's channel with its pair as payload (["flow", "step"]: identity, never the body),
-  -- which wakes a worker that serves it. A fresh message read by the wrong worker is claimed by
-  -- the right one without waiting, and no reader ever hides another worker's message for longer
-  -- than its own transaction. The worker's surplus tasks (see the claim limit above) are returned
-  -- the same way: this worker has no slot for them, another that serves them may. The task is not
-  -- touched. A message no live worker serves keeps the visibility the worker asked for (it would
-  -- only be read again by workers that cannot claim it), and so does one no task owns. Decided by
-  -- task identity and the worker registry only (each pair's servers looked up once); costs nothing
-  -- when every message read is claimed.
+
+  -- Hand back what another live worker serves, and the surplus: costs nothing when every message
+  -- read is claimed.
   if coalesce(cardinality(c_msg), 0) < n_ids then
-    with unclaimed as (
-      select i.mid, s.m is not null as surplus, t.run_id, t.flow_slug, t.step_slug,
-             t.flow_slug || chr(31) || t.step_slug as k
-      from (select distinct m from unnest(msg_ids) m where m is not null) i(mid)
-      left join unnest(sur_msg) s(m) on s.m = i.mid
-      cross join lateral (
-        select t.flow_slug, t.step_slug, t.run_id from pgflow.step_tasks t
-        where t.queue_name = q and t.message_id = i.mid and t.status = 'queued'
-        limit 1
-      ) t
-      where not (i.mid = any (coalesce(c_msg, '{}')))
-    ),
-    served as (
-      select p.k from (select distinct u.k from unclaimed u where not u.surplus) p
-      where not (sup_keys ? p.k)
-        and exists (
-          select 1 from pgflow.workers w
-          where w.queue_name = q and w.last_heartbeat_at > clock_timestamp() - interval '30 seconds'
-            and w.stopped_at is null and w.deprecated_at is null
-            and w.worker_id is distinct from _start_tasks.worker_id
-            and w.supported_keys ? p.k)
-    )
-    select array_agg(u.mid order by u.mid),
-           array_agg(distinct jsonb_build_array(u.flow_slug, u.step_slug)::text)
-    into h_msg, h_payloads
-    from unclaimed u
-    where u.surplus
-       or (u.k in (select v.k from served v)
-           and exists (select 1 from pgflow.runs r where r.run_id = u.run_id and r.status = 'started'));
-    if h_msg is not null then
-      if p_read_visibility is distinct from 0 then
-        select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
-        from pgflow.set_vt_batch(q, h_msg, array_fill(0, array[cardinality(h_msg)])) r;
-      end if;
-      foreach h_payload in array h_payloads loop
-        perform pgflow._announce('pgflow_queue:' || q, h_payload);
-      end loop;
-    end if;
+    select h.handed, h.vt_ids, h.vts into h_msg, h_vt_ids, h_vts
+    from pgflow._hand_back(q, msg_ids, c_msg, sur_msg, sup_keys, _start_tasks.worker_id,
+                           p_read_visibility) h;
+    s_ids := s_ids || h_vt_ids;
+    s_vts := s_vts || h_vts;
   end if;
-  -- A read with the claim's visibility (or, reading past others' messages, with none) hid the
-  -- messages not claimed for as long: they get the visibility the worker asked for, as if read
-  -- with it.
+
+  -- Set back: a read with the claim's visibility (or, reading past others' messages, with none)
+  -- hid the messages neither claimed nor handed back for as long: they get the visibility the
+  -- worker asked for, as if read with it.
   if p_unclaimed_visibility is not null
      and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
     select array_agg(m) into u_msg
@@ -1925,56 +2272,28 @@ begin
     select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
     from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
   end if;
-  -- Reading past another worker's backlog. PGMQ reads visible messages in id order, so a worker
-  -- whose own tasks are queued behind a busy worker's backlog reads that backlog's head, hands it
-  -- back (visible at once: its worker is live) and reads the same head again, until the backlog
-  -- is gone. So when a full read did not claim all it read, the worker is told how many messages
-  -- its next read must ask for to reach its first queued task behind this read (or its first
-  -- surplus task): the distance in message ids from the first id read (the visible messages in
-  -- between are at most that many), plus its claim limit; at most read_past_max. read_and_claim
-  -- reads that many with visibility 0 and claims at most the limit, so the backlog it reads past
-  -- is hidden from its worker only while that read's transaction holds it. Only the worker's own
-  -- queued tasks are looked at (pgflow's rows, by id, within read_past_max ids of this read),
-  -- never a message's body. A task queued further behind, or whose message is not visible (a
-  -- retry's delay), is not reached this way.
+
+  -- Read-past sizing: only a worker that gave a claim limit reads past, and only a read that did
+  -- not claim all it read has anything to read past.
   if p_claim_limit is not null and coalesce(cardinality(c_msg), 0) < n_ids then
-    behind := sur_msg[1];
-    -- A read that came back short saw every visible message: nothing of this worker's is visible
-    -- behind it. Nor is anything when none of its flows has a started run (a key lookup per pair,
-    -- before a scan of up to read_past_max task rows).
-    if behind is null and n_ids >= coalesce(p_read_qty, n_ids)
-       and exists (select 1 from jsonb_object_keys(sup_keys) k
-                   where exists (select 1 from pgflow.runs r
-                                 where r.flow_slug = split_part(k, chr(31), 1)
-                                   and r.status = 'started')) then
-      select t.message_id into behind
-      from pgflow.step_tasks t
-      where t.queue_name = q
-        and t.message_id > (select max(m) from unnest(msg_ids) m)
-        and t.message_id < (select min(m) from unnest(msg_ids) m) + read_past_max
-        and t.status = 'queued' and sup_keys ? (t.flow_slug || chr(31) || t.step_slug)
-      order by t.message_id
-      limit 1;
-    end if;
-    if behind is not null then
-      next_qty := least(behind - (select min(m) from unnest(msg_ids) m) + p_claim_limit,
-                        read_past_max)::integer;
-    end if;
+    next_qty := pgflow._read_past_qty(q, msg_ids, n_ids, sur_msg[1], sup_keys, p_read_qty,
+                                      p_claim_limit);
   end if;
 
+  -- Answer: one row per distinct id read, in id order.
   return query
   with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
   claimed as (
     select * from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att)
       as c(mid, flow_slug, run_id, step_slug, task_index, attempt)
   )
-  select i.mid,
+  select i.mid, null::integer, null::timestamptz, nv.vt, null::jsonb, null::jsonb,
          case
            when c.mid is not null then 'claimed'
            when t.run_id is null then 'unknown'
            when sur.mid is not null then 'surplus'
            when h.mid is not null then 'handed_back'
-           when not (sup_keys ? (t.flow_slug || chr(31) || t.step_slug)) then 'unsupported'
+           when not (sup_keys ? pgflow._pair_key(t.flow_slug, t.step_slug)) then 'unsupported'
            when t.status = 'started' then 'started'
            else 'ineligible'
          end,
@@ -1984,27 +2303,8 @@ begin
          coalesce(c.run_id, t.run_id),
          coalesce(c.step_slug, t.step_slug),
          coalesce(c.task_index, t.task_index),
-         -- The handler input, built here rather than by pgflow._dependency_outputs: a SQL function
-         -- with its own search_path is planned again on every call, and this runs once per
-         -- claimed task.
-         case when c.mid is not null then
-           case
-             when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
-             when s.step_type = 'map' then
-               (select ss.output -> c.task_index
-                from pgflow.deps d
-                join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
-                where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
-             when s.deps_count = 0 then r.input
-             else (select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
-                   from pgflow.deps d
-                   join pgflow.step_states ss on ss.run_id = c.run_id and ss.step_slug = d.dep_slug
-                   where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug
-                     and ss.status = 'completed')
-           end
-         end,
+         ti.input,
          c.attempt,
-         nv.vt,
          next_qty
   from ids i
   left join claimed c on c.mid = i.mid
@@ -2018,14 +2318,12 @@ begin
     where c.mid is null and t.queue_name = q and t.message_id = i.mid
     limit 1
   ) t on true
+  -- Build inputs: the handler input of a claimed task (pgflow._task_input, inlined: this runs once
+  -- per claimed task).
   left join lateral (
-    select s.step_type, s.deps_count from pgflow.steps s
-    where c.mid is not null and s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
-    limit 1
-  ) s on true
-  left join lateral (
-    select r.input from pgflow.runs r where c.mid is not null and r.run_id = c.run_id limit 1
-  ) r on true
+    select x.input from pgflow._task_input(c.run_id, c.flow_slug, c.step_slug, c.task_index) x(input)
+    where c.mid is not null
+  ) ti on true
   order by i.mid;
 end;
 $$;
@@ -2052,7 +2350,7 @@ volatile
 set search_path = ''
 as $$
 begin
-  return query select c.message_id, c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index,
+  return query select c.msg_id, c.disposition, c.flow_slug, c.run_id, c.step_slug, c.task_index,
     c.input, c.attempt
   from pgflow._start_tasks(start_tasks.queue_name, start_tasks.msg_ids, start_tasks.worker_id,
     start_tasks.supported, null, null) c;
@@ -2087,16 +2385,18 @@ declare
   tname text := pgmq.format_table_name(_refresh_queue_statistics.queue_name, 'q');
   rel regclass := pg_catalog.to_regclass(format('pgmq.%I', tname));
   believed float8;
+  -- The smallest table worth analysing: walking fewer pages costs well under a millisecond, and a
+  -- worker polling a quiet queue (its reads are slow because they wait) would otherwise analyse
+  -- it after every time autovacuum found it empty.
+  min_pages constant integer := 64;
 begin
   if rel is null then
     return false;
   end if;
   -- The planner's own estimate (reltuples per page times the pages the table has now). Never
   -- analysed or vacuumed (reltuples < 0, or no pages counted) it estimates from the row width,
-  -- which is not the trouble. Nor is a small table: walking fewer than 64 pages costs well under
-  -- a millisecond, and a worker polling a quiet queue (its reads are slow because they wait)
-  -- would otherwise analyse it after every time autovacuum found it empty.
-  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= 64
+  -- which is not the trouble. Nor is a small table (min_pages).
+  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= min_pages
               then c.reltuples / c.relpages * p.pages
          end
   into believed
@@ -2183,29 +2483,13 @@ create or replace function pgflow.read_and_claim(
   supported jsonb default null,
   read_qty integer default null
 )
-returns table (
-  msg_id bigint,
-  read_ct integer,
-  enqueued_at timestamptz,
-  vt timestamptz,
-  message jsonb,
-  headers jsonb,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
 set plan_cache_mode = force_generic_plan
 as $$
-#variable_conflict use_column
 declare
   q text := read_and_claim.queue_name;
   msgs pgmq.message_record[];
@@ -2247,10 +2531,10 @@ begin
   if ids is null then
     return;
   end if;
-  -- A read of 10 takes well under a millisecond; a slow one, full or not, may be planned on
-  -- statistics that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow
-  -- too, and then only costs the look at the statistics.
-  if clock_timestamp() - read_started > interval '3 milliseconds' then
+  -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue
+  -- is empty (0405_queue_statistics.sql). A read that polled is slow too, and then only costs the
+  -- look at the statistics.
+  if clock_timestamp() - read_started > pgflow._slow_read() then
     perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;
 
@@ -2267,14 +2551,14 @@ begin
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
                            depth, read_and_claim.qty) c
-    on c.message_id = m.msg_id
+    on c.msg_id = m.msg_id
   order by m.msg_id;
 
   -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
   -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
   -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
   -- start_tasks) with the time they really started, so stalled recovery measures from there.
-  if clock_timestamp() - now() > interval '500 milliseconds' then
+  if clock_timestamp() - now() > pgflow._late_start() then
     -- Each id looked up on its own and the task updated by the row version found, as in
     -- start_tasks: a join could scan the queue's every task.
     update pgflow.step_tasks t
@@ -2323,22 +2607,7 @@ create or replace function pgflow.complete_and_claim(
   supported jsonb default null,
   read_qty integer default null
 )
-returns table (
-  msg_id bigint,
-  read_ct integer,
-  enqueued_at timestamptz,
-  vt timestamptz,
-  message jsonb,
-  headers jsonb,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
@@ -2531,16 +2800,10 @@ begin
     set remaining_steps = r.remaining_steps - c.n,
         status = case when r.remaining_steps = c.n then 'completed' else r.status end,
         completed_at = case when r.remaining_steps = c.n then clock_timestamp() else r.completed_at end,
-        -- pgflow._run_output's query, inline: a function with its own search_path costs a GUC
-        -- change per call, and this runs for every run a batch completes (every task of a
-        -- single-step flow; bench/results.md, round 12).
-        output = case when r.remaining_steps = c.n then coalesce((
-          select jsonb_object_agg(ss.step_slug, ss.output)
-          from pgflow.step_states ss
-          where ss.run_id = c.run_id and ss.status = 'completed'
-            and not exists (select 1 from pgflow.deps d
-                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-        ), '{}'::jsonb) else r.output end
+        -- Inlined (0090_inline_helpers.sql): this runs for every run a batch completes (every
+        -- task of a single-step flow; bench/results.md, round 12).
+        output = case when r.remaining_steps = c.n
+                      then (select o from pgflow._run_output(c.run_id) o) else r.output end
     from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
     where r.run_id = c.run_id;
 
@@ -2737,7 +3000,8 @@ begin
     join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
     join pgflow.flows f on f.flow_slug = t.flow_slug
     where t.status = 'started'
-      and t.started_at < now() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout) + 30)
+      and t.started_at < now() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout)
+                                                        + pgflow._stalled_margin())
     order by t.started_at
   loop
     perform 1 from pgflow.runs r where r.run_id = cand.run_id and r.status = 'started'
@@ -2748,10 +3012,11 @@ begin
     join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = t.step_slug
     where t.run_id = cand.run_id and t.step_slug = cand.step_slug and t.task_index = cand.task_index
       and t.status = 'started' and ss.status = 'started'
-      and t.started_at < now() - make_interval(secs => cand.timeout + 30);
+      and t.started_at < now() - make_interval(secs => cand.timeout + pgflow._stalled_margin());
     continue when not found;
     perform pgflow._task_failed(cand.run_id, cand.step_slug, cand.task_index,
-      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0, 'stalled');
+      format('stalled: no completion within %s s (timeout + %s s)', cand.timeout + pgflow._stalled_margin(),
+             pgflow._stalled_margin()), 0, 'stalled');
     handled := handled + 1;
   end loop;
   return handled;
@@ -2965,7 +3230,7 @@ begin
 
   -- Nothing left to run (every step was taken over, or finished at once): the run is complete.
   update pgflow.runs r
-  set status = 'completed', completed_at = clock_timestamp(), output = pgflow._run_output(new_run_id)
+  set status = 'completed', completed_at = clock_timestamp(), output = (select o from pgflow._run_output(new_run_id) o)
   where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
 
   select * into created from pgflow.runs r where r.run_id = new_run_id;
@@ -3056,9 +3321,10 @@ begin
   end if;
   insert into pgflow.workers (worker_id, queue_name, function_name, supported, claim_visibility)
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
-          -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
+          -- The steps' shared timeout + the claim margin, if they share one (NULL for none or
+          -- several).
           (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
-                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end
+                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + pgflow._claim_margin() end
            from jsonb_array_elements(register_worker.supported) e
            join pgflow.steps s on s.flow_slug = e ->> 0 and s.step_slug = e ->> 1
            join pgflow.flows f on f.flow_slug = s.flow_slug
@@ -3108,7 +3374,8 @@ as $$
   where w.worker_id = mark_worker_stopped.worker_id
 $$;
 
--- Deprecates every live worker of a function: they stop polling and drain their in-flight tasks.
+-- Deprecates every worker of a function that has not stopped, live or silent: they stop polling
+-- and drain their in-flight tasks.
 create or replace function pgflow.deprecate_workers(function_name text)
 returns integer
 language sql
@@ -3124,22 +3391,23 @@ as $$
   select count(*)::integer from deprecated
 $$;
 
--- The workers seen since p_since that have not stopped: what the keep-alive, the coverage check and
--- the deploy fence's status count as live (each adds its own conditions). plpgsql plans this with
--- the actual p_since, so the planner sees how few rows are that recent and reads them by heartbeat
--- range (workers_heartbeat_idx); a cutoff it cannot see (a parameter, clock_timestamp()) looks to
--- it like a third of the table, and it scanned every worker the database ever had instead.
+-- The workers seen since p_since (pgflow._worker_seen), and whether each is live
+-- (pgflow._worker_live: not deprecated, so it takes new work): what the keep-alive, the coverage
+-- check and the deploy fence's status read. plpgsql plans this with the actual p_since, so the
+-- planner sees how few rows are that recent and reads them by heartbeat range
+-- (workers_heartbeat_idx); a cutoff it cannot see (a parameter, clock_timestamp()) looks to it
+-- like a third of the table, and it scanned every worker the database ever had instead.
 create or replace function pgflow._recent_workers(p_since timestamptz)
-returns table (worker_id uuid, queue_name text, function_name text, deprecated boolean, supported jsonb)
+returns table (worker_id uuid, queue_name text, function_name text, live boolean, supported jsonb)
 language plpgsql
 stable
 set search_path = ''
 as $$
 begin
   return query
-  select w.worker_id, w.queue_name, w.function_name, w.deprecated_at is not null, w.supported
+  select w.worker_id, w.queue_name, w.function_name, pgflow._worker_live(w, p_since), w.supported
   from pgflow.workers w
-  where w.last_heartbeat_at > p_since and w.stopped_at is null;
+  where pgflow._worker_seen(w, p_since);
 end;
 $$;
 
@@ -3161,8 +3429,9 @@ as $$
                   interval '7 days')
 $$;
 
--- Sets the retention (NULL: back to the default). At least one hour: a live worker heartbeats every
--- few seconds, so only a worker that is long gone can look that old.
+-- Sets the retention (NULL: back to the default). At least one hour, far beyond the live window
+-- (pgflow._live_window): a live worker heartbeats every few seconds, so only a worker that is long
+-- gone can look that old.
 create or replace function pgflow.set_worker_retention(retention interval)
 returns interval
 language plpgsql
@@ -3256,7 +3525,7 @@ begin
         hint = 'use lowercase letters, digits and single underscores, starting with a letter, at most 47 characters';
   end if;
   perform pgmq.validate_queue_name(p_queue);
-  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+  perform pg_advisory_xact_lock(pgflow._queue_lock_key(p_queue));
 
   select array_agg(q.queue_name::text order by q.queue_name) into spellings
   from pgmq.list_queues() q where lower(q.queue_name) = p_queue;
@@ -3310,7 +3579,7 @@ declare
   spellings text[];
 begin
   -- The same lock shared-queue declaration takes on a name, so the two never race for one.
-  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+  perform pg_advisory_xact_lock(pgflow._queue_lock_key(p_queue));
   select c.flow_slug into owner_flow from pgflow.created_queues c where c.queue_name = p_queue;
   if owner_flow is not null and owner_flow <> p_flow_slug then
     raise exception 'flow %: queue % belongs to flow %', p_flow_slug, p_queue, owner_flow
@@ -3814,7 +4083,7 @@ begin
       array_to_string(problems, '; ') using errcode = '22023';
   end if;
   -- One compile per slug at a time: concurrent workers of the same flow wait here.
-  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(ensure_flow_compiled.flow_slug)));
+  perform pg_advisory_xact_lock(pgflow._flow_lock_key(ensure_flow_compiled.flow_slug));
 
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then
@@ -4039,7 +4308,7 @@ volatile
 set search_path = ''
 as $$
 begin
-  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
+  perform pg_advisory_xact_lock(pgflow._flow_lock_key(delete_flow_and_data.flow_slug));
   if not exists (select 1 from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug) then
     raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
       using errcode = '22023';
@@ -4165,11 +4434,13 @@ $$;
 -- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
 -- still queued or started in started runs (work waiting: snapshots never move, so the retries of
 -- a route changed since still arrive on the queue the task was created for).
--- Live: a worker on that queue, not stopped or deprecated, whose heartbeat is fresher than
--- stale_after, lists the pair in its support set.
--- Stale: a started task whose last worker is not seen any more (heartbeat older than stale_after,
--- stopped, or no worker row names it); stalled recovery takes it back after the step's timeout
--- + 30 s. A deprecated worker still counts as seen: it finishes what it holds.
+-- Live: a live worker on that queue (pgflow._worker_live: not stopped or deprecated, heartbeat
+-- fresher than stale_after; NULL, the default, is the live window of 30 s, pgflow._live_window)
+-- lists the pair in its support set.
+-- Stale: a started task whose last worker is not seen any more (pgflow._worker_seen: heartbeat
+-- older than stale_after, stopped, or no worker row names it); stalled recovery takes it back
+-- after the step's timeout + 30 s. A deprecated worker still counts as seen: it finishes what it
+-- holds.
 -- Status, the first that applies (one place decides it, so the CLI, status and the dashboard agree):
 --   MISSING  work waiting and no live worker serves the pair: nothing will run it;
 --   STALE    a live worker serves the pair, but a started task is held by a worker that is gone;
@@ -4181,7 +4452,7 @@ $$;
 --   idle     a route with no work waiting and no live worker: nothing to do until a run starts.
 create or replace function pgflow.queue_coverage(
   queue_name text default null,
-  stale_after interval default '30 seconds'
+  stale_after interval default null
 )
 returns table (
   queue_name text,
@@ -4201,8 +4472,8 @@ set search_path = ''
 as $$
   -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
   with recent as materialized (
-    select w.worker_id, w.queue_name, w.supported, w.deprecated
-    from pgflow._recent_workers(clock_timestamp() - stale_after) w
+    select w.worker_id, w.queue_name, w.supported, w.live
+    from pgflow._recent_workers(clock_timestamp() - coalesce(stale_after, pgflow._live_window())) w
   ),
   -- Work waiting, counted in one pass over the open tasks of started runs.
   work as (
@@ -4232,9 +4503,9 @@ as $$
            coalesce(k.started, 0) as started,
            coalesce(k.stale, 0) as stale,
            (select count(*) from recent w
-            where w.queue_name = p.queue_name and not w.deprecated
+            where w.queue_name = p.queue_name and w.live
               and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live,
-           (select count(*) from recent w where w.queue_name = p.queue_name and not w.deprecated) as on_queue
+           (select count(*) from recent w where w.queue_name = p.queue_name and w.live) as on_queue
     from pairs p
     left join work k
       on k.queue_name = p.queue_name and k.flow_slug = p.flow_slug and k.step_slug = p.step_slug
@@ -4303,9 +4574,10 @@ begin
 end;
 $$;
 
--- Per fenced function: live workers (fresh heartbeat, not stopped) and started tasks held by its
--- workers. drained = both are zero.
-create or replace function pgflow.deploy_fence_status(fence_id bigint, stale_after interval default '30 seconds')
+-- Per fenced function: live workers, counting the deprecated ones that still drain (seen within
+-- stale_after, pgflow._worker_seen; NULL, the default, is the live window, pgflow._live_window),
+-- and started tasks held by its workers. drained = both are zero.
+create or replace function pgflow.deploy_fence_status(fence_id bigint, stale_after interval default null)
 returns table (function_name text, was_enabled boolean, enabled boolean, live_workers bigint, started_tasks bigint, drained boolean)
 language sql
 stable
@@ -4313,7 +4585,8 @@ set search_path = ''
 as $$
   -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
   with recent as materialized (
-    select w.function_name from pgflow._recent_workers(clock_timestamp() - stale_after) w
+    select w.function_name
+    from pgflow._recent_workers(clock_timestamp() - coalesce(stale_after, pgflow._live_window())) w
   )
   select ff.function_name, ff.was_enabled, wf.enabled, lw.n, st.n, lw.n = 0 and st.n = 0
   from pgflow.deploy_fence_functions ff
@@ -4386,7 +4659,7 @@ begin
       -- not scan every worker the function ever had.
       and not exists (
         select 1 from pgflow._recent_workers(clock_timestamp() - wf.debounce) w
-        where w.function_name = wf.function_name and not w.deprecated)
+        where w.function_name = wf.function_name and w.live)
     returning wf.function_name
   loop
     if can_ping then
@@ -4535,18 +4808,17 @@ create or replace function pgflow._run_changed()
 returns trigger
 language plpgsql
 volatile
--- pgflow._announce's body, inline: this fires about twice per task (a step's status, then the
--- run's), and a nested call of a function with its own settings costs a quarter of what the whole
--- trigger does. security definer for the same reason as _announce: it reads pgflow.listeners
--- whichever role changed the run.
+-- Decides as pgflow._announce does (pgflow._notify_needed, inlined) rather than calling it: this
+-- fires about twice per task (a step's status, then the run's), and a nested call of a function
+-- with its own settings costs a quarter of what the whole trigger does. security definer for the
+-- same reason as _announce: it reads pgflow.listeners whichever role changed the run.
 security definer
 set search_path = ''
 as $$
 declare
   run_channel text := 'pgflow_run:' || new.run_id::text;
 begin
-  if not pg_try_advisory_xact_lock_shared(1885824631, hashtext(run_channel) & 255)
-     or exists (select 1 from pgflow.listeners l where l.channel = run_channel) then
+  if (select n from pgflow._notify_needed(run_channel) n) then
     perform pg_notify(run_channel, new.run_id::text);
   end if;
   -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.

@@ -28,22 +28,9 @@ create unlogged table if not exists pgflow.listeners (
   constraint listeners_pkey primary key (channel, pid)
 );
 
--- The advisory lock of a channel's barrier: pgflow's own class id (the bytes 'pgfw') and one of
--- 256 buckets. Buckets, not one key per channel: a transaction that starts ten thousand runs
--- touches ten thousand run channels, and one lock each would exhaust the server's lock table; two
--- channels sharing a bucket only make a barrier wait for one more sender.
-create or replace function pgflow._listen_bucket(p_channel text)
-returns integer
-language sql
-immutable
-parallel safe
-set search_path = ''
-as $$
-  select hashtext(p_channel) & 255
-$$;
-
--- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it. The run-event
--- trigger (pgflow._run_changed, 0850_run_events.sql) has the same body inline.
+-- Sends p_payload on p_channel (at commit, like pg_notify) if a session waits for it, as
+-- pgflow._notify_needed decides (0090_inline_helpers.sql: the barrier's lock, then the listeners).
+-- The run-event trigger (pgflow._run_changed, 0850_run_events.sql) decides the same way.
 create or replace function pgflow._announce(p_channel text, p_payload text)
 returns void
 language plpgsql
@@ -54,10 +41,7 @@ security definer
 set search_path = ''
 as $$
 begin
-  -- The bucket is pgflow._listen_bucket's, written out: a function with its own search_path is
-  -- never inlined, and this runs for every status change.
-  if not pg_try_advisory_xact_lock_shared(1885824631, hashtext(p_channel) & 255)
-     or exists (select 1 from pgflow.listeners l where l.channel = p_channel) then
+  if (select n from pgflow._notify_needed(p_channel) n) then
     perform pg_notify(p_channel, p_payload);
   end if;
 end;
@@ -140,18 +124,22 @@ as $$
 declare
   bucket integer;
   tries integer;
+  -- A sender holds the lock for the rest of its transaction: a few milliseconds, unless it is a
+  -- long one. 20 tries 1 ms apart wait out the short ones and give up on the rest.
+  max_tries constant integer := 20;
+  pause_seconds constant float8 := 0.001;
 begin
   perform pgflow._check_listen_channels(p_channels);
   for bucket in select distinct pgflow._listen_bucket(c) from unnest(p_channels) c order by 1 loop
     tries := 0;
-    while not pg_try_advisory_lock(1885824631, bucket) loop
+    while not pg_try_advisory_lock(pgflow._listen_lock_class(), bucket) loop
       tries := tries + 1;
-      if tries > 20 then
+      if tries > max_tries then
         return false;
       end if;
-      perform pg_sleep(0.001);
+      perform pg_sleep(pause_seconds);
     end loop;
-    perform pg_advisory_unlock(1885824631, bucket);
+    perform pg_advisory_unlock(pgflow._listen_lock_class(), bucket);
   end loop;
   return true;
 end;

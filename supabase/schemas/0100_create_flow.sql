@@ -12,7 +12,7 @@ language sql
 volatile
 set search_path = ''
 as $$
-  select pg_advisory_xact_lock(hashtext('pgflow.names'))
+  select pg_advisory_xact_lock(pgflow._names_lock_key())
 $$;
 
 -- alias: the stable name this version carries (pgflow.aliases), recorded with it: the first

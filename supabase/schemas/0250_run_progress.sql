@@ -86,40 +86,6 @@ begin
 end;
 $$;
 
--- The object of a step's completed dependency outputs; skipped dependencies are absent. The input of
--- a dependent step's task is the same object, built inline by the claim (0400_start_tasks.sql),
--- which runs once per claimed task: a function call there would be planned again on every call.
-create or replace function pgflow._dependency_outputs(p_run_id uuid, p_flow_slug text, p_step_slug text)
-returns jsonb
-language sql
-stable
-set search_path = ''
-as $$
-  select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
-  from pgflow.deps d
-  join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-  where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug and ss.status = 'completed'
-$$;
-
--- A completed run's output: the outputs of its completed leaf steps (steps nothing depends on),
--- keyed by step slug; skipped leaves are absent. The batch completion path (complete_tasks) writes
--- the same query inline, as it runs for every run a batch completes.
-create or replace function pgflow._run_output(p_run_id uuid)
-returns jsonb
-language plpgsql
-stable
-set search_path = ''
-as $$
-begin
-  return coalesce((
-    select jsonb_object_agg(ss.step_slug, ss.output)
-    from pgflow.step_states ss
-    where ss.run_id = p_run_id and ss.status = 'completed'
-      and not exists (select 1 from pgflow.deps d
-                      where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-  ), '{}'::jsonb);
-end;
-$$;
 -- Completes a step with its output, releases its dependents and counts it off the run; completes the
 -- run when it was the last step. The caller holds the run's lock.
 create or replace function pgflow._complete_step(p_run_id uuid, p_step_slug text, p_output jsonb)
@@ -165,7 +131,7 @@ begin
   if remaining = 0 then
     update pgflow.runs r
     set status = 'completed', completed_at = clock_timestamp(),
-        output = pgflow._run_output(p_run_id)
+        output = (select o from pgflow._run_output(p_run_id) o)
     where r.run_id = p_run_id and r.status = 'started';
   end if;
 end;
@@ -297,7 +263,7 @@ begin
       -- object of completed dependency outputs (dependent steps).
       if ready.required_input_pattern is not null or ready.forbidden_input_pattern is not null then
         cond_input := case when ready.deps_count = 0 then run.input
-                           else pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) end;
+                           else (select o from pgflow._dependency_outputs(p_run_id, run.flow_slug, ready.step_slug) o) end;
         if not ((ready.required_input_pattern is null or cond_input @> ready.required_input_pattern)
                 and (ready.forbidden_input_pattern is null or not cond_input @> ready.forbidden_input_pattern)) then
           if ready.when_unmet = 'fail' then

@@ -25,16 +25,18 @@ declare
   tname text := pgmq.format_table_name(_refresh_queue_statistics.queue_name, 'q');
   rel regclass := pg_catalog.to_regclass(format('pgmq.%I', tname));
   believed float8;
+  -- The smallest table worth analysing: walking fewer pages costs well under a millisecond, and a
+  -- worker polling a quiet queue (its reads are slow because they wait) would otherwise analyse
+  -- it after every time autovacuum found it empty.
+  min_pages constant integer := 64;
 begin
   if rel is null then
     return false;
   end if;
   -- The planner's own estimate (reltuples per page times the pages the table has now). Never
   -- analysed or vacuumed (reltuples < 0, or no pages counted) it estimates from the row width,
-  -- which is not the trouble. Nor is a small table: walking fewer than 64 pages costs well under
-  -- a millisecond, and a worker polling a quiet queue (its reads are slow because they wait)
-  -- would otherwise analyse it after every time autovacuum found it empty.
-  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= 64
+  -- which is not the trouble. Nor is a small table (min_pages).
+  select case when c.relpages > 0 and c.reltuples >= 0 and p.pages >= min_pages
               then c.reltuples / c.relpages * p.pages
          end
   into believed

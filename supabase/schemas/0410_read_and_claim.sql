@@ -42,29 +42,13 @@ create or replace function pgflow.read_and_claim(
   supported jsonb default null,
   read_qty integer default null
 )
-returns table (
-  msg_id bigint,
-  read_ct integer,
-  enqueued_at timestamptz,
-  vt timestamptz,
-  message jsonb,
-  headers jsonb,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''
 set enable_seqscan = off
 set plan_cache_mode = force_generic_plan
 as $$
-#variable_conflict use_column
 declare
   q text := read_and_claim.queue_name;
   msgs pgmq.message_record[];
@@ -106,10 +90,10 @@ begin
   if ids is null then
     return;
   end if;
-  -- A read of 10 takes well under a millisecond; a slow one, full or not, may be planned on
-  -- statistics that say the queue is empty (0405_queue_statistics.sql). A read that polled is slow
-  -- too, and then only costs the look at the statistics.
-  if clock_timestamp() - read_started > interval '3 milliseconds' then
+  -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue
+  -- is empty (0405_queue_statistics.sql). A read that polled is slow too, and then only costs the
+  -- look at the statistics.
+  if clock_timestamp() - read_started > pgflow._slow_read() then
     perform pgflow._refresh_queue_statistics(q, cardinality(ids));
   end if;
 
@@ -126,14 +110,14 @@ begin
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
                            depth, read_and_claim.qty) c
-    on c.message_id = m.msg_id
+    on c.msg_id = m.msg_id
   order by m.msg_id;
 
   -- start_tasks stamps started_at with now(), the start of this transaction, which is when the
   -- read began waiting. When the read waited long enough to matter, stamp the tasks claimed here
   -- (started_at = now() singles them out; last_worker_id is NULL for a worker with no row, see
   -- start_tasks) with the time they really started, so stalled recovery measures from there.
-  if clock_timestamp() - now() > interval '500 milliseconds' then
+  if clock_timestamp() - now() > pgflow._late_start() then
     -- Each id looked up on its own and the task updated by the row version found, as in
     -- start_tasks: a join could scan the queue's every task.
     update pgflow.step_tasks t
@@ -182,22 +166,7 @@ create or replace function pgflow.complete_and_claim(
   supported jsonb default null,
   read_qty integer default null
 )
-returns table (
-  msg_id bigint,
-  read_ct integer,
-  enqueued_at timestamptz,
-  vt timestamptz,
-  message jsonb,
-  headers jsonb,
-  disposition text,
-  flow_slug text,
-  run_id uuid,
-  step_slug text,
-  task_index integer,
-  input jsonb,
-  attempt integer,
-  next_read_qty integer
-)
+returns setof pgflow.claim_row
 language plpgsql
 volatile
 set search_path = ''

@@ -176,16 +176,10 @@ begin
     set remaining_steps = r.remaining_steps - c.n,
         status = case when r.remaining_steps = c.n then 'completed' else r.status end,
         completed_at = case when r.remaining_steps = c.n then clock_timestamp() else r.completed_at end,
-        -- pgflow._run_output's query, inline: a function with its own search_path costs a GUC
-        -- change per call, and this runs for every run a batch completes (every task of a
-        -- single-step flow; bench/results.md, round 12).
-        output = case when r.remaining_steps = c.n then coalesce((
-          select jsonb_object_agg(ss.step_slug, ss.output)
-          from pgflow.step_states ss
-          where ss.run_id = c.run_id and ss.status = 'completed'
-            and not exists (select 1 from pgflow.deps d
-                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug)
-        ), '{}'::jsonb) else r.output end
+        -- Inlined (0090_inline_helpers.sql): this runs for every run a batch completes (every
+        -- task of a single-step flow; bench/results.md, round 12).
+        output = case when r.remaining_steps = c.n
+                      then (select o from pgflow._run_output(c.run_id) o) else r.output end
     from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
     where r.run_id = c.run_id;
 

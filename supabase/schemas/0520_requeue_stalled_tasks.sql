@@ -18,7 +18,8 @@ begin
     join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
     join pgflow.flows f on f.flow_slug = t.flow_slug
     where t.status = 'started'
-      and t.started_at < now() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout) + 30)
+      and t.started_at < now() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout)
+                                                        + pgflow._stalled_margin())
     order by t.started_at
   loop
     perform 1 from pgflow.runs r where r.run_id = cand.run_id and r.status = 'started'
@@ -29,10 +30,11 @@ begin
     join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = t.step_slug
     where t.run_id = cand.run_id and t.step_slug = cand.step_slug and t.task_index = cand.task_index
       and t.status = 'started' and ss.status = 'started'
-      and t.started_at < now() - make_interval(secs => cand.timeout + 30);
+      and t.started_at < now() - make_interval(secs => cand.timeout + pgflow._stalled_margin());
     continue when not found;
     perform pgflow._task_failed(cand.run_id, cand.step_slug, cand.task_index,
-      format('stalled: no completion within %s s (timeout + 30 s)', cand.timeout + 30), 0, 'stalled');
+      format('stalled: no completion within %s s (timeout + %s s)', cand.timeout + pgflow._stalled_margin(),
+             pgflow._stalled_margin()), 0, 'stalled');
     handled := handled + 1;
   end loop;
   return handled;

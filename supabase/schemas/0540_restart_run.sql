@@ -137,7 +137,7 @@ begin
 
   -- Nothing left to run (every step was taken over, or finished at once): the run is complete.
   update pgflow.runs r
-  set status = 'completed', completed_at = clock_timestamp(), output = pgflow._run_output(new_run_id)
+  set status = 'completed', completed_at = clock_timestamp(), output = (select o from pgflow._run_output(new_run_id) o)
   where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
 
   select * into created from pgflow.runs r where r.run_id = new_run_id;

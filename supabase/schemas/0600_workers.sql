@@ -50,9 +50,10 @@ begin
   end if;
   insert into pgflow.workers (worker_id, queue_name, function_name, supported, claim_visibility)
   values (register_worker.worker_id, register_worker.queue_name, register_worker.function_name, register_worker.supported,
-          -- The steps' shared timeout + 2 s, if they share one (NULL for none or several).
+          -- The steps' shared timeout + the claim margin, if they share one (NULL for none or
+          -- several).
           (select case when count(distinct coalesce(s.opt_timeout, f.opt_timeout)) = 1
-                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + 2 end
+                       then min(coalesce(s.opt_timeout, f.opt_timeout)) + pgflow._claim_margin() end
            from jsonb_array_elements(register_worker.supported) e
            join pgflow.steps s on s.flow_slug = e ->> 0 and s.step_slug = e ->> 1
            join pgflow.flows f on f.flow_slug = s.flow_slug
@@ -102,7 +103,8 @@ as $$
   where w.worker_id = mark_worker_stopped.worker_id
 $$;
 
--- Deprecates every live worker of a function: they stop polling and drain their in-flight tasks.
+-- Deprecates every worker of a function that has not stopped, live or silent: they stop polling
+-- and drain their in-flight tasks.
 create or replace function pgflow.deprecate_workers(function_name text)
 returns integer
 language sql
@@ -118,21 +120,22 @@ as $$
   select count(*)::integer from deprecated
 $$;
 
--- The workers seen since p_since that have not stopped: what the keep-alive, the coverage check and
--- the deploy fence's status count as live (each adds its own conditions). plpgsql plans this with
--- the actual p_since, so the planner sees how few rows are that recent and reads them by heartbeat
--- range (workers_heartbeat_idx); a cutoff it cannot see (a parameter, clock_timestamp()) looks to
--- it like a third of the table, and it scanned every worker the database ever had instead.
+-- The workers seen since p_since (pgflow._worker_seen), and whether each is live
+-- (pgflow._worker_live: not deprecated, so it takes new work): what the keep-alive, the coverage
+-- check and the deploy fence's status read. plpgsql plans this with the actual p_since, so the
+-- planner sees how few rows are that recent and reads them by heartbeat range
+-- (workers_heartbeat_idx); a cutoff it cannot see (a parameter, clock_timestamp()) looks to it
+-- like a third of the table, and it scanned every worker the database ever had instead.
 create or replace function pgflow._recent_workers(p_since timestamptz)
-returns table (worker_id uuid, queue_name text, function_name text, deprecated boolean, supported jsonb)
+returns table (worker_id uuid, queue_name text, function_name text, live boolean, supported jsonb)
 language plpgsql
 stable
 set search_path = ''
 as $$
 begin
   return query
-  select w.worker_id, w.queue_name, w.function_name, w.deprecated_at is not null, w.supported
+  select w.worker_id, w.queue_name, w.function_name, pgflow._worker_live(w, p_since), w.supported
   from pgflow.workers w
-  where w.last_heartbeat_at > p_since and w.stopped_at is null;
+  where pgflow._worker_seen(w, p_since);
 end;
 $$;

@@ -15,8 +15,9 @@ as $$
                   interval '7 days')
 $$;
 
--- Sets the retention (NULL: back to the default). At least one hour: a live worker heartbeats every
--- few seconds, so only a worker that is long gone can look that old.
+-- Sets the retention (NULL: back to the default). At least one hour, far beyond the live window
+-- (pgflow._live_window): a live worker heartbeats every few seconds, so only a worker that is long
+-- gone can look that old.
 create or replace function pgflow.set_worker_retention(retention interval)
 returns interval
 language plpgsql

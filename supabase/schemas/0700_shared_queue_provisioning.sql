@@ -36,7 +36,7 @@ begin
         hint = 'use lowercase letters, digits and single underscores, starting with a letter, at most 47 characters';
   end if;
   perform pgmq.validate_queue_name(p_queue);
-  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+  perform pg_advisory_xact_lock(pgflow._queue_lock_key(p_queue));
 
   select array_agg(q.queue_name::text order by q.queue_name) into spellings
   from pgmq.list_queues() q where lower(q.queue_name) = p_queue;

@@ -14,7 +14,7 @@ declare
   spellings text[];
 begin
   -- The same lock shared-queue declaration takes on a name, so the two never race for one.
-  perform pg_advisory_xact_lock(hashtext('pgflow.queue:' || p_queue));
+  perform pg_advisory_xact_lock(pgflow._queue_lock_key(p_queue));
   select c.flow_slug into owner_flow from pgflow.created_queues c where c.queue_name = p_queue;
   if owner_flow is not null and owner_flow <> p_flow_slug then
     raise exception 'flow %: queue % belongs to flow %', p_flow_slug, p_queue, owner_flow

@@ -279,7 +279,7 @@ begin
       array_to_string(problems, '; ') using errcode = '22023';
   end if;
   -- One compile per slug at a time: concurrent workers of the same flow wait here.
-  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(ensure_flow_compiled.flow_slug)));
+  perform pg_advisory_xact_lock(pgflow._flow_lock_key(ensure_flow_compiled.flow_slug));
 
   select f.flow_slug into existing from pgflow.flows f where lower(f.flow_slug) = lower(ensure_flow_compiled.flow_slug);
   if existing is null then

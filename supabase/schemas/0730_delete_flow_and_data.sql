@@ -141,7 +141,7 @@ volatile
 set search_path = ''
 as $$
 begin
-  perform pg_advisory_xact_lock(hashtext('pgflow.flow:' || lower(delete_flow_and_data.flow_slug)));
+  perform pg_advisory_xact_lock(pgflow._flow_lock_key(delete_flow_and_data.flow_slug));
   if not exists (select 1 from pgflow.flows f where f.flow_slug = delete_flow_and_data.flow_slug) then
     raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
       using errcode = '22023';

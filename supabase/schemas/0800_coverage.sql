@@ -4,11 +4,13 @@
 -- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
 -- still queued or started in started runs (work waiting: snapshots never move, so the retries of
 -- a route changed since still arrive on the queue the task was created for).
--- Live: a worker on that queue, not stopped or deprecated, whose heartbeat is fresher than
--- stale_after, lists the pair in its support set.
--- Stale: a started task whose last worker is not seen any more (heartbeat older than stale_after,
--- stopped, or no worker row names it); stalled recovery takes it back after the step's timeout
--- + 30 s. A deprecated worker still counts as seen: it finishes what it holds.
+-- Live: a live worker on that queue (pgflow._worker_live: not stopped or deprecated, heartbeat
+-- fresher than stale_after; NULL, the default, is the live window of 30 s, pgflow._live_window)
+-- lists the pair in its support set.
+-- Stale: a started task whose last worker is not seen any more (pgflow._worker_seen: heartbeat
+-- older than stale_after, stopped, or no worker row names it); stalled recovery takes it back
+-- after the step's timeout + 30 s. A deprecated worker still counts as seen: it finishes what it
+-- holds.
 -- Status, the first that applies (one place decides it, so the CLI, status and the dashboard agree):
 --   MISSING  work waiting and no live worker serves the pair: nothing will run it;
 --   STALE    a live worker serves the pair, but a started task is held by a worker that is gone;
@@ -20,7 +22,7 @@
 --   idle     a route with no work waiting and no live worker: nothing to do until a run starts.
 create or replace function pgflow.queue_coverage(
   queue_name text default null,
-  stale_after interval default '30 seconds'
+  stale_after interval default null
 )
 returns table (
   queue_name text,
@@ -40,8 +42,8 @@ set search_path = ''
 as $$
   -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
   with recent as materialized (
-    select w.worker_id, w.queue_name, w.supported, w.deprecated
-    from pgflow._recent_workers(clock_timestamp() - stale_after) w
+    select w.worker_id, w.queue_name, w.supported, w.live
+    from pgflow._recent_workers(clock_timestamp() - coalesce(stale_after, pgflow._live_window())) w
   ),
   -- Work waiting, counted in one pass over the open tasks of started runs.
   work as (
@@ -71,9 +73,9 @@ as $$
            coalesce(k.started, 0) as started,
            coalesce(k.stale, 0) as stale,
            (select count(*) from recent w
-            where w.queue_name = p.queue_name and not w.deprecated
+            where w.queue_name = p.queue_name and w.live
               and w.supported @> jsonb_build_array(jsonb_build_array(p.flow_slug, p.step_slug))) as live,
-           (select count(*) from recent w where w.queue_name = p.queue_name and not w.deprecated) as on_queue
+           (select count(*) from recent w where w.queue_name = p.queue_name and w.live) as on_queue
     from pairs p
     left join work k
       on k.queue_name = p.queue_name and k.flow_slug = p.flow_slug and k.step_slug = p.step_slug

@@ -50,9 +50,10 @@ begin
 end;
 $$;
 
--- Per fenced function: live workers (fresh heartbeat, not stopped) and started tasks held by its
--- workers. drained = both are zero.
-create or replace function pgflow.deploy_fence_status(fence_id bigint, stale_after interval default '30 seconds')
+-- Per fenced function: live workers, counting the deprecated ones that still drain (seen within
+-- stale_after, pgflow._worker_seen; NULL, the default, is the live window, pgflow._live_window),
+-- and started tasks held by its workers. drained = both are zero.
+create or replace function pgflow.deploy_fence_status(fence_id bigint, stale_after interval default null)
 returns table (function_name text, was_enabled boolean, enabled boolean, live_workers bigint, started_tasks bigint, drained boolean)
 language sql
 stable
@@ -60,7 +61,8 @@ set search_path = ''
 as $$
   -- Only the recently seen workers, read once by heartbeat range: not the whole worker history.
   with recent as materialized (
-    select w.function_name from pgflow._recent_workers(clock_timestamp() - stale_after) w
+    select w.function_name
+    from pgflow._recent_workers(clock_timestamp() - coalesce(stale_after, pgflow._live_window())) w
   )
   select ff.function_name, ff.was_enabled, wf.enabled, lw.n, st.n, lw.n = 0 and st.n = 0
   from pgflow.deploy_fence_functions ff

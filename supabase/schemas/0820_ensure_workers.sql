@@ -33,7 +33,7 @@ begin
       -- not scan every worker the function ever had.
       and not exists (
         select 1 from pgflow._recent_workers(clock_timestamp() - wf.debounce) w
-        where w.function_name = wf.function_name and not w.deprecated)
+        where w.function_name = wf.function_name and w.live)
     returning wf.function_name
   loop
     if can_ping then

@@ -61,18 +61,17 @@ create or replace function pgflow._run_changed()
 returns trigger
 language plpgsql
 volatile
--- pgflow._announce's body, inline: this fires about twice per task (a step's status, then the
--- run's), and a nested call of a function with its own settings costs a quarter of what the whole
--- trigger does. security definer for the same reason as _announce: it reads pgflow.listeners
--- whichever role changed the run.
+-- Decides as pgflow._announce does (pgflow._notify_needed, inlined) rather than calling it: this
+-- fires about twice per task (a step's status, then the run's), and a nested call of a function
+-- with its own settings costs a quarter of what the whole trigger does. security definer for the
+-- same reason as _announce: it reads pgflow.listeners whichever role changed the run.
 security definer
 set search_path = ''
 as $$
 declare
   run_channel text := 'pgflow_run:' || new.run_id::text;
 begin
-  if not pg_try_advisory_xact_lock_shared(1885824631, hashtext(run_channel) & 255)
-     or exists (select 1 from pgflow.listeners l where l.channel = run_channel) then
+  if (select n from pgflow._notify_needed(run_channel) n) then
     perform pg_notify(run_channel, new.run_id::text);
   end if;
   -- A schema lookup in the syscache: the common case (no Realtime) costs nothing more.

@@ -1,20 +1,32 @@
 /**
  * Privileges and hardening, read from the catalog: no pgflow function is executable by PUBLIC (so
- * not by anon or authenticated on Supabase), every function pins search_path, and dynamic SQL
+ * not by anon or authenticated on Supabase), every function but the inline helpers pins
+ * search_path (the helpers' own policy: tests/sql/inline_helpers_test.ts), and dynamic SQL
  * quotes identifiers.
  */
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
 import { tableRows } from "../docs/markdown.ts";
+import { REPO_ROOT } from "../package/deno_cmd.ts";
 
 const db = testDatabase(import.meta.url);
 
-db.test("every pgflow function pins search_path to ''", async ({ sql }) => {
+// The inline helpers of 0090_inline_helpers.sql pin none, by design: the policy they follow
+// instead is checked by tests/sql/inline_helpers_test.ts.
+const HELPERS = [
+  ...Deno.readTextFileSync(`${REPO_ROOT}supabase/schemas/0090_inline_helpers.sql`)
+    .matchAll(/create or replace function pgflow\.(\w+)\s*\(/gi),
+].map((m) => m[1]);
+
+db.test("every pgflow function but the inline helpers pins search_path to ''", async ({ sql }) => {
   const rows = await sql`
-    select p.oid::regprocedure::text as fn, p.proconfig
+    select p.proname, p.oid::regprocedure::text as fn, p.proconfig
     from pg_proc p where p.pronamespace = 'pgflow'::regnamespace`;
   assert.ok(rows.length > 30, `found ${rows.length} functions`);
-  const unpinned = rows.filter((r) => !(r.proconfig ?? []).includes('search_path=""'));
+  assert.ok(HELPERS.length > 0, "0090_inline_helpers.sql defines helpers");
+  const unpinned = rows.filter((r) =>
+    !(r.proconfig ?? []).includes('search_path=""') && !HELPERS.includes(r.proname)
+  );
   assert.deepEqual(unpinned.map((r) => r.fn), []);
 });
 

@@ -98,3 +98,33 @@ db.test("a pair that only some live workers of its queue serve is PARTIAL; depre
     "cs_v2.a": "ok q1 s0 stale0 w1",
   });
 });
+
+db.test("a NULL staleness is the live window: coverage and the fence's status see the same live workers as the claim", async ({ sql }) => {
+  await defineFlow(sql, "cs_window", [{ slug: "a", queue: "cs_wq" }], { mode: "routed" });
+  await sql`select pgflow.start_flow('cs_window', '{}')`;
+  const pair: [string, string][] = [["cs_window", "a"]];
+  // A function of their own, so the fence's status counts these two only.
+  const [fresh, silent] = [crypto.randomUUID(), crypto.randomUUID()];
+  for (const id of [fresh, silent]) {
+    await sql`select pgflow.register_worker(${id}, 'cs_wq', 'fn_cs_window', ${sql.json(pair)})`;
+  }
+  // 20 s without a heartbeat is within the live window (30 s); 40 s is not.
+  await sql`update pgflow.workers set last_heartbeat_at = now() - interval '20 seconds'
+            where worker_id = ${fresh}`;
+  await sql`update pgflow.workers set last_heartbeat_at = now() - interval '40 seconds'
+            where worker_id = ${silent}`;
+  for (const call of ["pgflow.queue_coverage('cs_wq', null)", "pgflow.queue_coverage('cs_wq')"]) {
+    const [row] = await sql.unsafe(`select live_workers::int as n, status from ${call}`);
+    assert.deepEqual([row.n, row.status], [1, "ok"], call);
+  }
+  const fence = await sql`select pgflow.begin_deploy_fence('{fn_cs_window}') as id`;
+  for (const arg of [", null", ""]) {
+    const [row] = await sql.unsafe(
+      `select live_workers::int as n from pgflow.deploy_fence_status(${fence[0].id}${arg})`,
+    );
+    assert.equal(row.n, 1, `deploy_fence_status(fence${arg})`);
+  }
+  await sql`select pgflow.end_deploy_fence(${fence[0].id})`;
+  const [window] = await sql`select extract(epoch from pgflow._live_window())::int as s`;
+  assert.equal(window.s, 30);
+});

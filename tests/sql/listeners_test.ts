@@ -12,9 +12,6 @@ import { allNotified, defineFlow, waitForNotifications } from "../support/engine
 
 const db = testDatabase(import.meta.url);
 
-/** pgflow's advisory lock class (the bytes 'pgfw'), see 0045_listeners.sql. */
-const LOCK_CLASS = 1885824631;
-
 async function hear(conn: postgres.Sql, channel: string): Promise<string[]> {
   const heard: string[] = [];
   await conn.listen(channel, (payload) => heard.push(payload));
@@ -95,7 +92,7 @@ db.test("a sender that cannot take its shared lock notifies anyway, and does not
   try {
     const [{ bucket }] =
       await sql`select pgflow._listen_bucket('pgflow_queue:ln_held_q') as bucket`;
-    await holder`select pg_advisory_lock(${LOCK_CLASS}, ${bucket})`;
+    await holder`select pg_advisory_lock(pgflow._listen_lock_class(), ${bucket})`;
     await sql.begin(async (tx) => {
       await tx`set local lock_timeout = '2s'`;
       await tx`select pgflow.start_flow('ln_held', '{}')`;
@@ -148,7 +145,7 @@ db.test("a transaction that starts thousands of runs holds at most 256 of pgflow
   const held = await sql.begin(async (tx) => {
     await tx`select pgflow.start_flow('ln_many', '{}') from generate_series(1, 3000)`;
     const [{ n }] = await tx`select count(*)::int as n from pg_locks
-                             where locktype = 'advisory' and classid = ${LOCK_CLASS}
+                             where locktype = 'advisory' and classid = pgflow._listen_lock_class()::oid
                                and pid = pg_backend_pid()`;
     return n;
   });
