@@ -125,6 +125,7 @@ export { createWorker } from "./src/worker/worker.ts";
 export type { FlowWorker, WorkerState } from "./src/worker/worker.ts";
 export type { EdgeWorkerConfig, PreparedStatementsMode, WakeupMode } from "./src/worker/config.ts";
 export { WorkerConfigError, WorkerStartupError } from "./src/worker/errors.ts";
+export { PayloadTooLarge } from "./src/util/payload_limit.ts";
 export type { SupportedPair } from "./src/claim/claim.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
 export type { Sql, SupabaseClient } from "./src/platform/types.ts";

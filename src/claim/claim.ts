@@ -45,6 +45,10 @@ export interface ClaimedTask {
   readonly input: Json;
   /** The attempt number this claim started (1-based). */
   readonly attempt: number;
+  /** The input's size in bytes of JSON text, when the read said (`octet_length`). */
+  readonly inputBytes?: number;
+  /** True when the input was over the read's `maxInputBytes` and left in the database (`input` is null). */
+  readonly inputWithheld?: boolean;
 }
 
 /**

@@ -33,6 +33,8 @@ export interface PollLoopDeps {
   readonly pollIntervalMs: number;
   /** Margin beyond `maxPollSeconds` after which a read is abandoned (see `bounded`). */
   readonly queryTimeoutMs: number;
+  /** A claimed task's input larger than this (bytes of JSON) stays in the database (see read.ts). */
+  readonly maxPayloadBytes?: number;
   /** The concurrency bound. */
   readonly slots: Slots;
   /** Logger carrying worker and queue. */
@@ -140,6 +142,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         maxPollSeconds: readWait,
         pollIntervalMs: deps.pollIntervalMs,
         timeoutMs: readWait * 1000 + deps.queryTimeoutMs,
+        maxInputBytes: deps.maxPayloadBytes,
       }, reports);
     };
     try {

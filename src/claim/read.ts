@@ -23,6 +23,8 @@ export interface ReadOptions {
   readonly pollIntervalMs: number;
   /** Milliseconds after which the call is abandoned (beyond the wait itself, a margin). */
   readonly timeoutMs: number;
+  /** A claimed task's input larger than this (bytes of JSON text) stays in the database. */
+  readonly maxInputBytes?: number;
 }
 
 /** One read and its claim: how many messages were read, the tasks claimed, and the ids not claimed. */
@@ -56,6 +58,8 @@ interface Row {
   readonly task_index: number | null;
   /** The task's input as jsonb's text (`::text`), parsed by `parseJsonb`: see {@link decodeRead}. */
   readonly input: string | null;
+  /** The input's size in bytes of JSON text; the input itself is NULL when over the limit. */
+  readonly input_bytes: number | null;
   readonly attempt: number | null;
   readonly next_read_qty: number | null;
   read_ct: number;
@@ -87,11 +91,14 @@ export async function readAndClaim(
     sql<Row[]>`
     select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
            headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
-           input::text as input, attempt, next_read_qty
+           case when octet_length(t.input) <= ${options.maxInputBytes ?? MAX_TEXT}::integer
+             then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
                                ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
-                               ${options.readQty ?? null}::integer)`,
+                               ${options.readQty ?? null}::integer) c
+    -- The input's text once per row (offset 0: not recomputed for each use above).
+    cross join lateral (select c.input::text offset 0) as t(input)`,
     "read_and_claim",
     options.timeoutMs,
   );
@@ -117,14 +124,17 @@ export async function completeAndClaim(
     sql<Row[]>`
     select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
            headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
-           input::text as input, attempt, next_read_qty
+           case when octet_length(t.input) <= ${options.maxInputBytes ?? MAX_TEXT}::integer
+             then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty
     from pgflow.complete_and_claim(
       ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
       ${completions.taskIndexes as number[]}::integer[],
       ${completions.outputs as string[]}::text[]::jsonb[],
       ${completions.attempts as number[]}::integer[],
       ${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer, ${options.qty}::integer,
-      ${pairs}::text::jsonb, ${options.readQty ?? null}::integer)`,
+      ${pairs}::text::jsonb, ${options.readQty ?? null}::integer) c
+    -- The input's text once per row (offset 0: not recomputed for each use above).
+    cross join lateral (select c.input::text offset 0) as t(input)`,
     "complete_and_claim",
     options.timeoutMs,
   );
@@ -171,6 +181,7 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       taskIndex: row.task_index!,
       input: row.input === null ? null : parseJsonb(row.input),
       attempt: row.attempt!,
+      ...inputSize(row),
     });
   }
   return {
@@ -180,6 +191,17 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
     skipped,
     nextReadQty: rows[0]?.next_read_qty ?? 0,
   };
+}
+
+/** No limit: larger than any text Postgres has. */
+const MAX_TEXT = 2 ** 31 - 1;
+
+/** A claimed row's input size, and whether its input was left in the database for its size. */
+function inputSize(row: Row): Pick<ClaimedTask, "inputBytes" | "inputWithheld"> {
+  if (row.input_bytes === null) return {};
+  return row.input === null
+    ? { inputBytes: row.input_bytes, inputWithheld: true }
+    : { inputBytes: row.input_bytes };
 }
 
 function iso(value: Date | string): string {

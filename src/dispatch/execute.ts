@@ -7,6 +7,7 @@ import { buildContext, type ContextResources } from "./context.ts";
 import { checkRunInput, RunInputRejected } from "./input_check.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
+import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
@@ -27,6 +28,8 @@ export interface ExecuteDeps {
    * schema, its handler); without it, only the error's kind, code and length are logged.
    */
   readonly logErrorMessages?: boolean;
+  /** Largest output sent, and the bound the read applied to inputs (`PayloadTooLarge`). */
+  readonly maxPayloadBytes?: number;
 }
 
 /**
@@ -61,7 +64,11 @@ export async function executeTask(
   // What the "task failed" line says about the error (see errorFields).
   let failFields: LogFields = {};
   const registered = deps.registry.get(task.flowSlug, task.stepSlug);
-  if (registered === undefined) {
+  if (task.inputWithheld === true) {
+    // The read left it in the database: parsing it could end the isolate, on every retry.
+    result = { kind: "fail", error: inputTooLarge(task, deps.maxPayloadBytes) };
+    failFields = { errorKind: "PayloadTooLarge", error: result.error };
+  } else if (registered === undefined) {
     // The support set only names pairs with handlers, so this means the support set is wrong.
     result = { kind: "fail", error: `worker has no handler for ${task.flowSlug}.${task.stepSlug}` };
     failFields = { error: result.error };
@@ -69,7 +76,7 @@ export async function executeTask(
     const { step } = registered;
     if (step.kind !== "map" && step.dependencies.length === 0) {
       // A root non-map task's input is the run input: later steps of the run need no query.
-      deps.resources.flowInputs.seed(task.runId, task.input);
+      deps.resources.flowInputs.seed(task.runId, task.input, task.inputBytes);
     }
     log.debug("task started");
     // Whether what is thrown comes from the flow's code (its schema, its handler), whose messages
@@ -92,7 +99,11 @@ export async function executeTask(
       }
       result = {
         kind: "complete",
-        output: outputJson(output, `${task.flowSlug}.${task.stepSlug}`),
+        output: checkOutputSize(
+          outputJson(output, `${task.flowSlug}.${task.stepSlug}`),
+          task,
+          deps.maxPayloadBytes,
+        ),
       };
     } catch (error) {
       result = error instanceof RunInputRejected

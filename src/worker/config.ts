@@ -93,6 +93,15 @@ export interface EdgeWorkerConfig {
    * than its step's timeout + 30 s. Default 30000.
    */
   readonly shutdownTimeoutMs?: number;
+  /**
+   * Largest task input, run input (`ctx.flowInput`) or handler output this worker takes or sends,
+   * in bytes of JSON text; default 10,485,760 (10 MiB), at most 268,435,455 (what `jsonb` holds).
+   * A larger one fails its task with a `PayloadTooLarge` error naming the size and the bound,
+   * before the worker parses the input (it is left in the database) or sends the output, so one
+   * large payload never ends the isolate. Parsed JSON takes up to about 10 times its text:
+   * raise this only with the memory for it; keep large data in Storage and pass a reference.
+   */
+  readonly maxPayloadBytes?: number;
   /** Environment for handlers and for reading URLs and keys; default the process environment. */
   readonly env?: Env;
   /** Where logs go; default JSON lines at `EDGE_WORKER_LOG_LEVEL` (default `info`). */

@@ -1,5 +1,6 @@
 import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { EdgeWorkerConfig } from "./config.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES, JSONB_MAX_BYTES } from "../util/payload_limit.ts";
 
 /** The names of the worker's numeric options: every `number` property of `EdgeWorkerConfig`. */
 export type NumericOptionName = {
@@ -12,7 +13,7 @@ export interface IntegerOption {
   readonly min: number;
   readonly max: number;
   /** The unit, for docs and errors. */
-  readonly unit: "" | "ms" | "s";
+  readonly unit: "" | "ms" | "s" | "bytes";
 }
 
 /**
@@ -33,5 +34,11 @@ export const WORKER_OPTIONS: { readonly [K in NumericOptionName]: IntegerOption 
     queryTimeoutMs: { default: DEFAULT_QUERY_TIMEOUT_MS, min: 500, max: 600_000, unit: "ms" },
     logSummaryIntervalMs: { default: 60_000, min: 100, max: 3_600_000, unit: "ms" },
     shutdownTimeoutMs: { default: 30_000, min: 0, max: 3_600_000, unit: "ms" },
+    maxPayloadBytes: {
+      default: DEFAULT_MAX_PAYLOAD_BYTES,
+      min: 1024,
+      max: JSONB_MAX_BYTES,
+      unit: "bytes",
+    },
   } as const,
 );

@@ -308,7 +308,12 @@ class Worker implements FlowWorker {
 
   #launch(sql: Sql, registry: HandlerRegistry, supabase: () => SupabaseClient): void {
     const config = this.#config;
-    const flowInputs = new FlowInputCache(sql, undefined, config.queryTimeoutMs);
+    const flowInputs = new FlowInputCache(
+      sql,
+      undefined,
+      config.queryTimeoutMs,
+      config.maxPayloadBytes,
+    );
     const resources: ContextResources = {
       env: this.#env,
       shutdownSignal: this.#shutdown.signal,
@@ -335,6 +340,7 @@ class Worker implements FlowWorker {
       completer,
       activity,
       logErrorMessages: config.logErrorMessages,
+      maxPayloadBytes: config.maxPayloadBytes,
     };
     // The tasks in flight, by run: for ctx.signal, and for the log of what a bounded drain abandons.
     const cancellations = new RunCancellations(sql, this.#log, config.queryTimeoutMs);
@@ -357,6 +363,7 @@ class Worker implements FlowWorker {
       maxPollSeconds: config.maxPollSeconds,
       pollIntervalMs: config.pollIntervalMs,
       queryTimeoutMs: config.queryTimeoutMs,
+      maxPayloadBytes: config.maxPayloadBytes,
       slots: this.#slots,
       log: this.#log,
       activity,

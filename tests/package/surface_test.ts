@@ -28,6 +28,7 @@ const MAIN_RUNTIME = [
   "DatabaseTimeoutError",
   "DatabaseUrlError",
   "EdgeWorker",
+  "PayloadTooLarge",
   "WorkerConfigError",
   "WorkerStartupError",
   "createLogger",
