@@ -1,4 +1,5 @@
 import { pairServers } from "../operations/coverage.ts";
+import { connectionProblem, withoutStack } from "../operations/connection_problem.ts";
 import { pgMessage } from "../platform/pg_message.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { AnyFlow } from "../dsl/extract.ts";
@@ -210,12 +211,15 @@ class Worker implements FlowWorker {
       await this.#closeWakeups();
       await this.#closePool();
       this.#resolveDone();
-      const failure = maskError(
-        error instanceof WorkerStartupError ? error : new WorkerStartupError(
-          `worker for queue "${this.queueName}" could not start: ${pgMessage(error)}`,
-        ),
-        this.#config.connectionString,
-      );
+      const unreachable = connectionProblem(error, this.#config.connectionString);
+      const cannotStart = (reason: string) =>
+        new WorkerStartupError(`worker for queue "${this.queueName}" could not start: ${reason}`);
+      let failure: Error;
+      if (error instanceof WorkerStartupError) failure = error;
+      // An unreachable database is a setting to fix, which the message says: no stack.
+      else if (unreachable !== undefined) failure = withoutStack(cannotStart(unreachable));
+      else failure = cannotStart(pgMessage(error));
+      failure = maskError(failure, this.#config.connectionString);
       // Logged here, once; marked so the entry points that catch it do not print it again.
       this.#log.error("worker failed to start", { error: failure.message });
       throw markLogged(failure);

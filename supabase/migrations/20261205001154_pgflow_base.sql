@@ -3107,14 +3107,17 @@ end;
 $$;
 
 -- ---- schemas/0540_restart_run.sql
--- Starting a run again. Both make a NEW run of the same concrete flow with the same input and leave
--- the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
+-- Starting a run again. Both make a NEW run of the same concrete flow with the same input (retry_run
+-- may be given a corrected one instead) and leave the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
 -- was made (restart_mode). Only a run that failed or was cancelled can be restarted. Its tasks follow
 -- the flow's persisted routes, as any run's do. Neither resolves an alias: the source's flow slug
 -- is a concrete slug, and a version whose slug is also an alias's name is still that version.
 --
--- retry_run runs everything again. resume_run takes over what the source finished and what was
--- built on it, and runs the rest:
+-- retry_run runs everything again, with the source's input or, when input is given (not SQL NULL),
+-- with that one: a run that failed on bad input is run again with the input corrected, and stays
+-- linked to it. resume_run never takes another input: what it reuses was computed from the
+-- source's. resume_run takes over what the source finished and what was built on it, and runs the
+-- rest:
 --   * every completed step is taken over as completed (reused = true, its output kept);
 --   * every skipped step that a completed step depends on, directly or through other steps, is
 --     taken over as skipped (reused, its skip reason and error kept): the completed step was
@@ -3251,15 +3254,21 @@ begin
 end;
 $$;
 
-create or replace function pgflow.retry_run(run_id uuid, again boolean default true)
+create or replace function pgflow.retry_run(run_id uuid, again boolean default true, input jsonb default null)
 returns pgflow.runs
 language plpgsql
 volatile
 security definer
 set search_path = ''
 as $$
+declare
+  source pgflow.runs := pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again);
 begin
-  return pgflow._restart_run(pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again), 'retry');
+  -- The new run is made from this copy of the source's row: the source itself is not changed.
+  if retry_run.input is not null then
+    source.input := retry_run.input;
+  end if;
+  return pgflow._restart_run(source, 'retry');
 end;
 $$;
 
@@ -4952,7 +4961,9 @@ $$;
 -- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
 -- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
 -- as a small JSON document (no input or output) with the runs made from it (restarts), times as
--- get_run writes them. security invoker, like get_run.
+-- get_run writes them. security invoker, like get_run. flow_slug may name an alias: then the runs
+-- of every version carrying it (an operator asking for "order" means the order flow, whichever
+-- version ran, and however the run was started).
 create or replace function pgflow.list_runs(
   flow_slug text default null,
   status text default null,
@@ -4966,7 +4977,13 @@ language plpgsql
 stable
 set search_path = ''
 as $$
+declare
+  slugs text[];
 begin
+  if list_runs.flow_slug is not null then
+    slugs := array[list_runs.flow_slug]
+      || array(select f.flow_slug from pgflow.flows f where f.alias = list_runs.flow_slug);
+  end if;
   if max_rows is null or max_rows < 1 or max_rows > 1000 then
     raise exception 'list_runs: max_rows must be between 1 and 1000, got %', coalesce(max_rows::text, 'NULL')
       using errcode = '22023';
@@ -5006,7 +5023,7 @@ begin
   -- restart ever made (tens of milliseconds with a long history).
   left join lateral (select true as yes from pgflow.runs x where x.restart_of_run_id = r.run_id limit 1) was
     on list_runs.restarted is not null
-  where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
+  where (slugs is null or r.flow_slug = any (slugs))
     and (list_runs.status is null or r.status = list_runs.status)
     and (since is null or r.started_at >= since)
     and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
@@ -5043,7 +5060,7 @@ begin
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
-    grant execute on function pgflow.retry_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
     grant execute on function pgflow.resume_run(uuid, boolean) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer, boolean) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;
