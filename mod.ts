@@ -58,6 +58,7 @@ export type { DatabaseUrlPart } from "./src/platform/database_url.ts";
 export type { PoolOptions } from "./src/platform/pool.ts";
 export type { SslSetting } from "./src/platform/wire_gate.ts";
 export { DatabaseTimeoutError } from "./src/platform/deadline.ts";
+export { DatabaseConnectionError } from "./src/operations/connection_problem.ts";
 export { createLogger } from "./src/platform/logger.ts";
 export type {
   LogFields,
@@ -69,6 +70,7 @@ export type {
 } from "./src/platform/logger.ts";
 export { createClient } from "./src/client/client.ts";
 export type {
+  ClientFlows,
   ClientOptions,
   ClientTiming,
   ListRunsOptions,
@@ -79,6 +81,7 @@ export type {
   EventsOptions,
   FlowRun,
   RestartOptions,
+  RetryOptions,
   WaitForOptions,
 } from "./src/client/run_handle.ts";
 export {

@@ -10,7 +10,9 @@ import type { Sql } from "../platform/types.ts";
 import { compileDefinitions } from "../worker/compile_at_start.ts";
 import { WorkerStartupError } from "../worker/errors.ts";
 import { redact } from "./connect.ts";
-import { deployCommand, openEngine } from "./deploy/session.ts";
+import { extractRoutePlan } from "../compile/shape.ts";
+import { type Lookalike, lookalikes, lookalikeWarning } from "./deploy/lookalikes.ts";
+import { deployCommand, listQueueNames, openEngine } from "./deploy/session.ts";
 import { CliError, progress, result } from "./output.ts";
 
 /** The help text of `pgflow compile`. */
@@ -29,6 +31,9 @@ worker (keep EdgeWorker.start in the function's index.ts, the flows in a module 
   --flow NAME          only this flow (a slug or an export name); repeat for more
   --database-url URL   the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --json               one JSON object on stdout: {"flows": [{"slug", "status"}], ...}
+
+A new shared queue whose name is one letter from a queue that exists is a warning on stderr (a
+typo in a route map?); the compile goes through.
 
 Exit codes: 0 compiled or verified, 1 refused (nothing was changed), 2 usage error.`;
 
@@ -58,10 +63,22 @@ export async function compile(argv: readonly string[]): Promise<number> {
       statuses.set(fields.flow, "recompiled");
     }
   });
+  // Routed flows' queues are the names people type: a new one like an existing one is a warning.
+  const shared = new Set(
+    cmd.flows.flatMap((f) => {
+      const plan = extractRoutePlan(f.definition);
+      return plan.mode === "routed" ? Object.values(plan.queues) : [];
+    }),
+  );
+  let similar: Lookalike[] = [];
   try {
-    await sql.begin((tx) =>
-      compileDefinitions(tx as unknown as Sql, cmd.flows.map((f) => f.definition), log)
-    );
+    await sql.begin(async (tx) => {
+      const before = await listQueueNames(tx as unknown as Sql);
+      await compileDefinitions(tx as unknown as Sql, cmd.flows.map((f) => f.definition), log);
+      const after = await listQueueNames(tx as unknown as Sql);
+      const created = after.filter((q) => !before.includes(q) && shared.has(q));
+      similar = lookalikes(created, after);
+    });
   } catch (error) {
     if (!(error instanceof WorkerStartupError)) throw error;
     const message = `${error.message}\nnothing was changed (pgflow compile is all or nothing)`;
@@ -72,8 +89,17 @@ export async function compile(argv: readonly string[]): Promise<number> {
     await sql.end({ timeout: 5 });
   }
   const flows = cmd.flows.map((f) => ({ slug: f.slug, status: statuses.get(f.slug) ?? "unknown" }));
+  for (const l of similar) progress(`warning: ${lookalikeWarning(l)}`);
   if (cmd.json) {
-    result(JSON.stringify({ ok: true, module: cmd.module, database: redact(cmd.url), flows }));
+    result(
+      JSON.stringify({
+        ok: true,
+        module: cmd.module,
+        database: redact(cmd.url),
+        flows,
+        lookalikes: similar,
+      }),
+    );
   } else {
     const width = Math.max(...flows.map((f) => f.status.length));
     for (const f of flows) result(`${f.status.padEnd(width)}  ${f.slug}`);

@@ -14,6 +14,7 @@ import {
   parseDatabaseUrl,
 } from "../platform/database_url.ts";
 import { createPool } from "../platform/pool.ts";
+import { connectionProblem as explainConnection } from "../operations/connection_problem.ts";
 import type { Sql } from "../platform/types.ts";
 import { CliError, command, UsageError } from "./output.ts";
 
@@ -102,7 +103,9 @@ export async function openDatabase(url: string): Promise<Sql> {
 }
 
 /**
- * Explains a failure to connect, naming the target (never the password) and what to do.
+ * Explains a failure to connect, naming the target (never the password) and what to do: the
+ * sentence the worker and the client say too (`src/operations/connection_problem.ts`), with this
+ * CLI's own spelling of the command that starts a local database.
  *
  * @example
  * ```ts
@@ -112,36 +115,15 @@ export async function openDatabase(url: string): Promise<Sql> {
  * ```
  */
 export function connectionProblem(error: unknown, url: string): string {
-  const e = error as { code?: string; message?: string };
-  const message = maskSecrets(e.message ?? String(error), url);
+  const known = explainConnection(error, url, command);
+  if (known !== undefined) return known;
   let u: DatabaseUrl;
   try {
     u = parseDatabaseUrl(url);
   } catch (problem) {
     return (problem as Error).message;
   }
-  const target = `${u.host}:${u.port}`;
-  const user = u.user ?? "(default user)";
-  const db = u.database ?? user;
-  const check = `check the URL (${u.masked})`;
-  switch (e.code) {
-    case "ECONNREFUSED":
-      return `could not connect to ${target}: connection refused. Is the database running ` +
-        `there? For the local database run \`${command("db start")}\`; otherwise ${check}`;
-    case "ENOTFOUND":
-    case "EAI_AGAIN":
-      return `could not connect: host ${u.host} not found; ${check}`;
-    case "CONNECT_TIMEOUT":
-    case "ETIMEDOUT":
-      return `could not connect to ${target}: no answer within 10 s; ${check} and that the ` +
-        "host accepts connections from here";
-    case "28P01":
-    case "28000":
-      return `the server at ${target} refused user ${user}: ${message}. Check the user and ` +
-        `password in the URL (${u.masked})`;
-    case "3D000":
-      return `the server at ${target} has no database ${db}; ${check}`;
-    default:
-      return `could not connect to ${target} as ${user}: ${message}; ${check}`;
-  }
+  const message = maskSecrets((error as { message?: string })?.message ?? String(error), url);
+  return `could not connect to ${u.host}:${u.port} as ${u.user ?? "(default user)"}: ${message}; ` +
+    `check the URL (${u.masked})`;
 }

@@ -16,8 +16,9 @@ export const INSTALL_HELP = `pgflow install [--supabase-dir DIR]
 Writes the engine's SQL migrations into a Supabase project's supabase/migrations/, named like
 \`supabase migration new\` names files (<UTC timestamp>_pgflow_<name>.sql), after the project's own
 migrations. Run again after upgrading @pgflow/shared: it adds only the missing ones and never
-changes a file already there. Then apply them: \`supabase db push\` (or \`supabase migration up\`
-for the local stack).
+changes a file already there. Then apply them: \`supabase db push\` to the linked project
+(Supabase CLI 3: \`supabase db push --remote\`, with --yes in CI), or \`supabase migration up\`
+for the local stack.
 
   --supabase-dir DIR  the project's supabase/ folder (the one holding config.toml), or the project
                       folder above it; default ./supabase
@@ -109,7 +110,8 @@ export async function install(argv: readonly string[]): Promise<number> {
   progress(
     `wrote ${written.length} migration(s) into ${dir}` +
       (installed.size ? ` (${installed.size} were already there)` : "") +
-      ". Next: `supabase db push` (or `supabase migration up` for the local stack)",
+      ". Next: `supabase db push` (Supabase CLI 3: `supabase db push --remote`; the local " +
+      "stack: `supabase migration up`)",
   );
   return 0;
 }

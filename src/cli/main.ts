@@ -3,6 +3,7 @@
  * database directly, run a local database, read a database's status, and watch it live.
  *
  * ```sh
+ * deno run -A jsr:@pgflow/shared/cli init             # this folder's deno.json imports the module
  * deno run -A jsr:@pgflow/shared/cli install          # then: supabase db push
  * deno run -A jsr:@pgflow/shared/cli migrate --database-url postgres://…
  * deno run -A jsr:@pgflow/shared/cli db start         # a local database for your app
@@ -16,14 +17,17 @@
 import { maskSecrets } from "../platform/database_url.ts";
 import { databaseUrlSource } from "../platform/env.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
+import { aliases } from "./aliases.ts";
 import { compile } from "./compile.ts";
 import { coverage } from "./coverage.ts";
 import { dashboard } from "./dashboard.ts";
 import { db } from "./db.ts";
+import { init } from "./init.ts";
 import { install } from "./install.ts";
 import { migrate } from "./migrate.ts";
 import { CliError, result, UsageError } from "./output.ts";
 import { plan } from "./plan.ts";
+import { queues } from "./queues.ts";
 import { runs } from "./runs.ts";
 import { status } from "./status.ts";
 
@@ -34,22 +38,28 @@ usage: pgflow <command> [flags]      (from JSR: deno run -A jsr:@pgflow/shared/c
                                       in this repository: deno task pgflow <command>)
 
 commands:
-  install   write the engine's migrations into a Supabase project (then: supabase db push)
+  init      make this folder's deno.json import @pgflow/shared (from a checkout: linked to it)
+  install   write the engine's migrations into a Supabase project (then: supabase db push;
+            Supabase CLI 3: supabase db push --remote)
   migrate   apply the engine's migrations to a database directly
   db        start | stop | status | url of a local database for your app
   status    engine version, queues, workers, runs and coverage of a database
   coverage  per (flow, step) pair: work waiting, live workers, MISSING / STALE / ok / idle
   dashboard a live web page of queues, runs, failures, stuck tasks, workers and run graphs
             (read-only unless started with --allow-actions)
-  runs      list | show | cancel | retry | resume runs, one by id or many by filters
+  runs      list | show | start | watch | cancel | retry | resume runs, one by id (or its start)
+            or many by filters
+  aliases   list | activate aliases: where each points, and moving one (compare-and-swap)
+  queues    list | drop queues: what uses each, and dropping one nothing uses
   compile   compile the flows a module exports into a database, without starting a worker
   plan      what deploying a module's flows would do (create, verified, refused), changing nothing
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
-error (pgflow runs adds 3 nothing matched and 4 not confirmed). Progress goes to stderr, results to
-stdout.`;
+error (runs, aliases and queues add 3 nothing matched and 4 not confirmed). Progress goes to
+stderr, results to stdout.`;
 
 const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
+  init,
   install,
   migrate,
   db,
@@ -57,6 +67,8 @@ const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   coverage,
   dashboard,
   runs,
+  aliases,
+  queues,
   compile,
   plan,
 };

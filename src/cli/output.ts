@@ -95,9 +95,9 @@ export function elapsed(start: number): string {
 }
 
 /**
- * How to type a CLI command here: `deno task pgflow …` in a checkout of this repository, the
- * checkout's `deno run -A <path>/src/cli/main.ts …` from any other folder, else the published
- * module's `deno run -A jsr:@pgflow/shared@<version>/cli …`.
+ * How to type a CLI command here: `deno task pgflow …` in a checkout of this repository, else the
+ * module's `deno run -A jsr:@pgflow/shared@<version>/cli …` (published, or linked to a checkout by
+ * the folder's deno.json, as `pgflow init` writes it); never a path of this machine.
  *
  * @example
  * ```ts

@@ -39,10 +39,12 @@ export function isLocalModule(): boolean {
 }
 
 /**
- * How to run this CLI from the current folder, without its arguments: `deno task pgflow` inside
- * a checkout of this repository (its deno.json has the task), `deno run -A <path>/src/cli/main.ts`
- * from a checkout elsewhere (the task does not exist in the user's folder), `undefined` for the
- * published module (the caller names the versioned `jsr:` form).
+ * How to run this CLI from the current folder, without its arguments, when that is not the
+ * published module's form: `deno task pgflow` inside a checkout of this repository (its deno.json
+ * has the task). Anywhere else `undefined`: the caller names the versioned `jsr:` form, which works
+ * once the module is published and, before that, in a folder whose deno.json links a checkout
+ * (what `pgflow init` writes). Never a path of this machine: a hint is read, copied and pasted
+ * elsewhere.
  *
  * @example
  * ```ts
@@ -53,16 +55,29 @@ export function isLocalModule(): boolean {
  */
 export function localInvocation(): string | undefined {
   if (!isLocalModule()) return undefined;
-  const root = decodeURIComponent(ROOT.pathname).replace(/\/$/, "");
   let cwd: string | undefined;
   try {
     cwd = Deno.cwd();
   } catch {
-    cwd = undefined;
+    return undefined;
   }
-  if (cwd !== undefined && (cwd === root || cwd.startsWith(`${root}/`))) return "deno task pgflow";
-  const main = decodeURIComponent(new URL("src/cli/main.ts", ROOT).pathname);
-  return `deno run -A ${/^[\w./@+-]+$/.test(main) ? main : JSON.stringify(main)}`;
+  const root = checkoutRoot();
+  return cwd === root || cwd.startsWith(`${root}/`) ? "deno task pgflow" : undefined;
+}
+
+/**
+ * The folder of the checkout this module runs from (no trailing slash); meaningful only when
+ * {@link isLocalModule}.
+ *
+ * @example
+ * ```ts
+ * import { checkoutRoot } from "./packaged.ts";
+ *
+ * checkoutRoot(); // "/home/ada/pgflow-shared"
+ * ```
+ */
+export function checkoutRoot(): string {
+  return decodeURIComponent(ROOT.pathname).replace(/\/$/, "");
 }
 
 /**

@@ -9,7 +9,8 @@
 import { describeConnection } from "../platform/connection_kind.ts";
 import { redact } from "./connect.ts";
 import { type DeployPlan, type FlowPlan, simulateDeploy } from "./deploy/simulate.ts";
-import { deployCommand, openEngine } from "./deploy/session.ts";
+import { type Lookalike, lookalikes, lookalikeWarning } from "./deploy/lookalikes.ts";
+import { deployCommand, listQueueNames, openEngine } from "./deploy/session.ts";
 import { result } from "./output.ts";
 
 /** The help text of `pgflow plan`. */
@@ -28,6 +29,9 @@ worker (keep EdgeWorker.start in the function's index.ts, the flows in a module 
   --flow NAME          only this flow (a slug or an export name); repeat for more
   --database-url URL   the database (default: EDGE_WORKER_DB_URL, then DATABASE_URL)
   --json               one JSON object on stdout
+
+A new shared queue whose name is one letter from a queue that exists (thread_procesing beside
+thread_processing) is a warning line: a typo in a route map makes a queue nobody reads.
 
 Exit codes: 0 nothing to do or only additions, 1 a flow would be refused (or recompiled in place
 on a local development database, deleting its runs), 2 usage error.`;
@@ -51,7 +55,13 @@ export async function plan(argv: readonly string[]): Promise<number> {
   const sql = await openEngine(cmd.url);
   try {
     const connection = await describeConnection(sql, cmd.url);
+    const existing = await listQueueNames(sql);
     const found = await simulateDeploy(sql, cmd.flows);
+    const similar = lookalikes(found.sharedQueuesToCreate, [
+      ...existing,
+      ...found.queuesToCreate,
+      ...found.sharedQueuesToCreate,
+    ]);
     const code = planExitCode(found);
     if (cmd.json) {
       result(JSON.stringify({
@@ -59,11 +69,13 @@ export async function plan(argv: readonly string[]): Promise<number> {
         database: redact(cmd.url),
         connection: connection.kind,
         ...found,
+        lookalikes: similar,
         exitCode: code,
       }));
     } else {
       result(
-        formatPlan(found, `${cmd.module} on ${redact(cmd.url)} (${connection.kind})`).join("\n"),
+        formatPlan(found, `${cmd.module} on ${redact(cmd.url)} (${connection.kind})`, similar)
+          .join("\n"),
       );
     }
     return code;
@@ -96,7 +108,11 @@ export function planExitCode(found: DeployPlan): 0 | 1 {
  * // console.log(formatPlan(found, "./flows.ts on postgres://…").join("\n"));
  * ```
  */
-export function formatPlan(found: DeployPlan, target: string): string[] {
+export function formatPlan(
+  found: DeployPlan,
+  target: string,
+  similar: readonly Lookalike[] = [],
+): string[] {
   const out: string[] = [`plan for ${target}; nothing was changed`];
   const row = (label: string, value: string) => out.push(`${label.padEnd(24)}  ${value}`);
   const width = Math.max(...found.flows.map((f) => f.slug.length));
@@ -124,6 +140,8 @@ export function formatPlan(found: DeployPlan, target: string): string[] {
     "collisions",
     found.collisions.map((c) => `${c.queue} (wanted by ${c.flow})`).join(", ") || "none",
   );
+  // Only when there is one: a typo is the exception, and the line says what to look at.
+  for (const l of similar) row("warning", lookalikeWarning(l));
   const c = found.counts;
   const tally = `${c.create} to create, ${c.verified} verified, ${c.refused} refused` +
     (c.recompile > 0 ? `, ${c.recompile} recompiled in place` : "");

@@ -67,9 +67,17 @@ export interface Backend {
   cancelRun(runId: string, reason: string | null): Promise<CancelResult>;
   /**
    * Retries or resumes a run (`pgflow.retry_run`, `resume_run`); the new run. `again: false`
-   * refuses a run restarted already (`23505`).
+   * refuses a run restarted already (`23505`). `input` (JSON text; retry only) replaces the
+   * source's input; `null` keeps it.
    */
-  restartRun(runId: string, mode: RestartMode, again: boolean): Promise<RestartedRun>;
+  restartRun(
+    runId: string,
+    mode: RestartMode,
+    again: boolean,
+    input: string | null,
+  ): Promise<RestartedRun>;
+  /** Where alias `alias` points now; `null` when there is no such alias. */
+  aliasTarget(alias: string): Promise<string | null>;
   /** Lists runs, newest first (`pgflow.list_runs`). */
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */

@@ -4,15 +4,17 @@
  * @module
  */
 import type { AnyFlow, FlowCarrier } from "../dsl/extract.ts";
-import { checkInput, inputIssues } from "../dsl/input_schema.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
 import { jsonText } from "../util/json_write.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { Backend } from "./backend.ts";
-import { ClientClosedError, InputValidationError, StartFlowError } from "./errors.ts";
+import { ClientClosedError, StartFlowError } from "./errors.ts";
+import { checkedInput } from "./known_flows.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
+import { explainUnreachable } from "./unreachable.ts";
+import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
 import {
   checkListRunsOptions,
@@ -51,6 +53,29 @@ export interface ClientTiming {
 }
 
 /**
+ * The flows a client starts by name. Give every version of a flow started through an alias, so
+ * `startFlow("order", input)` checks `input` with the input schema of the version the alias points
+ * at now (read from the database at each start; an activation between that read and the start
+ * leaves the check to the worker, which makes it before any step runs). A slug checks with its
+ * flow's schema. A name whose flow was not given is not checked here.
+ *
+ * @example
+ * ```ts
+ * import { type ClientFlows, Flow } from "@pgflow/shared";
+ *
+ * const v1 = new Flow<{ id: number }>({ slug: "order_v1", alias: "order" }).step({ slug: "a" }, () => 1);
+ * const flows: ClientFlows = { flows: [v1] };
+ * ```
+ */
+export interface ClientFlows {
+  /**
+   * Flows, routed or step-queued flows (each version once) whose schemas check the inputs
+   * `startFlow` and `retry` start by name; default none.
+   */
+  readonly flows?: readonly FlowCarrier[];
+}
+
+/**
  * Options of {@link createClient}: a postgres.js pool, a connection string, or a supabase-js
  * client.
  *
@@ -70,19 +95,19 @@ export interface ClientTiming {
  * ```
  */
 export type ClientOptions =
-  | (ClientTiming & {
+  | (ClientTiming & ClientFlows & {
     readonly sql: Sql;
     readonly transport?: "auto" | "listen" | "poll";
     /** The pool's URL, if you have it: tells a session pooler from a transaction pooler. */
     readonly url?: string;
   })
-  | (ClientTiming & {
+  | (ClientTiming & ClientFlows & {
     readonly connectionString: string;
     readonly transport?: "auto" | "listen" | "poll";
     /** Options of the pool the client opens (default: at most 4 connections). */
     readonly pool?: PoolOptions;
   })
-  | (ClientTiming & {
+  | (ClientTiming & ClientFlows & {
     readonly supabase: SupabaseClient;
     readonly transport?: "realtime" | "poll";
   });
@@ -173,9 +198,9 @@ export interface PgflowClient {
    * name (the run records the alias: `startedAs`). Pass the flow's type
    * (`startFlow<typeof myFlow>("my_flow", ...)`) to type input and output; for an alias, the
    * union of its versions (`startFlow<typeof v1 | typeof v2>("thread_triage", ...)`, output: the
-   * union of theirs) or the target's. Without it both are `Json`. A slug carries no schema, so the
-   * input is not checked here (the worker still checks it before the run's steps run); pass the
-   * flow itself to check it before starting.
+   * union of theirs) or the target's. Without it both are `Json`. A slug carries no schema: the
+   * input is checked here when the client was given the flow (`flows`: through an alias, the
+   * version it points at now), else by the worker before the run's steps run.
    */
   startFlow<F extends FlowCarrier = never>(
     flowSlug: string,
@@ -228,7 +253,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * ```
  */
 export function createClient(options: ClientOptions): PgflowClient {
-  const { timing, queryTimeoutMs, connection } = resolveClientOptions(options);
+  const { timing, queryTimeoutMs, connection, flows: known } = resolveClientOptions(options);
   const backend = makeBackend(connection, queryTimeoutMs);
   // Aborted by close(), before the connections end: every wait and watch stops at once.
   const closing = new AbortController();
@@ -248,7 +273,11 @@ export function createClient(options: ClientOptions): PgflowClient {
       );
     }
     if (closed.aborted) throw new ClientClosedError("closed", `startFlow of ${flowSlug}`);
-    const value = await checkedInput(flow, flowSlug, input);
+    // A flow given is its own schema; a name, the schema of the flow it names, if given.
+    const schemaFlow = typeof flow === "string"
+      ? await known.forStart(flowSlug, (alias) => backend.aliasTarget(alias))
+      : unwrapFlow(flow);
+    const value = await checkedInput(schemaFlow, flowSlug, input);
     let text: string | undefined;
     try {
       // What would be stored as something else, or refused by jsonb, fails here naming its path.
@@ -267,6 +296,10 @@ export function createClient(options: ClientOptions): PgflowClient {
         throw new ClientClosedError("closed", `startFlow of ${flowSlug}`, runId, { cause: error });
       }
       if (error instanceof ClientClosedError) throw error;
+      if (error instanceof DatabaseConnectionError) {
+        // What to check is all it needs to say: no stack, no cause to print.
+        throw withoutStack(new StartFlowError(flowSlug, error.message, error.code));
+      }
       const e = error as { message?: string; code?: string; hint?: string };
       throw new StartFlowError(
         flowSlug,
@@ -277,7 +310,7 @@ export function createClient(options: ClientOptions): PgflowClient {
     }
     // Started through an alias, the run is its target's: the handle checks that flow.
     if ("runId" in result) {
-      return runHandle<F>(backend, result.runId, result.flowSlug, timing, closed);
+      return runHandle<F>(backend, result.runId, result.flowSlug, timing, closed, known);
     }
     // The id is taken: the same run when it is a run of this flow, or was started through this
     // alias (an idempotent retry).
@@ -289,7 +322,7 @@ export function createClient(options: ClientOptions): PgflowClient {
         "23505",
       );
     }
-    return runHandle<F>(backend, runId!, existing?.flowSlug ?? flowSlug, timing, closed);
+    return runHandle<F>(backend, runId!, existing?.flowSlug ?? flowSlug, timing, closed, known);
   }
 
   return {
@@ -298,7 +331,7 @@ export function createClient(options: ClientOptions): PgflowClient {
       if (typeof runId !== "string" || !UUID.test(runId)) {
         throw new TypeError(`run: ${JSON.stringify(runId)} is not a run id (a UUID)`);
       }
-      return runHandle<F>(backend, runId, flowSlug, timing, closed);
+      return runHandle<F>(backend, runId, flowSlug, timing, closed, known);
     },
     async getRun<F extends FlowCarrier>(runId: string): Promise<RunState<F> | null> {
       if (typeof runId !== "string" || !UUID.test(runId)) {
@@ -345,51 +378,32 @@ function makeBackend(connection: ResolvedConnection, queryTimeoutMs: number): Ba
   }
   if (connection.kind === "sql") {
     if (connection.url !== undefined) parseDatabaseUrl(connection.url, "createClient: url");
-    return sqlBackend(connection.sql, {
-      transport: connection.transport,
-      queryTimeoutMs,
-      url: connection.url,
-      owned: false,
-    });
+    return explainUnreachable(
+      sqlBackend(connection.sql, {
+        transport: connection.transport,
+        queryTimeoutMs,
+        url: connection.url,
+        owned: false,
+      }),
+      connection.url,
+    );
   }
   // Checked here to name the option; a bad URL throws a DatabaseUrlError, password masked.
   parseDatabaseUrl(connection.connectionString, "createClient: connectionString");
   const sql = createPool(connection.connectionString, { max: 4, ...connection.pool });
-  return sqlBackend(sql, {
-    transport: connection.transport,
-    queryTimeoutMs,
-    url: connection.connectionString,
-    owned: true,
-  });
+  return explainUnreachable(
+    sqlBackend(sql, {
+      transport: connection.transport,
+      queryTimeoutMs,
+      url: connection.connectionString,
+      owned: true,
+    }),
+    connection.connectionString,
+  );
 }
 
-/**
- * The input to send: as given for a slug or a flow without a schema; for a flow with one, the
- * schema's value (a schema may transform: defaults, trims, coercions), so the stored input is
- * what the flow's type says. Rejects with `InputValidationError` when the schema finds issues.
- */
-async function checkedInput(
-  flow: FlowCarrier | string,
-  flowSlug: string,
-  input: unknown,
-): Promise<unknown> {
-  const schema = typeof flow === "string"
-    ? undefined
-    : ("flow" in flow && flow.flow !== undefined ? flow.flow : flow as AnyFlow).inputSchema;
-  if (schema === undefined) return input;
-  let check;
-  try {
-    check = await checkInput(schema, input);
-  } catch (error) {
-    throw new StartFlowError(
-      flowSlug,
-      `the input schema threw: ${error instanceof Error ? error.message : String(error)}`,
-      undefined,
-      { cause: error },
-    );
-  }
-  if (!check.ok) throw new InputValidationError(flowSlug, inputIssues(check.issues, input));
-  return check.value;
+function unwrapFlow(flow: FlowCarrier): AnyFlow {
+  return "flow" in flow && flow.flow !== undefined ? flow.flow : flow as AnyFlow;
 }
 
 function slugOf(flow: FlowCarrier | string, where = "startFlow"): string {

@@ -8,12 +8,14 @@
  */
 import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { PoolOptions } from "../platform/pool.ts";
+import { jsonText } from "../util/json_write.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { RunFilter } from "./backend.ts";
 import type { ClientOptions, ClientTiming, ListRunsOptions, StartFlowOptions } from "./client.ts";
 import { ClientConfigError } from "./errors.ts";
+import { KnownFlows } from "./known_flows.ts";
 import { inRange, parseIsoTime } from "./since.ts";
-import type { EventsOptions, RestartOptions, WaitForOptions } from "./run_handle.ts";
+import type { EventsOptions, RetryOptions, WaitForOptions } from "./run_handle.ts";
 import type { WatchTiming } from "./watch.ts";
 
 /** A whole number of milliseconds: its default and its inclusive range. */
@@ -73,6 +75,8 @@ export interface ResolvedClientOptions {
   readonly timing: WatchTiming;
   readonly queryTimeoutMs: number;
   readonly connection: ResolvedConnection;
+  /** The flows given (`flows`), which check inputs started by slug or alias. */
+  readonly flows: KnownFlows;
 }
 
 const CONNECTIONS = ["sql", "connectionString", "supabase"] as const;
@@ -111,12 +115,12 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
   const kind = given[0];
   const own = OWN_OPTIONS[kind];
   for (const key of Object.keys(options)) {
-    if (key in CLIENT_OPTIONS || own.includes(key)) continue;
+    if (key in CLIENT_OPTIONS || key === "flows" || own.includes(key)) continue;
     const owner = CONNECTIONS.find((k) => OWN_OPTIONS[k].includes(key));
     throw new ClientConfigError(
       owner === undefined
         ? `${where}: unknown option ${JSON.stringify(key)}; the options are ` +
-          `${[...Object.keys(CLIENT_OPTIONS), ...own].join(", ")}`
+          `${[...Object.keys(CLIENT_OPTIONS), "flows", ...own].join(", ")}`
         : `${where}: ${key} goes with ${owner}, not with ${kind}`,
     );
   }
@@ -133,7 +137,12 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     );
   }
   const { queryTimeoutMs, ...timing } = numbers;
-  return Object.freeze({ timing, queryTimeoutMs, connection: connection(options, kind) });
+  return Object.freeze({
+    timing,
+    queryTimeoutMs,
+    connection: connection(options, kind),
+    flows: KnownFlows.from((options as { flows?: unknown }).flows, where),
+  });
 }
 
 function connection(
@@ -282,18 +291,39 @@ export function checkListRunsOptions(
   };
 }
 
-/** `run.retry`'s and `run.resume`'s options, checked, with their default. */
+/**
+ * `run.retry`'s and `run.resume`'s options, checked, with their default; `input` (retry only) as
+ * the JSON text to send, `null` for the source's input.
+ */
 export function checkRestartOptions(
   where: "retry" | "resume",
-  options: RestartOptions | undefined,
-): { readonly again: boolean } {
-  if (options === undefined) return { again: true };
-  knownKeys(where, options, ["again"]);
-  const again = (options as Record<string, unknown>).again ?? true;
+  options: RetryOptions | undefined,
+): { readonly again: boolean; readonly input: string | null } {
+  if (options === undefined) return { again: true, input: null };
+  if (where === "resume" && isObject(options) && "input" in options) {
+    throw new ClientConfigError(
+      "resume: input is for retry only; a resume reuses what the source computed from its " +
+        "input. To run with another input, retry({ input })",
+    );
+  }
+  knownKeys(where, options, where === "retry" ? ["again", "input"] : ["again"]);
+  const o = options as Record<string, unknown>;
+  const again = o.again ?? true;
   if (typeof again !== "boolean") {
     throw new ClientConfigError(`${where}: again must be true or false, got ${describe(again)}`);
   }
-  return { again };
+  if (o.input === undefined) return { again, input: null };
+  let input: string | undefined;
+  try {
+    // As startFlow's: what jsonb would store as something else or refuse fails here, by path.
+    input = jsonText(o.input, "input");
+  } catch (error) {
+    throw new ClientConfigError(`${where}: ${(error as Error).message}`);
+  }
+  if (input === undefined) {
+    throw new ClientConfigError(`${where}: input must be a JSON value, got ${typeOf(o.input)}`);
+  }
+  return { again, input };
 }
 
 /** `run.events`'s options, checked. */

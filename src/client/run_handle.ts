@@ -16,11 +16,14 @@ import {
   RunNotFoundError,
   RunStatusError,
   RunTimeoutError,
+  StartFlowError,
 } from "./errors.ts";
+import { checkedInput, type KnownFlows } from "./known_flows.ts";
 import { checkEventsOptions, checkRestartOptions, resolveWaitOptions } from "./options.ts";
 import { type AnyRunState, failedStep, isTerminal } from "./snapshot.ts";
 import type {
   CancelResult,
+  FlowInputOf,
   FlowOutputOf,
   RestartMode,
   RunEvent,
@@ -83,6 +86,26 @@ export interface RestartOptions {
    * once.
    */
   readonly again?: boolean;
+}
+
+/**
+ * Options of `run.retry`: those of any restart, and the input of the new run.
+ *
+ * @example
+ * ```ts
+ * import type { RetryOptions } from "@pgflow/shared";
+ *
+ * // The run failed on a wrong address: run it again with the address corrected.
+ * const corrected: RetryOptions = { input: { orderId: 7, address: "1 Main St" } };
+ * ```
+ */
+export interface RetryOptions<F extends FlowCarrier = never> extends RestartOptions {
+  /**
+   * The new run's input instead of the source's (say, corrected after the run failed on it). It
+   * must pass the flow's input schema when the client was given the flow (`flows`); the worker
+   * checks it anyway. The new run is linked to the source as any retry is.
+   */
+  readonly input?: FlowInputOf<F>;
 }
 
 /**
@@ -152,9 +175,11 @@ export interface FlowRun<F extends FlowCarrier = never> {
    * handle; this run is left as it is, and the new one records it as `restartOfRunId`. Only a
    * failed or cancelled run: otherwise `RunActionError` (`code` `55000`, `status` says what it
    * is); `RunNotFoundError` for an unknown run. It starts the same concrete flow, never the
-   * current target of an alias. `{ again: false }` refuses a run restarted already.
+   * current target of an alias. `{ again: false }` refuses a run restarted already; `{ input }`
+   * starts it with another input (checked by the flow's schema when the client was given the
+   * flow: `InputValidationError`, and no run is made).
    */
-  retry(options?: RestartOptions): Promise<FlowRun<F>>;
+  retry(options?: RetryOptions<F>): Promise<FlowRun<F>>;
   /**
    * Like `retry`, but the new run reuses every task that completed in this one (whole steps, and
    * single tasks of a map), and every skip a completed step was built on, and runs only the rest
@@ -173,6 +198,7 @@ export function runHandle<F extends FlowCarrier>(
   flowSlug: string,
   timing: WatchTiming,
   closed: AbortSignal,
+  known: KnownFlows,
 ): FlowRun<F> {
   const reader = flowSlug === "" ? backend : checkingFlow(backend, flowSlug);
   const closedError = (action: string, cause?: unknown) =>
@@ -241,7 +267,10 @@ export function runHandle<F extends FlowCarrier>(
       return await act();
     } catch (error) {
       if (closed.aborted) throw closedError(action, error);
-      if (error instanceof RunError || error instanceof ClientClosedError) throw error;
+      if (
+        error instanceof RunError || error instanceof ClientClosedError ||
+        error instanceof StartFlowError // a retry's input that failed its schema
+      ) throw error;
       const e = error as { code?: string; message?: string };
       if (e.code === NO_SUCH_RUN) throw new RunNotFoundError(runId);
       if (isTransient(error)) throw error; // a lost connection is not a refusal
@@ -256,10 +285,25 @@ export function runHandle<F extends FlowCarrier>(
     }
   }
 
-  async function restart(mode: RestartMode, options?: RestartOptions): Promise<FlowRun<F>> {
-    const { again } = checkRestartOptions(mode, options);
-    const next = await acting(mode, () => backend.restartRun(runId, mode, again));
-    return runHandle<F>(backend, next.runId, next.flowSlug, timing, closed);
+  async function restart(mode: RestartMode, options?: RetryOptions<F>): Promise<FlowRun<F>> {
+    const { again, input } = checkRestartOptions(mode, options);
+    const next = await acting(mode, async () => {
+      const text = input === null ? null : await checkedRetryInput(options!.input, input);
+      return await backend.restartRun(runId, mode, again, text);
+    });
+    return runHandle<F>(backend, next.runId, next.flowSlug, timing, closed, known);
+  }
+
+  /**
+   * A retry's new input (`value`, as JSON `text`), checked by the schema of the run's flow when
+   * the client knows that flow: the schema's value then.
+   */
+  async function checkedRetryInput(value: unknown, text: string): Promise<string> {
+    if (known.empty) return text;
+    const slug = flowSlug !== "" ? flowSlug : (await reader.getRun(runId))?.flowSlug;
+    const flow = slug === undefined ? undefined : known.bySlug(slug);
+    if (flow?.inputSchema === undefined) return text;
+    return JSON.stringify(await checkedInput(flow, flow.slug, value));
   }
 
   return {
@@ -274,7 +318,7 @@ export function runHandle<F extends FlowCarrier>(
       }
       return acting("cancel", () => backend.cancelRun(runId, reason ?? null));
     },
-    retry: (options?: RestartOptions) => restart("retry", options),
+    retry: (options?: RetryOptions<F>) => restart("retry", options),
     resume: (options?: RestartOptions) => restart("resume", options),
     async state() {
       if (closed.aborted) throw closedError("state");

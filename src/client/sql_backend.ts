@@ -96,12 +96,13 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         throw poolEnded(error, `cancelling run ${runId}`, runId);
       }
     },
-    async restartRun(runId, mode, again): Promise<RestartedRun> {
+    async restartRun(runId, mode, again, input): Promise<RestartedRun> {
       try {
         const [row] = await bounded(
           mode === "retry"
             ? sql<{ run_id: string; flow_slug: string }[]>`
-              select run_id, flow_slug from pgflow.retry_run(${runId}::uuid, ${again}::boolean)`
+              select run_id, flow_slug
+              from pgflow.retry_run(${runId}::uuid, ${again}::boolean, ${input}::text::jsonb)`
             : sql<{ run_id: string; flow_slug: string }[]>`
               select run_id, flow_slug from pgflow.resume_run(${runId}::uuid, ${again}::boolean)`,
           `${mode}_run`,
@@ -111,6 +112,17 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
       } catch (error) {
         throw poolEnded(error, `${mode === "retry" ? "retrying" : "resuming"} run ${runId}`, runId);
       }
+    },
+    async aliasTarget(alias) {
+      const rows = await bounded(
+        sql<{ flow_slug: string }[]>`
+          select a.flow_slug from pgflow.aliases a where a.alias = ${alias}`,
+        "alias lookup",
+        options.queryTimeoutMs,
+      ).catch((error) => {
+        throw poolEnded(error, `reading alias ${alias}`, null);
+      });
+      return rows[0]?.flow_slug ?? null;
     },
     async listRuns(filter) {
       try {

@@ -71,12 +71,24 @@ export function supabaseBackend(
         cancelled: row.cancelled,
       };
     },
-    async restartRun(runId, mode, again): Promise<RestartedRun> {
+    async restartRun(runId, mode, again, input): Promise<RestartedRun> {
       const fn = mode === "retry" ? "retry_run" : "resume_run";
-      const { data, error } = await pgflow.rpc(fn, { run_id: runId, again });
+      const { data, error } = await pgflow.rpc(
+        fn,
+        input === null
+          ? { run_id: runId, again }
+          : { run_id: runId, again, input: parseJson(input) }, // exact, as start_flow's
+      );
       if (error) throw new RpcError(fn, error);
       const row = (Array.isArray(data) ? data[0] : data) as { run_id: string; flow_slug: string };
       return { runId: row.run_id, flowSlug: row.flow_slug };
+    },
+    async aliasTarget(alias) {
+      const { data, error } = await pgflow.rpc("list_aliases");
+      if (error) throw new RpcError("list_aliases", error);
+      const found = ((data ?? []) as { alias: string; flow_slug: string }[])
+        .find((a) => a.alias === alias);
+      return found?.flow_slug ?? null;
     },
     async listRuns(filter) {
       const { data, error } = await pgflow.rpc("list_runs", {

@@ -79,7 +79,7 @@ export function cliCommand(command: string, version: string = ENGINE_VERSION): s
 /** How to apply the migrations of `version`, on Supabase and elsewhere. */
 function applyHint(version: string): string {
   return `on a Supabase project run \`${cliCommand("install", version)}\` then ` +
-    `\`supabase db push\`; on any other Postgres run \`${
+    `\`supabase db push\` (Supabase CLI 3: \`supabase db push --remote\`); on any other Postgres run \`${
       cliCommand("migrate --database-url <url>", version)
     }\``;
 }

@@ -1,4 +1,4 @@
-import type { SupabaseClient } from "npm:@supabase/supabase-js@2.49.4";
+import type { SupabaseClient } from "npm:@supabase/supabase-js@2.119.2";
 import type { WorkerEnv } from "./env.ts";
 import { nonEmpty } from "./env.ts";
 
@@ -19,7 +19,7 @@ export async function prepareSupabaseClient(env: WorkerEnv): Promise<() => Supab
       );
     };
   }
-  const { createClient } = await import("npm:@supabase/supabase-js@2.49.4");
+  const { createClient } = await import("npm:@supabase/supabase-js@2.119.2");
   let client: SupabaseClient | undefined;
   return () =>
     // A worker has no user session: never persist or refresh one.

@@ -5,7 +5,7 @@
  * @module
  */
 import type postgres from "npm:postgres@3.4.7";
-import type { SupabaseClient as SupabaseJsClient } from "npm:@supabase/supabase-js@2.49.4";
+import type { SupabaseClient as SupabaseJsClient } from "npm:@supabase/supabase-js@2.119.2";
 
 /**
  * A postgres.js pool (`postgres.Sql`): what `createPool` returns, what `context.sql` is, and what

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { connectionProblem, withoutStack } from "../operations/connection_problem.ts";
 import { maskError } from "../platform/database_url.ts";
 import type { Logger } from "../platform/logger.ts";
 import { pgMessage } from "../platform/pg_message.ts";
@@ -105,12 +106,15 @@ export function startupFailure(
   queueName: string,
   connectionString: string | undefined,
 ): Error {
-  return maskError(
-    error instanceof WorkerStartupError ? error : new WorkerStartupError(
-      `worker for queue "${queueName}" could not start: ${pgMessage(error)}`,
-    ),
-    connectionString,
-  );
+  if (error instanceof WorkerStartupError) return maskError(error, connectionString);
+  const cannotStart = (reason: string) =>
+    new WorkerStartupError(`worker for queue "${queueName}" could not start: ${reason}`);
+  const unreachable = connectionProblem(error, connectionString);
+  // An unreachable database is a setting to fix, which the message says: no stack.
+  const failure = unreachable !== undefined
+    ? withoutStack(cannotStart(unreachable))
+    : cannotStart(pgMessage(error));
+  return maskError(failure, connectionString);
 }
 
 /**

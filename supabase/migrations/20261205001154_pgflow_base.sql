@@ -455,6 +455,10 @@ create table if not exists pgflow.step_tasks (
   -- Snapshot of the step's route when the task was created; never changes afterwards.
   queue_name text not null,
   message_id bigint,
+  -- A map task's element, copied out of the array it maps over when the task is created (one pass
+  -- over the array), NULL for a single step's task. Reading element i from the array at each claim
+  -- decompressed the whole array per task: a 100,000-element map spent minutes in its claims.
+  input jsonb,
   attempts_count integer not null default 0,
   output jsonb,
   error_message text,
@@ -965,7 +969,8 @@ $$;
 
 -- The input of a task: a root step's is the run input, a dependent step's the object of its
 -- completed dependencies' outputs (pgflow._dependency_outputs), and a map task's the element at
--- its index of the array it maps over (the run input, or its one dependency's output).
+-- its index of the array it maps over (the run input, or its one dependency's output), copied onto
+-- the task row when the task was created (step_tasks.input).
 create or replace function pgflow._task_input(
   p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer
 )
@@ -974,12 +979,9 @@ language sql
 stable
 as $$
   select case
-           when s.step_type = 'map' and s.deps_count = 0 then r.input -> p_task_index
            when s.step_type = 'map' then
-             (select ss.output -> p_task_index
-              from pgflow.deps d
-              join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-              where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug)
+             (select t.input from pgflow.step_tasks t
+              where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index)
            when s.deps_count = 0 then r.input
            else (select o from pgflow._dependency_outputs(p_run_id, p_flow_slug, p_step_slug) o)
          end
@@ -1396,7 +1398,8 @@ $$;
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
 -- is notified for every queue that got messages visible at once.
 create or replace function pgflow._send_task_messages(
-  p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false
+  p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false,
+  p_sources jsonb[] default null
 )
 returns void
 language plpgsql
@@ -1421,8 +1424,8 @@ begin
                      jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', p_steps[1], 'task_index', 0),
                      one_delay) into one_id;
-    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
-    values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id);
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
+    values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
     if one_delay = 0 then
       perform pgflow._announce('pgflow_queue:' || one_queue, '');
     end if;
@@ -1432,13 +1435,22 @@ begin
     select s.queue_name, s.opt_start_delay as delay,
            array_agg(s.step_slug order by s.step_slug, i) as steps,
            array_agg(i order by s.step_slug, i) as idxs,
+           array_agg(x.input order by s.step_slug, i) as inputs,
            -- The body is informational only: the claim reads ids, never bodies.
            array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', s.step_slug, 'task_index', i)
                      order by s.step_slug, i) as msgs
-    from unnest(p_steps, p_counts) as n(step_slug, task_count)
+    -- p_sources, when given, holds each map step's array (NULL for a single step); unnest pads a
+    -- missing p_sources with NULLs.
+    from unnest(p_steps, p_counts, p_sources) as n(step_slug, task_count, source)
     join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
-    cross join generate_series(0, n.task_count - 1) as i
+    -- A map's elements in one pass over its array (jsonb_array_elements decompresses it once).
+    cross join lateral (
+      select g.i, null::jsonb from generate_series(0, n.task_count - 1) as g(i) where n.source is null
+      union all
+      select (e.ord - 1)::integer, e.value
+      from jsonb_array_elements(n.source) with ordinality as e(value, ord) where n.source is not null
+    ) as x(i, input)
     -- A resumed run's map may hold tasks reused from its source run already: those are done.
     where not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
@@ -1450,10 +1462,11 @@ begin
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
       from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
-      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
-      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id
-      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
-        as u(step_slug, task_index, id);
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input
+      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
+                  grp.inputs[slice_start:slice_start + batch_size - 1])
+        as u(step_slug, task_index, id, input);
     end loop;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
@@ -1615,6 +1628,8 @@ declare
   -- The steps started by this call and their task counts, in start order.
   new_steps text[] := '{}';
   new_counts integer[] := '{}';
+  -- Each started step's array to map over, NULL for a single step.
+  new_sources jsonb[] := '{}';
   fail_step text;
   fail_error text;
   reused_count integer;
@@ -1720,6 +1735,7 @@ begin
         reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;
         new_counts := new_counts || task_count;
+        new_sources := array_append(new_sources, case when ready.step_type = 'map' then source end);
       end if;
     end loop;
   end loop;
@@ -1734,7 +1750,7 @@ begin
     return;
   end if;
   if cardinality(new_steps) > 0 then
-    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any);
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any, new_sources);
   end if;
 end;
 $$;
@@ -3091,14 +3107,17 @@ end;
 $$;
 
 -- ---- schemas/0540_restart_run.sql
--- Starting a run again. Both make a NEW run of the same concrete flow with the same input and leave
--- the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
+-- Starting a run again. Both make a NEW run of the same concrete flow with the same input (retry_run
+-- may be given a corrected one instead) and leave the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
 -- was made (restart_mode). Only a run that failed or was cancelled can be restarted. Its tasks follow
 -- the flow's persisted routes, as any run's do. Neither resolves an alias: the source's flow slug
 -- is a concrete slug, and a version whose slug is also an alias's name is still that version.
 --
--- retry_run runs everything again. resume_run takes over what the source finished and what was
--- built on it, and runs the rest:
+-- retry_run runs everything again, with the source's input or, when input is given (not SQL NULL),
+-- with that one: a run that failed on bad input is run again with the input corrected, and stays
+-- linked to it. resume_run never takes another input: what it reuses was computed from the
+-- source's. resume_run takes over what the source finished and what was built on it, and runs the
+-- rest:
 --   * every completed step is taken over as completed (reused = true, its output kept);
 --   * every skipped step that a completed step depends on, directly or through other steps, is
 --     taken over as skipped (reused, its skip reason and error kept): the completed step was
@@ -3235,15 +3254,21 @@ begin
 end;
 $$;
 
-create or replace function pgflow.retry_run(run_id uuid, again boolean default true)
+create or replace function pgflow.retry_run(run_id uuid, again boolean default true, input jsonb default null)
 returns pgflow.runs
 language plpgsql
 volatile
 security definer
 set search_path = ''
 as $$
+declare
+  source pgflow.runs := pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again);
 begin
-  return pgflow._restart_run(pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again), 'retry');
+  -- The new run is made from this copy of the source's row: the source itself is not changed.
+  if retry_run.input is not null then
+    source.input := retry_run.input;
+  end if;
+  return pgflow._restart_run(source, 'retry');
 end;
 $$;
 
@@ -4936,7 +4961,9 @@ $$;
 -- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
 -- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
 -- as a small JSON document (no input or output) with the runs made from it (restarts), times as
--- get_run writes them. security invoker, like get_run.
+-- get_run writes them. security invoker, like get_run. flow_slug may name an alias: then the runs
+-- of every version carrying it (an operator asking for "order" means the order flow, whichever
+-- version ran, and however the run was started).
 create or replace function pgflow.list_runs(
   flow_slug text default null,
   status text default null,
@@ -4950,7 +4977,13 @@ language plpgsql
 stable
 set search_path = ''
 as $$
+declare
+  slugs text[];
 begin
+  if list_runs.flow_slug is not null then
+    slugs := array[list_runs.flow_slug]
+      || array(select f.flow_slug from pgflow.flows f where f.alias = list_runs.flow_slug);
+  end if;
   if max_rows is null or max_rows < 1 or max_rows > 1000 then
     raise exception 'list_runs: max_rows must be between 1 and 1000, got %', coalesce(max_rows::text, 'NULL')
       using errcode = '22023';
@@ -4990,7 +5023,7 @@ begin
   -- restart ever made (tens of milliseconds with a long history).
   left join lateral (select true as yes from pgflow.runs x where x.restart_of_run_id = r.run_id limit 1) was
     on list_runs.restarted is not null
-  where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
+  where (slugs is null or r.flow_slug = any (slugs))
     and (list_runs.status is null or r.status = list_runs.status)
     and (since is null or r.started_at >= since)
     and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')
@@ -5027,7 +5060,7 @@ begin
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
-    grant execute on function pgflow.retry_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
     grant execute on function pgflow.resume_run(uuid, boolean) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer, boolean) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;

@@ -146,7 +146,8 @@ $$;
 
 -- The input of a task: a root step's is the run input, a dependent step's the object of its
 -- completed dependencies' outputs (pgflow._dependency_outputs), and a map task's the element at
--- its index of the array it maps over (the run input, or its one dependency's output).
+-- its index of the array it maps over (the run input, or its one dependency's output), copied onto
+-- the task row when the task was created (step_tasks.input).
 create or replace function pgflow._task_input(
   p_run_id uuid, p_flow_slug text, p_step_slug text, p_task_index integer
 )
@@ -155,12 +156,9 @@ language sql
 stable
 as $$
   select case
-           when s.step_type = 'map' and s.deps_count = 0 then r.input -> p_task_index
            when s.step_type = 'map' then
-             (select ss.output -> p_task_index
-              from pgflow.deps d
-              join pgflow.step_states ss on ss.run_id = p_run_id and ss.step_slug = d.dep_slug
-              where d.flow_slug = p_flow_slug and d.step_slug = p_step_slug)
+             (select t.input from pgflow.step_tasks t
+              where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index)
            when s.deps_count = 0 then r.input
            else (select o from pgflow._dependency_outputs(p_run_id, p_flow_slug, p_step_slug) o)
          end

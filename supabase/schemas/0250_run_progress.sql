@@ -14,7 +14,8 @@
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
 -- is notified for every queue that got messages visible at once.
 create or replace function pgflow._send_task_messages(
-  p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false
+  p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false,
+  p_sources jsonb[] default null
 )
 returns void
 language plpgsql
@@ -39,8 +40,8 @@ begin
                      jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', p_steps[1], 'task_index', 0),
                      one_delay) into one_id;
-    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
-    values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id);
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
+    values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
     if one_delay = 0 then
       perform pgflow._announce('pgflow_queue:' || one_queue, '');
     end if;
@@ -50,13 +51,22 @@ begin
     select s.queue_name, s.opt_start_delay as delay,
            array_agg(s.step_slug order by s.step_slug, i) as steps,
            array_agg(i order by s.step_slug, i) as idxs,
+           array_agg(x.input order by s.step_slug, i) as inputs,
            -- The body is informational only: the claim reads ids, never bodies.
            array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', s.step_slug, 'task_index', i)
                      order by s.step_slug, i) as msgs
-    from unnest(p_steps, p_counts) as n(step_slug, task_count)
+    -- p_sources, when given, holds each map step's array (NULL for a single step); unnest pads a
+    -- missing p_sources with NULLs.
+    from unnest(p_steps, p_counts, p_sources) as n(step_slug, task_count, source)
     join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
-    cross join generate_series(0, n.task_count - 1) as i
+    -- A map's elements in one pass over its array (jsonb_array_elements decompresses it once).
+    cross join lateral (
+      select g.i, null::jsonb from generate_series(0, n.task_count - 1) as g(i) where n.source is null
+      union all
+      select (e.ord - 1)::integer, e.value
+      from jsonb_array_elements(n.source) with ordinality as e(value, ord) where n.source is not null
+    ) as x(i, input)
     -- A resumed run's map may hold tasks reused from its source run already: those are done.
     where not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
@@ -68,10 +78,11 @@ begin
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
       from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
-      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id)
-      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id
-      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids)
-        as u(step_slug, task_index, id);
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input
+      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
+                  grp.inputs[slice_start:slice_start + batch_size - 1])
+        as u(step_slug, task_index, id, input);
     end loop;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
@@ -233,6 +244,8 @@ declare
   -- The steps started by this call and their task counts, in start order.
   new_steps text[] := '{}';
   new_counts integer[] := '{}';
+  -- Each started step's array to map over, NULL for a single step.
+  new_sources jsonb[] := '{}';
   fail_step text;
   fail_error text;
   reused_count integer;
@@ -338,6 +351,7 @@ begin
         reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;
         new_counts := new_counts || task_count;
+        new_sources := array_append(new_sources, case when ready.step_type = 'map' then source end);
       end if;
     end loop;
   end loop;
@@ -352,7 +366,7 @@ begin
     return;
   end if;
   if cardinality(new_steps) > 0 then
-    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any);
+    perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any, new_sources);
   end if;
 end;
 $$;

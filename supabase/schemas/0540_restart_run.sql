@@ -1,11 +1,14 @@
--- Starting a run again. Both make a NEW run of the same concrete flow with the same input and leave
--- the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
+-- Starting a run again. Both make a NEW run of the same concrete flow with the same input (retry_run
+-- may be given a corrected one instead) and leave the source run exactly as it was; the new run records its source (restart_of_run_id) and how it
 -- was made (restart_mode). Only a run that failed or was cancelled can be restarted. Its tasks follow
 -- the flow's persisted routes, as any run's do. Neither resolves an alias: the source's flow slug
 -- is a concrete slug, and a version whose slug is also an alias's name is still that version.
 --
--- retry_run runs everything again. resume_run takes over what the source finished and what was
--- built on it, and runs the rest:
+-- retry_run runs everything again, with the source's input or, when input is given (not SQL NULL),
+-- with that one: a run that failed on bad input is run again with the input corrected, and stays
+-- linked to it. resume_run never takes another input: what it reuses was computed from the
+-- source's. resume_run takes over what the source finished and what was built on it, and runs the
+-- rest:
 --   * every completed step is taken over as completed (reused = true, its output kept);
 --   * every skipped step that a completed step depends on, directly or through other steps, is
 --     taken over as skipped (reused, its skip reason and error kept): the completed step was
@@ -142,15 +145,21 @@ begin
 end;
 $$;
 
-create or replace function pgflow.retry_run(run_id uuid, again boolean default true)
+create or replace function pgflow.retry_run(run_id uuid, again boolean default true, input jsonb default null)
 returns pgflow.runs
 language plpgsql
 volatile
 security definer
 set search_path = ''
 as $$
+declare
+  source pgflow.runs := pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again);
 begin
-  return pgflow._restart_run(pgflow._restart_source(retry_run.run_id, 'retried', retry_run.again), 'retry');
+  -- The new run is made from this copy of the source's row: the source itself is not changed.
+  if retry_run.input is not null then
+    source.input := retry_run.input;
+  end if;
+  return pgflow._restart_run(source, 'retry');
 end;
 $$;
 

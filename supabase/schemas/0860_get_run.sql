@@ -99,7 +99,9 @@ $$;
 -- Searching runs, newest first: by flow, status, start time, run id prefix and whether the run was
 -- restarted (retried or resumed) already (each optional), at most max_rows (1 to 1,000). Each run
 -- as a small JSON document (no input or output) with the runs made from it (restarts), times as
--- get_run writes them. security invoker, like get_run.
+-- get_run writes them. security invoker, like get_run. flow_slug may name an alias: then the runs
+-- of every version carrying it (an operator asking for "order" means the order flow, whichever
+-- version ran, and however the run was started).
 create or replace function pgflow.list_runs(
   flow_slug text default null,
   status text default null,
@@ -113,7 +115,13 @@ language plpgsql
 stable
 set search_path = ''
 as $$
+declare
+  slugs text[];
 begin
+  if list_runs.flow_slug is not null then
+    slugs := array[list_runs.flow_slug]
+      || array(select f.flow_slug from pgflow.flows f where f.alias = list_runs.flow_slug);
+  end if;
   if max_rows is null or max_rows < 1 or max_rows > 1000 then
     raise exception 'list_runs: max_rows must be between 1 and 1000, got %', coalesce(max_rows::text, 'NULL')
       using errcode = '22023';
@@ -153,7 +161,7 @@ begin
   -- restart ever made (tens of milliseconds with a long history).
   left join lateral (select true as yes from pgflow.runs x where x.restart_of_run_id = r.run_id limit 1) was
     on list_runs.restarted is not null
-  where (list_runs.flow_slug is null or r.flow_slug = list_runs.flow_slug)
+  where (slugs is null or r.flow_slug = any (slugs))
     and (list_runs.status is null or r.status = list_runs.status)
     and (since is null or r.started_at >= since)
     and (run_id_prefix is null or r.run_id::text like lower(run_id_prefix) || '%')

@@ -24,7 +24,7 @@ begin
     grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
-    grant execute on function pgflow.retry_run(uuid, boolean) to service_role;
+    grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
     grant execute on function pgflow.resume_run(uuid, boolean) to service_role;
     grant execute on function pgflow.list_runs(text, text, timestamptz, text, integer, boolean) to service_role;
     grant execute on function pgflow.list_aliases() to service_role;

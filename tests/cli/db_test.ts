@@ -159,8 +159,9 @@ Deno.test("db refuses what it cannot use, creating nothing, and says what to do"
         [
           ["db", "url"],
           1,
-          // Run in a project folder, not this repository: the hint runs the checkout's CLI by path.
-          /there is no database in .*\.pgflow\/db: create and start one with `deno run -A \S+\/src\/cli\/main\.ts db start`/,
+          // Run in a project folder, not this repository: the hint is the published form, never
+          // a path of this machine.
+          /there is no database in .*\.pgflow\/db: create and start one with `deno run -A jsr:@pgflow\/shared@[\d.]+\/cli db start`/,
         ],
         [["db", "stop"], 1, /there is no database in/],
         [["db", "status"], 1, /create one with/],

@@ -302,13 +302,13 @@ pgmqOnly.test(
         ["--database-url", "postgres://postgres:s3cret@127.0.0.1:1/postgres"],
         {},
         1,
-        /could not connect to 127\.0\.0\.1:1: connection refused\. Is the database running there\? For the local database run `deno task pgflow db start`/,
+        /could not connect to 127\.0\.0\.1:1: connection refused \(ECONNREFUSED\)\. Is the database running there\? For the local database run `deno task pgflow db start`/,
       ],
       [
         ["--database-url", "postgres://postgres:s3cret@no-such-host.invalid/postgres"],
         {},
         1,
-        /host no-such-host\.invalid not found; check the URL \(postgres:\/\/postgres:\*\*\*@no-such-host\.invalid\/postgres\)/,
+        /host no-such-host\.invalid not found \((ENOTFOUND|EAI_AGAIN)\); check the URL \(postgres:\/\/postgres:\*\*\*@no-such-host\.invalid\/postgres\)/,
       ],
       [
         [

@@ -266,7 +266,10 @@ db.test(
 
     for (
       const [args, message] of [
-        [["show", "run-1"], /pgflow runs show: "run-1" is not a run id; pass a UUID/],
+        [
+          ["show", "run-1"],
+          /pgflow runs show: "run-1" is not a run id; pass a run id as "pgflow runs list" prints it \(0b6c1d2e-7f00-4a1b-8c2d-3e4f5a6b7c8d\) or its start/,
+        ],
         [
           ["list", "--status", "done"],
           /--status "done" is not a run status; use one of started, completed, failed, cancelled/,
@@ -305,10 +308,13 @@ Deno.test("runs --help documents the subcommands and exit codes; the top-level h
   assert.equal(help.code, 0, shown(help));
   assert.match(
     help.stdout,
-    /Exit codes: 0 done, 1 .*, 2 usage error,\s+3 nothing matched \/ no such run, 4 a bulk action without --yes/,
+    /Exit codes: 0 done .*, 1 .*, 2 usage error .*, 3 nothing\s+matched \/ no such run, 4 a bulk action without --yes/s,
   );
   const top = await runCli(["--help"]);
-  assert.match(top.stdout, /^ {2}runs\s+list \| show \| cancel \| retry \| resume/m);
+  assert.match(
+    top.stdout,
+    /^ {2}runs\s+list \| show \| start \| watch \| cancel \| retry \| resume/m,
+  );
 });
 
 Deno.test("runs: a malformed --database-url is one usage line without the password; an unreachable one exit 1", async () => {

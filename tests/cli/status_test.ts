@@ -146,6 +146,7 @@ db.test("bad flags are usage errors; a role without privileges is told what to d
 Deno.test("every command has --help; an unknown command is a usage error", async () => {
   for (
     const command of [
+      ["init"],
       ["install"],
       ["migrate"],
       ["db"],
@@ -154,6 +155,9 @@ Deno.test("every command has --help; an unknown command is a usage error", async
       ["coverage"],
       ["compile"],
       ["plan"],
+      ["runs"],
+      ["aliases"],
+      ["queues"],
     ]
   ) {
     const r = await runCli([...command, "--help"]);
@@ -163,14 +167,14 @@ Deno.test("every command has --help; an unknown command is a usage error", async
   }
   const top = await runCli(["--help"]);
   assert.equal(top.code, 0);
-  assert.match(top.stdout, /commands:\n\s+install/);
+  assert.match(top.stdout, /commands:\n\s+init/);
   const none = await runCli([]);
   assert.equal(none.code, 2);
   const unknown = await runCli(["instal"]);
   assert.equal(unknown.code, 2, shown(unknown));
   assert.match(
     unknown.stderr,
-    /unknown command "instal"; the commands are install, migrate, db, status, coverage/,
+    /unknown command "instal"; the commands are init, install, migrate, db, status, coverage/,
   );
 });
 

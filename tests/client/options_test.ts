@@ -128,7 +128,7 @@ Deno.test("waitFor's timeoutMs accepts exactly its range; waitFor, events and st
 Deno.test("createClient refuses unknown options, another connection's options, and not exactly one connection", () => {
   refuses(
     { connectionString: URL_, pollIntervalMS: 100 },
-    /^createClient: unknown option "pollIntervalMS"; the options are pollIntervalMs, maxPollIntervalMs, safetyIntervalMs, queryTimeoutMs, connectionString, pool, transport$/,
+    /^createClient: unknown option "pollIntervalMS"; the options are pollIntervalMs, maxPollIntervalMs, safetyIntervalMs, queryTimeoutMs, flows, connectionString, pool, transport$/,
   );
   refuses(
     { connectionString: URL_, url: URL_ },

@@ -201,6 +201,21 @@ Deno.test("a page showing `supabase db push --db-url` says the CLI needs sslmode
   }
 });
 
+Deno.test("a page pushing migrations with the Supabase CLI gives the form each version needs", () => {
+  // Supabase CLI 3 targets the local stack unless given --remote, which replaced --db-url.
+  const pushing = pages.filter((page) =>
+    codeBlocks(read(page)).some((b) => b.lang === "sh" && /^supabase db push\b/m.test(b.code))
+  );
+  assert.ok(pushing.length > 0, "some guide pushes migrations");
+  for (const page of pushing) {
+    assert.match(read(page), /supabase db push --remote/, `${page} shows no CLI 3 form`);
+    assert.match(read(page), /CLI 2/, `${page} does not say which form CLI 2 takes`);
+  }
+  for (const page of pages.filter((p) => read(p).includes("db push --db-url"))) {
+    assert.match(read(page), /db push --remote="/, `${page} shows --db-url without --remote`);
+  }
+});
+
 Deno.test("every CLI command and flag the guides use exists", async () => {
   const used = new Map<string, Set<string>>();
   for (const page of pages) {

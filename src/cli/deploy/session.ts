@@ -78,3 +78,19 @@ export async function openEngine(url: string): Promise<Sql> {
     throw error;
   }
 }
+
+/**
+ * The names of the queues PGMQ lists now, lower-cased as pgflow compares them.
+ *
+ * @example
+ * ```ts
+ * import { listQueueNames } from "./session.ts";
+ *
+ * // const before = await listQueueNames(sql);
+ * ```
+ */
+export async function listQueueNames(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ name: string }[]>`
+    select queue_name::text as name from pgmq.list_queues()`;
+  return rows.map((r) => r.name.toLowerCase());
+}

@@ -6,7 +6,7 @@
  * @module
  */
 import type { ListRunsOptions, PgflowClient } from "../../client/client.ts";
-import { RunActionError, RunNotFoundError } from "../../client/errors.ts";
+import { InputValidationError, RunActionError, RunNotFoundError } from "../../client/errors.ts";
 import type { RestartMode, RunStatus, RunSummary } from "../../client/types.ts";
 import { result, UsageError } from "../output.ts";
 
@@ -61,6 +61,8 @@ export interface ActOptions {
   readonly json: boolean;
   /** Retry or resume runs that were retried or resumed before (without it they are skipped). */
   readonly again: boolean;
+  /** A retry of one run: its new input (`undefined`: the source's). */
+  readonly input?: unknown;
 }
 
 /** SQLSTATE of `retry_run` / `resume_run` with `again => false` for a run restarted already. */
@@ -86,7 +88,7 @@ export async function act(
   // Restarting a run restarted before starts one more run; only --again asks for that.
   const once = name !== "cancel" && !options.again;
   if (typeof selected === "string") {
-    const outcome = await actOn(client, name, selected, null, options.reason, once);
+    const outcome = await actOn(client, name, selected, null, options, once);
     report(name, [outcome], true, options.json);
     return outcome.outcome === "not_found" ? 3 : outcome.outcome === "refused" ? 1 : 0;
   }
@@ -125,7 +127,7 @@ export async function act(
   }
   const outcomes: Outcome[] = [];
   for (const run of found) {
-    outcomes.push(await actOn(client, name, run.runId, run.flowSlug, options.reason, once));
+    outcomes.push(await actOn(client, name, run.runId, run.flowSlug, options, once));
   }
   report(name, [...outcomes, ...skipped], true, options.json);
   return outcomes.some((o) => o.outcome === "refused" || o.outcome === "not_found") ? 1 : 0;
@@ -136,13 +138,13 @@ async function actOn(
   name: Action,
   runId: string,
   flowSlug: string | null,
-  reason: string | null,
+  options: ActOptions,
   once: boolean,
 ): Promise<Outcome> {
   const run = client.run(runId);
   try {
     if (name === "cancel") {
-      const done = await run.cancel(reason ?? undefined);
+      const done = await run.cancel(options.reason ?? undefined);
       return {
         runId,
         flowSlug: done.flowSlug,
@@ -151,7 +153,9 @@ async function actOn(
       };
     }
     const again = { again: !once };
-    const next = await (name === "retry" ? run.retry(again) : run.resume(again));
+    const next = await (name === "retry"
+      ? run.retry(options.input === undefined ? again : { ...again, input: options.input as never })
+      : run.resume(again));
     return {
       runId,
       flowSlug: next.flowSlug,
@@ -162,6 +166,9 @@ async function actOn(
   } catch (error) {
     if (error instanceof RunNotFoundError) {
       return { runId, flowSlug, status: null, outcome: "not_found" };
+    }
+    if (error instanceof InputValidationError) {
+      return { runId, flowSlug, status: null, outcome: "refused", error: error.message };
     }
     if (error instanceof RunActionError && error.code === RESTARTED_ALREADY) {
       // Restarted meanwhile or before: say by which run (the refusal's message names it too).
