@@ -127,7 +127,7 @@ export type MapItem<TInput, TSteps extends AnySteps, ArrayDep extends keyof TSte
   [ArrayDep] extends [never] ? ElementOf<TInput>
     : ElementOf<TSteps[ArrayDep]["output"]>;
 
-/** The flow type after one more step. */
+/** The flow type after one more step (its platform's resources kept, see `Flow`). */
 export type WithStep<
   TInput,
   TContext,
@@ -138,12 +138,14 @@ export type WithStep<
   Dep extends string,
   Output,
   Optional extends boolean,
+  TPlatform = Record<never, never>,
 > = Flow<
   TInput,
   TContext,
   TEnv,
   TSteps & { readonly [K in Slug]: StepMeta<Output, Optional> },
-  TDeps & { readonly [K in Slug]: Dep }
+  TDeps & { readonly [K in Slug]: Dep },
+  TPlatform
 >;
 
 /**
@@ -168,11 +170,20 @@ export type DepsTable = { readonly [slug: string]: string };
  * type T = FlowTypes<{ id: string }, Record<never, never>, Record<string, string>, {}, {}>;
  * ```
  */
-export interface FlowTypes<TInput, TContext, TEnv, TSteps, TDeps> {
+export interface FlowTypes<
+  TInput,
+  TContext,
+  TEnv,
+  TSteps,
+  TDeps,
+  TPlatform = Record<never, never>,
+> {
   /** The run input. */
   readonly input: TInput;
   /** The custom handler context. */
   readonly context: TContext;
+  /** What the platform adds to every handler context (`sql` and `supabase` on Supabase). */
+  readonly platform: TPlatform;
   /** The environment. */
   readonly env: TEnv;
   /** slug → {@link StepMeta}. */

@@ -113,7 +113,10 @@ interface RawStepOptions extends StepRuntimeOptions {
  * definition that builds is one the database accepts.
  *
  * Type parameters: `TInput` is the run input, `TContext` extra context your worker provides
- * to every handler, `TEnv` the environment's type. The last two are filled in by the builder.
+ * to every handler, `TEnv` the environment's type; `TSteps` and `TDeps` are filled in by the
+ * builder; `TPlatform` is what the platform adds to every handler context: nothing for this
+ * `Flow` (of `@pgflow/shared/dsl`, which loads no runtime), `sql` and `supabase` for the `Flow`
+ * of `@pgflow/shared`, a subclass that presets it.
  *
  * With `input: schema` (any Standard Schema: zod, valibot, arktype, ...) `TInput` is the schema's
  * output type, the client checks the input before starting a run (`InputValidationError`, no run
@@ -149,6 +152,7 @@ export class Flow<
   TEnv extends Env = Env,
   TSteps extends AnySteps = Record<never, never>,
   TDeps extends DepsTable = Record<never, never>,
+  TPlatform = Record<never, never>,
 > {
   /** The concrete flow slug. */
   readonly slug: string;
@@ -164,7 +168,7 @@ export class Flow<
   /** Step slugs in definition order (frozen): the order of the shape and of step indexes. */
   readonly stepOrder: readonly (keyof TSteps & string)[];
   /** Compile-time only: the flow's type parameters, read by the helper types. */
-  declare readonly "~types"?: FlowTypes<TInput, TContext, TEnv, TSteps, TDeps>;
+  declare readonly "~types"?: FlowTypes<TInput, TContext, TEnv, TSteps, TDeps, TPlatform>;
 
   #steps: ReadonlyMap<string, StepDefinition>;
 
@@ -221,7 +225,7 @@ export class Flow<
     options: StepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
     handler: (
       input: HandlerInput<TInput, TSteps, Deps[number]>,
-      context: HandlerContext<TInput, TContext, TEnv>,
+      context: HandlerContext<TInput, TContext, TEnv, TPlatform>,
     ) => Checked<TOut> | Promise<Checked<TOut>>,
   ): WithStep<
     TInput,
@@ -232,7 +236,8 @@ export class Flow<
     Slug,
     Deps[number],
     TOut,
-    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
   > {
     return this.#add("single", options as RawStepOptions, handler as unknown as AnyStepHandler);
   }
@@ -263,7 +268,7 @@ export class Flow<
     options: StepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
     handler: (
       input: HandlerInput<TInput, TSteps, Deps[number]>,
-      context: HandlerContext<TInput, TContext, TEnv>,
+      context: HandlerContext<TInput, TContext, TEnv, TPlatform>,
     ) => CheckedArray<TOut> | Promise<CheckedArray<TOut>>,
   ): WithStep<
     TInput,
@@ -274,7 +279,8 @@ export class Flow<
     Slug,
     Deps[number],
     TOut,
-    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
   > {
     return this.#add("array", options as RawStepOptions, handler as unknown as AnyStepHandler);
   }
@@ -307,7 +313,7 @@ export class Flow<
     options: MapOptions<TInput, TSteps, Slug, ArrayDep, If, IfNot, Unmet, Exhausted>,
     handler: (
       item: MapItem<TInput, TSteps, ArrayDep>,
-      context: HandlerContext<TInput, TContext, TEnv>,
+      context: HandlerContext<TInput, TContext, TEnv, TPlatform>,
     ) => Checked<TOut> | Promise<Checked<TOut>>,
   ): WithStep<
     TInput,
@@ -318,7 +324,8 @@ export class Flow<
     Slug,
     ArrayDep,
     TOut[],
-    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
   > {
     return this.#add("map", options as RawStepOptions, handler as unknown as AnyStepHandler);
   }
@@ -408,11 +415,13 @@ export class Flow<
       ...(options.whenExhausted === undefined ? {} : { whenExhausted: options.whenExhausted }),
       handler,
     });
-    const next = new Flow<TInput, TContext, TEnv, TSteps, TDeps>({
-      slug: this.slug,
-      ...(this.alias === undefined ? {} : { alias: this.alias }),
-      ...this.options,
-    });
+    // The flow's own class, so a platform's preset Flow (a subclass) stays one step after step.
+    const next =
+      new (this.constructor as typeof Flow<TInput, TContext, TEnv, TSteps, TDeps, TPlatform>)({
+        slug: this.slug,
+        ...(this.alias === undefined ? {} : { alias: this.alias }),
+        ...this.options,
+      });
     const steps = new Map(this.#steps);
     steps.set(slug, definition);
     // The copy is private to this method, so assigning its read-only fields here is safe.

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
 import { driftReport, schemaDrift, SCHEMAS_DIR } from "../../local/drift.ts";
-import { MIGRATIONS_DIR } from "../../local/migrate.ts";
+import { MIGRATIONS_DIR } from "../../local/db_push.ts";
 import { serverUrl, testDatabase } from "../support/db.ts";
 import { prepareTemplates, TEMPLATES } from "../support/templates.ts";
 
