@@ -7,7 +7,7 @@
  * task completes exactly once. bench/flow_control.ts runs the full size (10,000 tasks, 500 keys).
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";
 import { defineFlow, registerWorker } from "../support/engine.ts";
 
