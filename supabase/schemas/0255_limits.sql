@@ -290,3 +290,21 @@ as $$
     where jsonb_typeof(s.value) = 'object'
   ) x
 $$;
+
+-- Raises, naming the flow, when a run's priority (start_flow's) is outside the bounds.
+create or replace function pgflow._check_run_priority(p_flow_slug text, p_priority integer)
+returns void
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  b jsonb := pgflow.flow_control_bounds() -> 'priority';
+begin
+  if p_priority is null or p_priority < (b ->> 'min')::integer or p_priority > (b ->> 'max')::integer then
+    raise exception 'flow %: priority must be an integer between % and %, got %', p_flow_slug,
+      b ->> 'min', b ->> 'max', coalesce(p_priority::text, 'NULL')
+      using errcode = '22023', hint = 'higher goes first; 0 is the default, a nightly batch might use -10';
+  end if;
+end;
+$$;

@@ -49,13 +49,9 @@ begin
     raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
       using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
   end if;
-  if start_flow.priority is null or start_flow.priority not between
-       (pgflow.flow_control_bounds() -> 'priority' ->> 'min')::integer
-       and (pgflow.flow_control_bounds() -> 'priority' ->> 'max')::integer then
-    raise exception 'flow %: priority must be an integer between % and %, got %', flow.flow_slug,
-      pgflow.flow_control_bounds() -> 'priority' ->> 'min', pgflow.flow_control_bounds() -> 'priority' ->> 'max',
-      coalesce(start_flow.priority::text, 'NULL')
-      using errcode = '22023', hint = 'higher goes first; 0 is the default, a nightly batch might use -10';
+  -- The default priority (nearly every run) is not checked against the bounds: a start pays nothing.
+  if start_flow.priority is distinct from 0 then
+    perform pgflow._check_run_priority(flow.flow_slug, start_flow.priority);
   end if;
   -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
   if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
