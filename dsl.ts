@@ -45,6 +45,7 @@ export type {
   WithStep,
 } from "./src/dsl/builder_types.ts";
 export { FlowDefinitionError } from "./src/dsl/errors.ts";
+export type { ConcurrencyLimit, FlowControlOptions } from "./src/dsl/flow_control.ts";
 export type {
   FlowInputSchemaOption,
   InputIssue,

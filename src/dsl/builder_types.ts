@@ -9,6 +9,7 @@ import type { Env } from "./context.ts";
 import type { Flow } from "./flow.ts";
 import type { Json, JsonOutput } from "./json.ts";
 import type { RuntimeOptions, StepRuntimeOptions } from "./options.ts";
+import type { FlowControlOptions } from "./flow_control.ts";
 import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
 
 /**
@@ -21,7 +22,7 @@ import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
  * const options: FlowOptions = { slug: "thread_triage_v1", maxAttempts: 3 };
  * ```
  */
-export interface FlowOptions extends RuntimeOptions {
+export interface FlowOptions extends RuntimeOptions, FlowControlOptions {
   /** The concrete flow slug; a new version is a new slug (`thread_triage_v2`). */
   readonly slug: string;
   /**
@@ -43,7 +44,8 @@ export type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, 
   : Unmet;
 
 /** Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. */
-export interface ConditionOptions<If, IfNot, Unmet, Exhausted> extends StepRuntimeOptions {
+export interface ConditionOptions<If, IfNot, Unmet, Exhausted>
+  extends StepRuntimeOptions, FlowControlOptions {
   /** Run the step only when its input contains this pattern (jsonb `@>`). */
   readonly if?: If;
   /** Run the step only when its input does NOT contain this pattern. */

@@ -11,6 +11,7 @@ import {
   type WhenMode,
 } from "./options.ts";
 import { validateSlug } from "./slug.ts";
+import { type FlowControlOptions, normalizeFlowControl } from "./flow_control.ts";
 import {
   checkInputSchema,
   type FlowInputSchemaOption,
@@ -50,6 +51,8 @@ const STEP_KEYS: ReadonlySet<string> = new Set([
   "ifNot",
   "whenUnmet",
   "whenExhausted",
+  "priority",
+  "concurrency",
 ]);
 const MAP_KEYS: ReadonlySet<string> = new Set(
   [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
@@ -61,6 +64,8 @@ const FLOW_KEYS: ReadonlySet<string> = new Set([
   "baseDelay",
   "timeout",
   "input",
+  "priority",
+  "concurrency",
 ]);
 
 function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
@@ -95,7 +100,7 @@ function deepFreeze<T>(value: T): T {
 }
 
 /** The raw option bag the run-time builder reads (the public overloads type it precisely). */
-interface RawStepOptions extends StepRuntimeOptions {
+interface RawStepOptions extends StepRuntimeOptions, FlowControlOptions {
   readonly slug: string;
   readonly dependsOn?: readonly string[];
   readonly array?: string;
@@ -160,6 +165,8 @@ export class Flow<
   readonly alias: string | undefined;
   /** Flow-wide runtime options, only those that were set. */
   readonly options: RuntimeOptions;
+  /** Flow-wide flow-control options (the default of each step that sets none), normalized. */
+  readonly flowControl: FlowControlOptions;
   /**
    * The run input's schema (`input` of `new Flow`), if any: the client and the worker check run
    * inputs with it. It is code, not part of the compiled shape.
@@ -191,7 +198,15 @@ export class Flow<
     this.inputSchema = checkInputSchema(options.input, where);
     this.slug = options.slug;
     this.alias = options.alias;
-    const { slug: _slug, alias: _alias, input: _input, ...runtime } = options;
+    this.flowControl = normalizeFlowControl(options, where);
+    const {
+      slug: _slug,
+      alias: _alias,
+      input: _input,
+      priority: _priority,
+      concurrency: _concurrency,
+      ...runtime
+    } = options;
     this.options = pickStepRuntimeOptions(runtime);
     this.stepOrder = Object.freeze([]);
     this.#steps = new Map();
@@ -409,6 +424,7 @@ export class Flow<
       kind,
       dependencies: Object.freeze(dependencies),
       options: pickStepRuntimeOptions(options),
+      flowControl: normalizeFlowControl(options, where),
       requiredInputPattern,
       forbiddenInputPattern,
       ...(options.whenUnmet === undefined ? {} : { whenUnmet: options.whenUnmet }),
@@ -421,6 +437,7 @@ export class Flow<
         slug: this.slug,
         ...(this.alias === undefined ? {} : { alias: this.alias }),
         ...this.options,
+        ...this.flowControl,
       });
     const steps = new Map(this.#steps);
     steps.set(slug, definition);

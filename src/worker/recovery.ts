@@ -19,9 +19,11 @@ export async function requeueStalledTasks(
 ): Promise<number | null> {
   try {
     const [row] = await bounded(
+      // The same pass runs flow control's periodic release (pgflow.tick: what capacity allows now).
       sql<{ handled: number | null }[]>`
-        select case when pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK}))
-                    then pgflow.requeue_stalled_tasks() end as handled`,
+        select case when l.locked then pgflow.requeue_stalled_tasks() end as handled,
+               case when l.locked then pgflow.tick() end as released
+        from (select pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK})) as locked) l`,
       "requeue_stalled_tasks",
       timeoutMs,
     );
