@@ -38,7 +38,8 @@ export function supabaseBackend(
         // with JSON.stringify, so PostgREST receives the text the client made).
         input: parseJson(input),
         run_id: runId,
-        priority,
+        // Only when set: a run at the default priority calls start_flow as before it existed.
+        ...(priority ? { priority } : {}),
       });
       if (error) {
         if (error.code === "23505" && runId !== null) return { exists: true };
