@@ -265,13 +265,15 @@ export async function runFlowInMemory<F extends FlowCarrier>(
     if (task.visibleAt > clock.now()) await clock.sleep(task.visibleAt - clock.now());
     run.queue.splice(run.queue.indexOf(task), 1);
     const startedAt = clock.now();
+    // A dependent's input is built as an object here; the worker reads it in jsonb's key order.
+    const input = storedJson(JSON.stringify(task.input));
     const claimed: ClaimedTask = {
       messageId: String(++messageId),
       flowSlug: flow.slug,
       runId,
       stepSlug: task.step.slug,
       taskIndex: task.index,
-      input: task.input,
+      input,
       attempt: task.attempt,
     };
     const message: PgmqMessageRecord = {
@@ -279,7 +281,12 @@ export async function runFlowInMemory<F extends FlowCarrier>(
       read_ct: task.attempt,
       enqueued_at: new Date(startedAt).toISOString(),
       vt: new Date(startedAt).toISOString(),
-      message: { flow_slug: flow.slug, run_id: runId, step_slug: task.step.slug, task_index: task.index },
+      message: {
+        flow_slug: flow.slug,
+        run_id: runId,
+        step_slug: task.step.slug,
+        task_index: task.index,
+      },
     };
     const record = attempts.get(task.step.slug)!;
     const base = { taskIndex: task.index, attempt: task.attempt, startedAt };
@@ -289,7 +296,7 @@ export async function runFlowInMemory<F extends FlowCarrier>(
       }
       const context = buildContext(resources, queues[task.step.slug], claimed, message, signal);
       const handler = overrides[task.step.slug] ?? task.step.handler;
-      const output = await handler(task.input, context);
+      const output = await handler(input, context);
       const where = `${flow.slug}.${task.step.slug}`;
       if (task.step.kind === "array" && !Array.isArray(output)) {
         throw new Error(

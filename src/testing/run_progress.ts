@@ -144,7 +144,9 @@ export class InMemoryRun {
           if (!Array.isArray(source)) {
             return this.failRun(
               step.slug,
-              `[TYPE_VIOLATION] map step ${step.slug} needs an array to map over, got ${jsonbType(source)}`,
+              `[TYPE_VIOLATION] map step ${step.slug} needs an array to map over, got ${
+                jsonbType(source)
+              }`,
             );
           }
           count = source.length;
@@ -193,7 +195,11 @@ export class InMemoryRun {
     }
     if (task.attempt < this.maxAttempts(task.step)) {
       const delay = this.retryDelaySeconds(task.step, task.attempt);
-      this.queue.push({ ...task, attempt: task.attempt + 1, visibleAt: this.#now() + delay * 1000 });
+      this.queue.push({
+        ...task,
+        attempt: task.attempt + 1,
+        visibleAt: this.#now() + delay * 1000,
+      });
       return delay;
     }
     const mode: WhenMode = task.step.whenExhausted ?? "fail";
