@@ -24,7 +24,7 @@ import { FlowInputCache } from "../task/flow_input.ts";
 import { checkRunInput, RunInputChecks, RunInputRejected } from "../task/input_check.ts";
 import { errorMessage, outputJson } from "../task/result.ts";
 import { jsonText } from "../util/json_write.ts";
-import { InMemoryRun, type QueuedTask, type SkipReason, type StepStatus } from "./run_progress.ts";
+import { InMemoryRun, type QueuedTask, type SkipReason, type InMemoryStepStatus } from "./run_progress.ts";
 import { storedJson } from "./stored_json.ts";
 
 /**
@@ -161,7 +161,7 @@ export interface InMemoryAttempt {
  */
 export interface InMemoryStepResult<TOutput = Json> {
   /** As `pgflow.step_states.status`: `created` or `started` when the run failed first. */
-  readonly status: StepStatus;
+  readonly status: InMemoryStepStatus;
   /** Its output (as stored: JSON read back) when completed, else `null`. */
   readonly output: TOutput | null;
   /** Every attempt of its tasks. */

@@ -14,10 +14,28 @@ import type { WhenMode } from "../dsl/options.ts";
 import { isExactNumber } from "../util/json_parse.ts";
 import { jsonbContains } from "./containment.ts";
 
-/** A step's status, as `pgflow.step_states.status`. */
-export type StepStatus = "created" | "started" | "completed" | "skipped" | "failed";
+/**
+ * A step's status at the end of a run in memory, as `pgflow.step_states.status` would say.
+ *
+ * @example
+ * ```ts
+ * import type { InMemoryStepStatus } from "@pgflow/shared/testing";
+ *
+ * const status: InMemoryStepStatus = "skipped";
+ * ```
+ */
+export type InMemoryStepStatus = "created" | "started" | "completed" | "skipped" | "failed";
 
-/** Why a step was skipped, as `pgflow.step_states.skip_reason`. */
+/**
+ * Why a step was skipped, as `pgflow.step_states.skip_reason` would say.
+ *
+ * @example
+ * ```ts
+ * import type { SkipReason } from "@pgflow/shared/testing";
+ *
+ * const reason: SkipReason = "condition_unmet";
+ * ```
+ */
 export type SkipReason = "condition_unmet" | "dependency_skipped" | "handler_failed";
 
 /** One task waiting for its (next) attempt. */
@@ -36,7 +54,7 @@ export interface QueuedTask {
 
 /** The state of one step of the run. */
 export interface StepState {
-  status: StepStatus;
+  status: InMemoryStepStatus;
   remainingDeps: number;
   remainingTasks: number;
   output?: Json;
