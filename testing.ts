@@ -28,4 +28,4 @@ export type {
   InMemoryStepResult,
   RunInMemoryOptions,
 } from "./src/testing/run_in_memory.ts";
-export type { SkipReason, InMemoryStepStatus } from "./src/testing/run_progress.ts";
+export type { InMemoryStepStatus, SkipReason } from "./src/testing/run_progress.ts";

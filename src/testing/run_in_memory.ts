@@ -24,7 +24,12 @@ import { FlowInputCache } from "../task/flow_input.ts";
 import { checkRunInput, RunInputChecks, RunInputRejected } from "../task/input_check.ts";
 import { errorMessage, outputJson } from "../task/result.ts";
 import { jsonText } from "../util/json_write.ts";
-import { InMemoryRun, type QueuedTask, type SkipReason, type InMemoryStepStatus } from "./run_progress.ts";
+import {
+  InMemoryRun,
+  type InMemoryStepStatus,
+  type QueuedTask,
+  type SkipReason,
+} from "./run_progress.ts";
 import { storedJson } from "./stored_json.ts";
 
 /**

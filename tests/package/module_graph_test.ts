@@ -36,7 +36,11 @@ Deno.test("@pgflow/shared/testing loads no worker or CLI code; mod.ts never load
   // postgres.js and supabase-js are in this graph only as types (ctx.sql and ctx.supabase).
   const outside = modules.filter((m) => /^src\/(worker|cli|operations)\//.test(m));
   assert.deepEqual(outside, [], "testing.ts loads no worker, CLI or operations code");
-  assert.deepEqual(main.filter((m) => m.startsWith("src/testing/")), [], "mod.ts loads src/testing/");
+  assert.deepEqual(
+    main.filter((m) => m.startsWith("src/testing/")),
+    [],
+    "mod.ts loads src/testing/",
+  );
 });
 
 /**

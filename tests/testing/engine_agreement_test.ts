@@ -19,7 +19,10 @@ type Input = { plan: string; tags: string[]; n: number; ok: boolean; on: boolean
 
 const shapes = new Flow<Input>({ slug: "agree_shapes", maxAttempts: 1 })
   .step({ slug: "Zeta" }, (i) => ({ n: i.n, at: "root" }))
-  .array({ slug: "list", dependsOn: ["Zeta"] }, (d) => Array.from({ length: d.Zeta.n }, (_, k) => k))
+  .array(
+    { slug: "list", dependsOn: ["Zeta"] },
+    (d) => Array.from({ length: d.Zeta.n }, (_, k) => k),
+  )
   .map({ slug: "sq", array: "list" }, (k) => ({ k, sq: k * k }))
   .step({ slug: "pro", if: { plan: "pro" } }, (i) => i.plan)
   .step({ slug: "not_x", ifNot: { tags: ["x"] }, whenUnmet: "skip-cascade" }, (i) => i.tags)
@@ -88,7 +91,9 @@ interface Outcome {
 async function engineOutcome(sql: postgres.Sql, flow: AnyFlow, input: unknown): Promise<Outcome> {
   const runId = await startRun(sql, flow.slug, input);
   const run = await waitForRun(sql, runId);
-  const rows = await sql<{ step_slug: string; status: string; output: unknown; skip_reason: string | null }[]>`
+  const rows = await sql<
+    { step_slug: string; status: string; output: unknown; skip_reason: string | null }[]
+  >`
     select step_slug, status, output, skip_reason from pgflow.step_states where run_id = ${runId}::uuid`;
   const steps: Outcome["steps"] = {};
   for (const r of rows) {
