@@ -152,10 +152,13 @@ $$;
 
 -- At commit (a deferred trigger, once per noted row; the first does the work): releases what the
 -- noted keys' capacity allows, taking their locks in lock-key order (the deadlock argument at the
--- top of this file).
+-- top of this file). security definer: a deferred trigger fires at commit, after the security
+-- definer function that changed the row (start_flow, cancel_run called by service_role) has
+-- returned, so it would otherwise run as the caller, who may not execute the release.
 create or replace function pgflow._release_noted()
 returns trigger
 language plpgsql
+security definer
 set search_path = ''
 as $$
 declare
