@@ -6,7 +6,13 @@
  */
 import { ClientClosedError, RunError } from "./errors.ts";
 import type { AnyRunState } from "./snapshot.ts";
-import type { CancelResult, RestartMode, RunStatus, RunSummary } from "./types.ts";
+import type {
+  CancelResult,
+  QueueWaitingTasks,
+  RestartMode,
+  RunStatus,
+  RunSummary,
+} from "./types.ts";
 
 /** A subscription to a run's wake-ups; `close` ends it. */
 export interface Subscription {
@@ -85,6 +91,8 @@ export interface Backend {
   aliasTarget(alias: string): Promise<string | null>;
   /** Lists runs, newest first (`pgflow.list_runs`). */
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
+  /** Tasks waiting for capacity on `queue` (every queue: `null`), per `(scope, key)`. */
+  waitingTasks(queue: string | null): Promise<QueueWaitingTasks[]>;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */
   wakeSource(): Promise<WakeSource>;
   /** Ends what the client opened itself (never a pool it was given). */

@@ -7,7 +7,7 @@
  */
 import type { SupabaseClient } from "../platform/types.ts";
 import type { Backend, RestartedRun, StartResult, WakeSource } from "./backend.ts";
-import { toRunState, toRunSummary } from "./snapshot.ts";
+import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
 import { parseJson } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
 import { realtimeSource } from "./transports/realtime.ts";
@@ -104,7 +104,32 @@ export function supabaseBackend(
       if (error) throw new RpcError("list_runs", error);
       return ((data ?? []) as unknown[]).map(toRunSummary);
     },
+    async waitingTasks(queue) {
+      const { data, error } = await pgflow.rpc("waiting_tasks", { queue_name: queue });
+      if (error) throw new RpcError("waiting_tasks", error);
+      return ((data ?? []) as WaitingRow[]).map((r) => ({
+        queueName: r.queue_name,
+        ...toWaiting({ ...r, tasks: r.waiting, since: utcText(r.oldest_queued_at) }),
+      }));
+    },
     wakeSource: () => Promise.resolve(source),
     close: () => source.close(),
   };
+}
+
+/** A row of `pgflow.waiting_tasks` as PostgREST sends it. */
+type WaitingRow = Omit<RawWaiting, "tasks" | "since"> & {
+  queue_name: string;
+  waiting: number;
+  oldest_queued_at: string;
+};
+
+/**
+ * A timestamp as PostgREST writes it (`…123456+00:00` in a UTC session) in `get_run`'s form
+ * (`…123456Z`), so both backends give the same text; another offset is converted through a Date
+ * (to milliseconds).
+ */
+function utcText(value: string): string {
+  if (value.endsWith("+00:00")) return `${value.slice(0, -6)}Z`;
+  return new Date(value).toISOString();
 }

@@ -2301,10 +2301,13 @@ $$;
 
 -- At commit (a deferred trigger, once per noted row; the first does the work): releases what the
 -- noted keys' capacity allows, taking their locks in lock-key order (the deadlock argument at the
--- top of this file).
+-- top of this file). security definer: a deferred trigger fires at commit, after the security
+-- definer function that changed the row (start_flow, cancel_run called by service_role) has
+-- returned, so it would otherwise run as the caller, who may not execute the release.
 create or replace function pgflow._release_noted()
 returns trigger
 language plpgsql
+security definer
 set search_path = ''
 as $$
 declare
@@ -2385,6 +2388,25 @@ begin
 end;
 $$;
 
+-- Why tasks of one (scope, key) wait, in words: "concurrency slack-api key C042: 3 of 3 in flight".
+-- One wording for waiting_tasks and get_run, so status, the dashboard, runs show and the client
+-- say the same thing.
+create or replace function pgflow.waiting_reason(
+  limit_scope text,
+  limit_key text,
+  in_flight bigint,
+  max_running integer
+)
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select format('concurrency %s%s: %s of %s in flight', waiting_reason.limit_scope,
+                case when waiting_reason.limit_key <> '' then ' key ' || waiting_reason.limit_key else '' end,
+                waiting_reason.in_flight, coalesce(waiting_reason.max_running::text, 'unlimited'))
+$$;
+
 -- Tasks waiting for capacity, per queue and (scope, key): how many, since when, and why, e.g.
 -- "concurrency slack-api key C042: 3 of 3 in flight". in_flight counts the key's tasks that hold
 -- capacity (queued or started), on any queue. The one place status, the dashboard and the client
@@ -2405,9 +2427,7 @@ stable
 set search_path = ''
 as $$
   select w.queue_name, w.limit_scope, w.limit_key, w.waiting, w.oldest, h.n, l.max_running,
-         format('concurrency %s%s: %s of %s in flight', w.limit_scope,
-                case when w.limit_key <> '' then ' key ' || w.limit_key else '' end,
-                h.n, coalesce(l.max_running::text, 'unlimited'))
+         pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
   from (select t.queue_name, t.limit_scope, t.limit_key, count(*) as waiting, min(t.queued_at) as oldest
         from pgflow.step_tasks t
         where t.status = 'waiting'
@@ -5555,8 +5575,9 @@ create or replace trigger step_states_status_notify
 -- and keep the order of events that happened within one millisecond, which a JavaScript Date
 -- would lose. Steps come in definition order, which puts every step after its dependencies.
 --
--- security invoker: the caller needs select on pgflow.runs, step_states, steps and task_attempts (service_role
--- has it, see 0900_privileges); a wrapper for other roles decides which runs they may read
+-- security invoker: the caller needs select on pgflow.runs, step_states, steps, step_tasks,
+-- task_attempts and concurrency_limits, and execute on waiting_reason (service_role has them, see
+-- 0900_privileges); a wrapper for other roles decides which runs they may read
 -- (docs/permissions.md).
 
 create or replace function pgflow.get_run(run_id uuid)
@@ -5605,6 +5626,30 @@ as $$
         'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'reused', ss.reused,
+        -- Its tasks waiting for capacity (flow control), per (scope, key), with the reason
+        -- waiting_tasks gives: a waiting task has no message, so it is neither queued nor lost.
+        -- Only a started step of a limited step can have any, so no other step reads its tasks.
+        'waiting', case when ss.status = 'started' and s.concurrency_scope is not null then coalesce((
+          select jsonb_agg(jsonb_build_object(
+            'limit_scope', w.limit_scope,
+            'limit_key', w.limit_key,
+            'tasks', w.n,
+            'since', to_char(w.oldest at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+            'in_flight', h.n,
+            'max_running', l.max_running,
+            'reason', pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
+          ) order by w.oldest, w.limit_scope, w.limit_key)
+          from (select t.limit_scope, t.limit_key, count(*) as n, min(t.queued_at) as oldest
+                from pgflow.step_tasks t
+                where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.status = 'waiting'
+                group by t.limit_scope, t.limit_key) w
+          cross join lateral (
+            select count(*) as n from pgflow.step_tasks t
+            where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key
+              and t.status in ('queued', 'started')
+          ) h
+          left join pgflow.concurrency_limits l on l.scope = w.limit_scope
+        ), '[]'::jsonb) else '[]'::jsonb end,
         -- The attempts that ended other than by completing (the newest 100 of the step).
         'attempts', coalesce((
           select jsonb_agg(jsonb_build_object(
@@ -5728,8 +5773,9 @@ revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
 -- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
--- access to tables or queues is needed), get_run, get_run_text and list_runs (read with the caller's select
--- rights) and select on the definition and run tables and the attempt history. Nothing else: it
+-- access to tables or queues is needed), get_run, get_run_text, list_runs and waiting_tasks (read
+-- with the caller's select rights) and select on the definition and run tables, the attempt
+-- history and the concurrency limits. Nothing else: it
 -- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
 -- migrating role that may not create roles skips this with a notice, and nothing is granted.
@@ -5754,8 +5800,12 @@ begin
     -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
     grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),
       pgflow.listen_barrier(text[]) to service_role;
+    -- Waiting tasks and why they wait (flow control): get_run reads them for its steps, and a
+    -- client may list them per queue.
+    grant execute on function pgflow.waiting_tasks(text),
+      pgflow.waiting_reason(text, text, bigint, integer) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
   end if;
 end
 $$;
