@@ -31,7 +31,7 @@ export function supabaseBackend(
   const pgflow = supabase.schema("pgflow");
   const source: WakeSource = transport === "poll" ? pollSource() : realtimeSource(supabase);
   return {
-    async startFlow(flowSlug, input, runId, priority): Promise<StartResult> {
+    async startFlow(flowSlug, input, runId, priority, traceparent): Promise<StartResult> {
       const { data, error } = await pgflow.rpc("start_flow", {
         flow_slug: flowSlug,
         // parseJson, not JSON.parse: keys as given, numbers exact (supabase-js writes them back
@@ -39,6 +39,7 @@ export function supabaseBackend(
         input: parseJson(input),
         run_id: runId,
         priority,
+        traceparent,
       });
       if (error) {
         if (error.code === "23505" && runId !== null) return { exists: true };
