@@ -202,21 +202,23 @@ export interface QueueSample {
   readonly depth: number;
   /** Age of the oldest message in seconds (0 when empty). */
   readonly oldestSeconds: number;
+  /** Tasks of the queue waiting for capacity (a concurrency limit), which have no message yet. */
+  readonly waiting: number;
 }
 
 const samples = new Map<string, QueueSample>();
 let gaugesObserved = false;
 
 /**
- * Records a queue's depth and oldest-message age for the `pgflow.queue.depth` and
- * `pgflow.queue.oldest_age` gauges, which report the latest sample of each queue at every export
+ * Records a queue's depth, oldest-message age and tasks waiting for capacity for the
+ * `pgflow.queue.depth`, `pgflow.queue.oldest_age` and `pgflow.tasks.waiting` gauges, which report the latest sample of each queue at every export
  * (the worker samples on its heartbeat; the export reads no database).
  *
  * @example
  * ```ts
  * import { recordQueueSample } from "./telemetry.ts";
  *
- * recordQueueSample("demo", { depth: 12, oldestSeconds: 3.5 });
+ * recordQueueSample("demo", { depth: 12, oldestSeconds: 3.5, waiting: 0 });
  * ```
  */
 export function recordQueueSample(queue: string, sample: QueueSample): void {
@@ -236,6 +238,13 @@ export function recordQueueSample(queue: string, sample: QueueSample): void {
   }).addCallback((result) => {
     for (const [name, s] of samples) {
       result.observe(s.oldestSeconds, { "messaging.destination.name": name });
+    }
+  });
+  meter.createObservableGauge("pgflow.tasks.waiting", {
+    description: "Tasks waiting for capacity (a concurrency limit) at the worker's last sample",
+  }).addCallback((result) => {
+    for (const [name, s] of samples) {
+      result.observe(s.waiting, { "messaging.destination.name": name });
     }
   });
 }

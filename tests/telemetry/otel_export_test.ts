@@ -22,7 +22,12 @@ db.test("a traced run's attempts export to Deno's OTLP exporter in one trace", a
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
     OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
   };
-  const worker = spawnDeno(fixture("traced_worker.ts"), { ...otel, OTEL_SERVICE_NAME: "worker" });
+  // Deno observes gauges at its periodic export, not at the flush on exit: export often.
+  const worker = spawnDeno(fixture("traced_worker.ts"), {
+    ...otel,
+    OTEL_SERVICE_NAME: "worker",
+    OTEL_METRIC_EXPORT_INTERVAL: "500",
+  });
   try {
     await waitFor(
       () =>
@@ -86,9 +91,19 @@ db.test("a traced run's attempts export to Deno's OTLP exporter in one trace", a
         "pgflow.tasks.failed",
         "pgflow.task.duration",
         "pgflow.task.pickup_latency",
+        "pgflow.queue.depth",
+        "pgflow.queue.oldest_age",
+        "pgflow.tasks.waiting",
       ]
     ) assert.ok(names.has(name), `metric ${name} was exported (got ${[...names].join(", ")})`);
 
+    const depth = receiver.metrics.find((m) => m.name === "pgflow.queue.depth")!;
+    assert.ok(
+      depth.points.some((p) =>
+        (p.attributes as Record<string, unknown>)["messaging.destination.name"] === "otel_flow"
+      ),
+      "the worker's queue is sampled",
+    );
     const everything = receiver.bodies.join("\n");
     for (const marker of MARKERS) {
       assert.ok(!everything.includes(marker), `${marker} must not be exported`);
