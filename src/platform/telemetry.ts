@@ -212,7 +212,7 @@ let gaugesObserved = false;
 /**
  * Records a queue's depth, oldest-message age and tasks waiting for capacity for the
  * `pgflow.queue.depth`, `pgflow.queue.oldest_age` and `pgflow.tasks.waiting` gauges, which report the latest sample of each queue at every export
- * (the worker samples on its heartbeat; the export reads no database).
+ * (the worker samples its queue on a timer; the export reads no database).
  *
  * @example
  * ```ts
@@ -225,21 +225,23 @@ export function recordQueueSample(queue: string, sample: QueueSample): void {
   samples.set(queue, sample);
   if (gaugesObserved) return;
   gaugesObserved = true;
-  meter.createObservableGauge("pgflow.queue.depth", {
-    description: "Messages in the queue at the worker's last sample",
-  }).addCallback((result) => {
-    for (const [name, s] of samples) {
-      result.observe(s.depth, { "messaging.destination.name": name });
-    }
-  });
-  meter.createObservableGauge("pgflow.queue.oldest_age", {
-    description: "Age of the queue's oldest message at the worker's last sample",
-    unit: "s",
-  }).addCallback((result) => {
-    for (const [name, s] of samples) {
-      result.observe(s.oldestSeconds, { "messaging.destination.name": name });
-    }
-  });
+  const gauge = (name: string, description: string, value: (s: QueueSample) => number) =>
+    meter.createObservableGauge(name, {
+      description,
+      ...(name.endsWith("_age") ? { unit: "s" } : {}),
+    })
+      .addCallback((result) => {
+        for (const [queue, s] of samples) {
+          result.observe(value(s), { "messaging.destination.name": queue });
+        }
+      });
+  gauge("pgflow.queue.depth", "Messages in the queue at the last sample", (s) => s.depth);
+  gauge("pgflow.queue.oldest_age", "Age of the queue's oldest message", (s) => s.oldestSeconds);
+  gauge(
+    "pgflow.tasks.waiting",
+    "Tasks waiting for capacity (a concurrency limit)",
+    (s) => s.waiting,
+  );
   meter.createObservableGauge("pgflow.tasks.waiting", {
     description: "Tasks waiting for capacity (a concurrency limit) at the worker's last sample",
   }).addCallback((result) => {
