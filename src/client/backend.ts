@@ -65,12 +65,16 @@ export const NO_SUCH_RUN = "P0002";
 
 /** A database the client talks to: postgres.js (`sql`) or supabase-js (`rpc`). */
 export interface Backend {
-  /** Starts a run of `flowSlug` (with `runId` when given) at `priority`. */
+  /**
+   * Starts a run of `flowSlug` (with `runId` when given) at `priority`, in the trace of
+   * `traceparent` when given (docs/telemetry.md).
+   */
   startFlow(
     flowSlug: string,
     input: string,
     runId: string | null,
     priority: number,
+    traceparent: string | null,
   ): Promise<StartResult>;
   /** Reads a run (`null`: no such run, or not readable). */
   getRun(runId: string): Promise<AnyRunState | null>;

@@ -17,6 +17,7 @@ import { sqlBackend } from "./sql_backend.ts";
 import { explainUnreachable } from "./unreachable.ts";
 import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
+import { activeTraceparent } from "../platform/telemetry.ts";
 import {
   checkListRunsOptions,
   checkStartOptions,
@@ -315,7 +316,8 @@ export function createClient(options: ClientOptions): PgflowClient {
     }
     let result;
     try {
-      result = await backend.startFlow(flowSlug, text, runId, priority);
+      // The span active around this call (if any) becomes the run's trace: docs/telemetry.md.
+      result = await backend.startFlow(flowSlug, text, runId, priority, activeTraceparent());
     } catch (error) {
       if (closed.aborted) {
         throw new ClientClosedError("closed", `startFlow of ${flowSlug}`, runId, { cause: error });

@@ -8,6 +8,8 @@ import { checkRunInput, RunInputRejected } from "./input_check.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
 import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
+import { context as otelContext } from "@opentelemetry/api";
+import { startAttempt } from "../platform/telemetry.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
@@ -30,6 +32,8 @@ export interface ExecuteDeps {
   readonly logErrorMessages?: boolean;
   /** Largest output sent, and the bound the read applied to inputs (`PayloadTooLarge`). */
   readonly maxPayloadBytes?: number;
+  /** The worker's id, on each attempt's span (docs/telemetry.md). */
+  readonly workerId?: string;
 }
 
 /**
@@ -59,6 +63,12 @@ export async function executeTask(
     taskIndex: task.taskIndex,
     attempt: task.attempt,
   });
+  const attempt = startAttempt({
+    ...task,
+    queue: deps.queue,
+    workerId: deps.workerId ?? "",
+    enqueuedAt: message.enqueued_at,
+  });
   const started = performance.now();
   let result: TaskResult;
   // What the "task failed" line says about the error (see errorFields).
@@ -87,7 +97,11 @@ export async function executeTask(
         await checkRunInput(deps.resources.inputChecks, task.runId, registered.inputSchema);
       }
       const context = buildContext(deps.resources, deps.queue, task, message, signal);
-      const output = await registered.handler(task.input, context);
+      // The handler's own spans (fetch, queries) are children of the attempt's.
+      const output = await otelContext.with(
+        attempt.context,
+        () => registered.handler(task.input, context),
+      );
       flowCode = false;
       if (step.kind === "array" && !Array.isArray(output)) {
         // .array() promises an array to the map that consumes it; say so at the source.
@@ -120,6 +134,7 @@ export async function executeTask(
   // The handler's slot is free for the next task; the report below still counts as in flight.
   handlerDone();
   const receipt = await deps.completer.report(task, result, log);
+  attempt.end(receipt.outcome, ms / 1000, failFields.errorKind as string | undefined);
   if (receipt.unstorable !== undefined) {
     log.warn("output could not be stored", { code: receipt.unstorable.code });
     failFields = {

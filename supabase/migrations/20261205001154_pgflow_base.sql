@@ -410,13 +410,18 @@ create table if not exists pgflow.runs (
   -- Added to each step's priority on the run's tasks that wait for capacity (docs/flow-control.md):
   -- a higher one is released first. Set at start (start_flow's priority), kept by a retry or resume.
   priority integer not null default 0,
+  -- The W3C trace context the run was started in (start_flow's traceparent), NULL when untraced:
+  -- a run outlives any process, so every attempt's and step's span finds its trace here
+  -- (docs/telemetry.md). Kept by a retry or resume, so a restart stays in the source's trace.
+  traceparent text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
   constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
   constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
   constraint runs_remaining_steps_range check (remaining_steps >= 0),
-  constraint runs_priority_range check (priority between -1000 and 1000)
+  constraint runs_priority_range check (priority between -1000 and 1000),
+  constraint runs_traceparent_format check (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')
 );
 
 create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
@@ -2453,8 +2458,13 @@ $$;
 --
 -- priority (from -1000 to 1000, default 0) ranks the run's tasks that wait for capacity: each is
 -- released before waiting tasks of a lower priority (docs/flow-control.md).
+--
+-- traceparent (a W3C trace context, '00-<trace id>-<span id>-<flags>', default NULL) puts the run
+-- in the caller's trace: workers make every attempt's and step's span a child of it, hours later
+-- and in other processes (docs/telemetry.md). A malformed one is refused, naming it.
 create or replace function pgflow.start_flow(
-  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0
+  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0,
+  traceparent text default null
 )
 returns pgflow.runs
 language plpgsql
@@ -2497,6 +2507,12 @@ begin
   if start_flow.priority is distinct from 0 then
     perform pgflow._check_run_priority(flow.flow_slug, start_flow.priority);
   end if;
+  if start_flow.traceparent is not null
+     and start_flow.traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' then
+    raise exception 'traceparent % is not a W3C trace context', quote_literal(start_flow.traceparent)
+      using errcode = '22023',
+            hint = 'pass ''00-<32 hex trace id>-<16 hex span id>-<2 hex flags>'' in lowercase, or NULL';
+  end if;
   -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
   if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
@@ -2508,8 +2524,9 @@ begin
                                       and s.forbidden_input_pattern is null))
   into step_count, roots, plain_roots
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority)
-  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority);
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority, traceparent)
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority,
+          start_flow.traceparent);
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,
@@ -3910,13 +3927,14 @@ begin
     reused_steps := '{}';
   end if;
 
-  -- The restart keeps the source's priority: its tasks wait again like the source's did.
+  -- The restart keeps the source's priority: its tasks wait again like the source's did; and its
+  -- trace context, so its spans join the source's trace.
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode,
-                           priority)
+                           priority, traceparent)
   values (new_run_id, p_source.flow_slug, p_source.input,
           (select count(*) from pgflow.steps s where s.flow_slug = p_source.flow_slug)
             - cardinality(reused_steps),
-          p_source.run_id, p_mode, p_source.priority);
+          p_source.run_id, p_mode, p_source.priority, p_source.traceparent);
 
   -- A step taken over is copied with its outcome; every other step waits for its dependencies
   -- that are not taken over (they run again here).
@@ -5790,7 +5808,7 @@ begin
   end if;
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
-    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer) to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer, text) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
