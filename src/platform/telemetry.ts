@@ -21,7 +21,7 @@ import {
   SpanKind,
   SpanStatusCode,
   trace,
-} from "@opentelemetry/api";
+} from "npm:@opentelemetry/api@1.9.0";
 import { ENGINE_VERSION } from "../util/version.ts";
 
 const SCOPE = "@pgflow/shared";

@@ -8,7 +8,7 @@ import { checkRunInput, RunInputRejected } from "./input_check.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
 import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
-import { context as otelContext } from "@opentelemetry/api";
+import { context as otelContext } from "npm:@opentelemetry/api@1.9.0";
 import { startAttempt } from "../platform/telemetry.ts";
 
 /** What running one task needs. */
