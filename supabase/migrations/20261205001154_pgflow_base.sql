@@ -2387,7 +2387,7 @@ declare
   ticks timestamptz[];
   t timestamptz;
   skipped bigint;
-  run_id uuid;
+  new_run_id uuid;
   failure text;
   started integer := 0;
 begin
@@ -2423,14 +2423,14 @@ begin
       on conflict on constraint schedule_ticks_pkey do nothing;
       continue when not found;
       begin
-        select r.run_id into run_id
+        select r.run_id into new_run_id
         from pgflow.start_flow(s.flow_slug,
           case when s.tick_key is null then s.input
                else s.input || jsonb_build_object(s.tick_key,
                       to_char(t at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) end) r;
-        update pgflow.schedule_ticks k set run_id = fire_due_schedules.run_id
+        update pgflow.schedule_ticks k set run_id = new_run_id
         where k.schedule_name = s.schedule_name and k.tick_at = t;
-        s.last_run_id := run_id;
+        s.last_run_id := new_run_id;
         s.last_error := null;
         started := started + 1;
       exception when others then
@@ -5415,8 +5415,9 @@ begin
 end;
 $$;
 
--- Schedules ensure_workers, requeue_stalled_tasks and fire_due_schedules with pg_cron (Supabase has it; elsewhere the
--- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive's
+-- Schedules ensure_workers, requeue_stalled_tasks and fire_due_schedules with pg_cron (Supabase
+-- has it; elsewhere the worker's own periodic recovery and schedule ticks, and an external
+-- keep-alive, do the same job). The keep-alive's
 -- schedule is _keep_alive_schedule's, checked before anything else; seconds need pg_cron 1.5 or
 -- later (older versions run a job at most once a minute: Debian 12's postgresql-15-cron is 1.4).
 create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
