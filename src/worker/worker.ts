@@ -30,6 +30,7 @@ import { heartbeat, markWorkerStopped, registerWorker } from "./worker_row.ts";
 import { every } from "../util/periodic.ts";
 import { settlesWithin } from "../util/within.ts";
 import { requeueStalledTasks } from "./recovery.ts";
+import { ScheduleTicker } from "./schedule_ticks.ts";
 import { CANCEL_CHECK_MS, RunCancellations } from "./cancellations.ts";
 import { compileDefinitions, verifySchemaVersion } from "./startup.ts";
 import { openWakeups, type QueueWakeups, type WorkerWakeups } from "../claim/wakeups.ts";
@@ -411,6 +412,12 @@ class Worker implements FlowWorker {
         every(interval, this.#timersStop.signal, async () => {
           await requeueStalledTasks(sql, this.#log, config.queryTimeoutMs);
         }, { firstDelayMs: Math.round(interval * Math.random()) }),
+      );
+    }
+    if (config.scheduleTickIntervalMs > 0) {
+      const ticker = new ScheduleTicker(sql, this.#log, config.queryTimeoutMs);
+      this.#background.push(
+        every(config.scheduleTickIntervalMs, this.#timersStop.signal, () => ticker.tick().then()),
       );
     }
   }
