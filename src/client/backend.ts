@@ -5,6 +5,7 @@
  * @module
  */
 import { ClientClosedError, RunError } from "./errors.ts";
+import type { CallSchedule } from "./schedules.ts";
 import type { AnyRunState } from "./snapshot.ts";
 import type { CancelResult, RestartMode, RunStatus, RunSummary } from "./types.ts";
 
@@ -80,6 +81,8 @@ export interface Backend {
   aliasTarget(alias: string): Promise<string | null>;
   /** Lists runs, newest first (`pgflow.list_runs`). */
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
+  /** Calls one schedule function (`pgflow.create_schedule` …) with named arguments; its result. */
+  callSchedule: CallSchedule;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */
   wakeSource(): Promise<WakeSource>;
   /** Ends what the client opened itself (never a pool it was given). */
