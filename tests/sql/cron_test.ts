@@ -123,7 +123,12 @@ db.test("bad expressions and time zones fail naming the value and the fix", asyn
       },
     );
   };
-  await fails("* * * *", "UTC", /^cron expression '\* \* \* \*' has 4 fields, not 5$/, /five fields/);
+  await fails(
+    "* * * *",
+    "UTC",
+    /^cron expression '\* \* \* \*' has 4 fields, not 5$/,
+    /five fields/,
+  );
   await fails("*/1 * * * * *", "UTC", /has 6 fields, not 5/, /every => '1 second'/);
   await fails("", "UTC", /has 0 fields/, /five fields/);
   await fails("60 * * * *", "UTC", /minute field value '60' is out of range/, /0 to 59/);
