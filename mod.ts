@@ -27,89 +27,12 @@
  * @module
  */
 
-export { Flow } from "./src/dsl/flow.ts";
+// The DSL and routing, as `@pgflow/shared/dsl` exports them; its `Flow`, `StepContext` and
+// `HandlerContext` give way to the platform's presets below (an explicit export wins over `*`).
+export * from "./dsl.ts";
+export { Flow } from "./src/platform/supabase.ts";
+export type { HandlerContext, StepContext } from "./src/platform/supabase.ts";
 export { ENGINE_VERSION } from "./src/util/version.ts";
-export type {
-  Checked,
-  CheckedArray,
-  ConditionOptions,
-  DepsTable,
-  FlowOptions,
-  FlowTypes,
-  JsonArrayOutput,
-  MapItem,
-  MapOptions,
-  NewSlug,
-  StepOptions,
-  WhenUnmetOption,
-  WithStep,
-} from "./src/dsl/builder_types.ts";
-export { FlowDefinitionError } from "./src/dsl/errors.ts";
-export type {
-  FlowInputSchemaOption,
-  InputIssue,
-  StandardSchemaV1,
-  StandardSchemaV1Issue,
-  StandardSchemaV1PathSegment,
-  StandardSchemaV1Props,
-  StandardSchemaV1Result,
-  StandardSchemaV1Types,
-} from "./src/dsl/input_schema.ts";
-export { MAX_SLUG_LENGTH, validateSlug } from "./src/dsl/slug.ts";
-export type {
-  ContainmentPattern,
-  Json,
-  JsonOutput,
-  JsonPrimitive,
-  JsonValueCheck,
-} from "./src/dsl/json.ts";
-export { exactNumber, isExactNumber, parseJson } from "./src/util/json_parse.ts";
-export type { ExactNumber } from "./src/util/json_parse.ts";
-export type {
-  Env,
-  HandlerContext,
-  PgmqMessageRecord,
-  StepContext,
-  StepTaskRecord,
-} from "./src/dsl/context.ts";
-export type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "./src/dsl/options.ts";
-export type {
-  AnyStepHandler,
-  AnySteps,
-  ArrayStepSlug,
-  DepsInput,
-  ElementOf,
-  HandlerInput,
-  IsOptionalStep,
-  PatternSlot,
-  Simplify,
-  StepDefinition,
-  StepKind,
-  StepMeta,
-} from "./src/dsl/types.ts";
-export type {
-  AnyFlow,
-  ExtractFlowContext,
-  ExtractFlowDeps,
-  ExtractFlowEnv,
-  ExtractFlowInput,
-  ExtractFlowSteps,
-  ExtractFlowStepsMeta,
-  ExtractHandlerContext,
-  FlowCarrier,
-  StepInput,
-  StepOutput,
-  StepSlug,
-  TypesOf,
-  UnwrapFlow,
-} from "./src/dsl/extract.ts";
-export { RoutingError } from "./src/routing/errors.ts";
-export { MAX_QUEUE_NAME_LENGTH, validateQueueName } from "./src/routing/queue_name.ts";
-export { privateQueueName } from "./src/routing/private_queue.ts";
-export { routeFlow } from "./src/routing/route_flow.ts";
-export type { NoUnknownSteps, RouteMap } from "./src/routing/route_flow.ts";
-export { withStepQueues } from "./src/routing/with_step_queues.ts";
-export type { RoutedFlow, StepQueuedFlow } from "./src/routing/routed.ts";
 export type {
   QueueNameOf,
   StepSlugOf,
@@ -121,12 +44,12 @@ export type {
 } from "./src/routing/selection.ts";
 export { EdgeWorker } from "./src/worker/edge_worker.ts";
 export type { EdgeWorkerApi } from "./src/worker/edge_worker.ts";
-export { createWorker } from "./src/worker/worker.ts";
-export type { FlowWorker, WorkerState } from "./src/worker/worker.ts";
+export { createWorker } from "./src/worker/create_worker.ts";
+export type { FlowWorker, WorkerState } from "./src/worker/flow_worker.ts";
 export type { EdgeWorkerConfig, PreparedStatementsMode, WakeupMode } from "./src/worker/config.ts";
 export { WorkerConfigError, WorkerStartupError } from "./src/worker/errors.ts";
 export { PayloadTooLarge } from "./src/util/payload_limit.ts";
-export type { SupportedPair } from "./src/claim/claim.ts";
+export type { SupportedPair } from "./src/task/claim.ts";
 export type { WorkerEnv } from "./src/platform/env.ts";
 export type { Sql, SupabaseClient } from "./src/platform/types.ts";
 export { createPool } from "./src/platform/pool.ts";

@@ -27,8 +27,7 @@ import { type PeerName, PeerProcess, peerVersion } from "./peer_process.ts";
 import { FLOOR_QUEUE, FloorConsumer, floorLatencies, sendFloorBacklog } from "./pgmq_floor.ts";
 import { ServerProbe } from "./server_probe.ts";
 import { percentile } from "./stats.ts";
-import { createLogger } from "../src/platform/logger.ts";
-import { createWorker } from "../src/worker/worker.ts";
+import { createLogger, createWorker } from "../mod.ts";
 
 /** Tasks that go through a cell's database before its "used" drain. */
 export const WARM_UP_TASKS = 3000;

@@ -6,10 +6,8 @@
  * worker and claimed with `supported => NULL`, exactly as a running worker claims.
  */
 import postgres from "postgres";
-import type { SupportedPair } from "../src/claim/claim.ts";
-import { createLogger } from "../src/platform/logger.ts";
-import { compileDefinitions } from "../src/worker/startup.ts";
-import { resolveTarget } from "../src/worker/target.ts";
+import type { SupportedPair } from "../mod.ts";
+import { ensureFlowCompiled } from "../tools.ts";
 import { wallMs } from "./clock.ts";
 import { singleStep } from "./flows.ts";
 import { startBacklog } from "./load.ts";
@@ -45,8 +43,8 @@ export async function measureClaimCost(url: string, scale: number): Promise<Clai
   const sql = postgres(url, { max: 1, prepare: false, onnotice: () => {} });
   try {
     const flow = singleStep(QUEUE);
-    const target = resolveTarget(flow, {});
-    await compileDefinitions(sql, target.definitions, createLogger({ level: "warn" }));
+    const compiled = await ensureFlowCompiled(sql, flow);
+    if (compiled.status === "mismatch") throw new Error(compiled.differences.join("; "));
     const workers = new Map<number, string>();
     for (const n of PAIRS) {
       const workerId = crypto.randomUUID();

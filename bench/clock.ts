@@ -27,3 +27,8 @@ export async function clockOffsetMs(sql: postgres.Sql, samples = 20): Promise<nu
   }
   return best.offset;
 }
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -8,9 +8,8 @@ import postgres from "postgres";
 import { runMigrations } from "graphile-worker";
 import { Logger } from "graphile-worker";
 import { installPgmq } from "../src/cli/db/pgmq.ts";
-import { ensureFlowCompiled } from "../src/compile/ensure.ts";
-import type { CompilableFlow } from "../src/compile/shape.ts";
-import { applyMigrations } from "../local/migrate.ts";
+import { type CompilableFlow, ensureFlowCompiled } from "../tools.ts";
+import { applyMigrations } from "../local/db_push.ts";
 
 const quiet = { onnotice: () => {} };
 

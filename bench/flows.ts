@@ -3,8 +3,7 @@
  * measure the engine rather than the work.
  */
 import { Flow, routeFlow, withStepQueues } from "../mod.ts";
-import type { StepContext } from "../src/dsl/context.ts";
-import type { Json } from "../src/dsl/json.ts";
+import type { Json, StepContext } from "../mod.ts";
 import { wallMs } from "./clock.ts";
 
 /** Handler start times (wall ms) by `queue:msg_id`, filled by every benchmark handler. */

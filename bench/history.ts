@@ -16,14 +16,13 @@
  */
 import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
-import { queueCoverage } from "../src/operations/coverage.ts";
-import type { Sql } from "../src/platform/types.ts";
+import type { Sql } from "../mod.ts";
+import { queueCoverage, WORKER_OPTIONS } from "../tools.ts";
 import { readOverview } from "../src/cli/dashboard/queries.ts";
 import { readOnly } from "../src/cli/dashboard/read_only.ts";
 import { readRun } from "../src/cli/dashboard/run_view.ts";
 import { searchRuns } from "../src/cli/dashboard/search.ts";
 import { statusLines } from "../src/cli/status.ts";
-import { WORKER_OPTIONS } from "../src/worker/options.ts";
 import { clockOffsetMs } from "./clock.ts";
 import { type EngineResult, type EngineSettings, singleStepScenario } from "./engine.ts";
 import { plainFlow } from "./flows.ts";

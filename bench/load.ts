@@ -3,7 +3,7 @@
  * started one by one at a fixed rate (for pickup latency on an otherwise idle worker).
  */
 import type postgres from "postgres";
-import { sleep } from "../src/util/backoff.ts";
+import { sleep } from "./clock.ts";
 import { wallMs } from "./clock.ts";
 
 /** The database's `now()` as text: runs and tasks created after it have timestamps ≥ it. */

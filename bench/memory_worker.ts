@@ -12,10 +12,8 @@
  *
  * @module
  */
-import { Flow } from "../mod.ts";
-import { createLogger } from "../src/platform/logger.ts";
-import { instantiateWorker } from "../src/worker/worker.ts";
-import { sleep } from "../src/util/backoff.ts";
+import { createLogger, createWorker, Flow } from "../mod.ts";
+import { sleep } from "./clock.ts";
 
 const [url, tasksArg, pollArg, sampleArg] = Deno.args;
 const tasks = Number(tasksArg);
@@ -26,7 +24,7 @@ const flow = new Flow<unknown>({ slug: "bench_memory" }).step({ slug: "work" }, 
   handled++;
   return null;
 });
-const worker = instantiateWorker(flow, {
+const worker = createWorker(flow, {
   connectionString: url,
   maxConcurrent: 10,
   batchSize: 10,

@@ -14,10 +14,9 @@
  */
 import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
-import { Flow, routeFlow } from "../mod.ts";
-import { createLogger } from "../src/platform/logger.ts";
-import { type FlowWorker, instantiateWorker } from "../src/worker/worker.ts";
-import { sleep } from "../src/util/backoff.ts";
+import { createLogger, Flow, type FlowWorker, routeFlow } from "../mod.ts";
+import { anyWorker } from "./engine.ts";
+import { sleep } from "./clock.ts";
 import { dbNow, startBacklog, startPaced, waitRunsCompleted } from "./load.ts";
 import { fixed, percentile, textTable } from "./stats.ts";
 
@@ -80,7 +79,7 @@ async function startWorker(
       if (d !== undefined) dispositions?.set(d, (dispositions.get(d) ?? 0) + 1);
     },
   });
-  const worker = instantiateWorker(target, {
+  const worker = anyWorker(target, {
     connectionString: url,
     queueName: QUEUE,
     visibilityTimeout: VT,

@@ -1,5 +1,5 @@
 /** Command-line options of `deno task bench`. */
-import { WORKER_OPTIONS } from "../src/worker/options.ts";
+import { WORKER_OPTIONS } from "../tools.ts";
 import { type CellKey, CELLS, DEFAULT_CELLS } from "./cells.ts";
 
 export const SECTIONS = [

@@ -16,9 +16,7 @@
  *
  * @module
  */
-import { Flow, routeFlow } from "../mod.ts";
-import { instantiateWorker } from "../src/worker/worker.ts";
-import { createLogger } from "../src/platform/logger.ts";
+import { createLogger, createWorker, Flow, routeFlow } from "../mod.ts";
 
 /** The queue every payload flow is routed to. */
 export const PAYLOAD_QUEUE = "payloads";
@@ -67,11 +65,11 @@ const map = new Flow<number[]>({ slug: "payload_map", maxAttempts: 1 })
   .step({ slug: "sum", dependsOn: ["double"] }, (deps) => deps.double.reduce((a, b) => a + b, 0));
 
 /** The flows this worker serves, each routed to {@link PAYLOAD_QUEUE}. */
-export const PAYLOAD_FLOWS = [output, input, map].map((flow) =>
-  routeFlow(flow, {
-    queues: Object.fromEntries(flow.steps().map((s) => [s.slug, PAYLOAD_QUEUE])) as never,
-  })
-);
+export const PAYLOAD_FLOWS = [
+  routeFlow(output, { queues: { make: PAYLOAD_QUEUE, measure: PAYLOAD_QUEUE } }),
+  routeFlow(input, { queues: { first: PAYLOAD_QUEUE, again: PAYLOAD_QUEUE } }),
+  routeFlow(map, { queues: { double: PAYLOAD_QUEUE, sum: PAYLOAD_QUEUE } }),
+] as const;
 
 if (import.meta.main) {
   const [url, limit] = Deno.args;
@@ -80,7 +78,7 @@ if (import.meta.main) {
     peakHeap = Math.max(peakHeap, Deno.memoryUsage().heapUsed);
   };
   const timer = setInterval(sample, 5);
-  const worker = instantiateWorker(PAYLOAD_FLOWS, {
+  const worker = createWorker(PAYLOAD_FLOWS, {
     connectionString: url,
     queueName: PAYLOAD_QUEUE,
     maxConcurrent: 100,

@@ -6,7 +6,7 @@
  */
 import type postgres from "postgres";
 import { Logger, run, type Runner } from "graphile-worker";
-import { sleep } from "../src/util/backoff.ts";
+import { sleep } from "./clock.ts";
 import { wallMs } from "./clock.ts";
 import type { EngineSettings } from "./engine.ts";
 

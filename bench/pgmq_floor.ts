@@ -7,7 +7,7 @@
  * the speed the engine is to aim at.
  */
 import postgres from "postgres";
-import { sleep } from "../src/util/backoff.ts";
+import { sleep } from "./clock.ts";
 import { wallMs } from "./clock.ts";
 import type { EngineSettings } from "./engine.ts";
 

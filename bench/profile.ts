@@ -22,14 +22,12 @@
 import postgres from "postgres";
 import { parseArgs } from "node:util";
 import { Flow, withStepQueues } from "../mod.ts";
-import type { Json } from "../src/dsl/json.ts";
-import { createLogger } from "../src/platform/logger.ts";
-import { type FlowWorker, instantiateWorker } from "../src/worker/worker.ts";
-import type { WorkerTarget } from "../src/routing/selection.ts";
+import { createLogger, type FlowWorker, type Json, type WorkerTarget } from "../mod.ts";
+import { anyWorker } from "./engine.ts";
 import { startLocalPostgres } from "../src/cli/db/launcher.ts";
 import { installPgmq } from "../src/cli/db/pgmq.ts";
-import { applyMigrations, applySchemaFiles } from "../local/migrate.ts";
-import { sleep } from "../src/util/backoff.ts";
+import { applyMigrations, applySchemaFiles } from "../local/db_push.ts";
+import { sleep } from "./clock.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -117,7 +115,7 @@ async function profileOnce(
       ? [{ stepSlug: "work" }]
       : ["a", "b", "c"].map((stepSlug) => ({ stepSlug }));
     for (const spec of specs) {
-      const w = instantiateWorker(target, {
+      const w = anyWorker(target, {
         connectionString: server.url,
         ...spec,
         maxConcurrent: 10,

@@ -6,7 +6,7 @@
  * `object pg_database objid=0`, taken in `PreCommit_Notify`).
  */
 import postgres from "postgres";
-import { sleep } from "../src/util/backoff.ts";
+import { sleep } from "./clock.ts";
 
 /** CPU times of one process, in clock ticks. */
 interface ProcTimes {

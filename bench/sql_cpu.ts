@@ -20,7 +20,7 @@ import postgres from "postgres";
 import { parseArgs } from "node:util";
 import { startLocalPostgres } from "../src/cli/db/launcher.ts";
 import { installPgmq } from "../src/cli/db/pgmq.ts";
-import { applySchemaFiles } from "../local/migrate.ts";
+import { applySchemaFiles } from "../local/db_push.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,

@@ -11,7 +11,7 @@
 import postgres from "postgres";
 import { installPgmq } from "../src/cli/db/pgmq.ts";
 import { startLocalPostgres } from "../src/cli/db/launcher.ts";
-import { applyMigrations } from "../local/migrate.ts";
+import { applyMigrations } from "../local/db_push.ts";
 
 const arg = (name: string, fallback: number) => {
   const i = Deno.args.indexOf(name);

@@ -24,7 +24,7 @@ async function serverFiles(dir: string): Promise<string[]> {
 }
 
 const programs: string[][] = [
-  ["check", "--doc", "mod.ts", "tools.ts", ...await serverFiles("src")],
+  ["check", "--doc", "mod.ts", "tools.ts", "dsl.ts", ...await serverFiles("src")],
   ["check", "--config", `${BROWSER}/deno.json`, `${BROWSER}/`],
   ["check", "local/", "tests/", "demo/", "bench/", "supabase/functions/"],
 ];

@@ -7,7 +7,7 @@
 import postgres from "postgres";
 import { installPgmq, type PgmqSource } from "../src/cli/db/pgmq.ts";
 import { startLocalPostgres } from "../src/cli/db/launcher.ts";
-import { applyMigrations } from "./migrate.ts";
+import { applyMigrations } from "./db_push.ts";
 
 /** An open database; `close` stops the server if this process started it. */
 export interface PgflowDatabase {

@@ -8,7 +8,7 @@
  * @module
  */
 import { type CatalogSnapshot, catalogSnapshot, diffCatalogs } from "./catalog.ts";
-import { applyMigrations, applySchemaFiles, listMigrations, MIGRATIONS_DIR } from "./migrate.ts";
+import { applyMigrations, applySchemaFiles, listMigrations, MIGRATIONS_DIR } from "./db_push.ts";
 import { withScratchDatabase } from "./scratch_db.ts";
 
 /** Default schema folder of this repository. */

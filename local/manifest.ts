@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { listMigrations, MIGRATIONS_DIR } from "./migrate.ts";
+import { listMigrations, MIGRATIONS_DIR } from "./db_push.ts";
 
 /** Default manifest of this repository. */
 export const MANIFEST_PATH: string = new URL("../supabase/migrations.sha256", import.meta.url)

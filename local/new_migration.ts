@@ -24,7 +24,7 @@ import {
   releaseDrafts,
   writeBaseline,
 } from "./manifest.ts";
-import { listMigrations, MIGRATIONS_DIR } from "./migrate.ts";
+import { listMigrations, MIGRATIONS_DIR } from "./db_push.ts";
 import { baselineText, nextMigration, withHeader } from "./migration_writer.ts";
 
 const USAGE =

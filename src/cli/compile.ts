@@ -7,9 +7,9 @@
  */
 import type { LogFields, Logger } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
-import { compileDefinitions } from "../worker/startup.ts";
+import { compileDefinitions } from "../worker/compile_at_start.ts";
 import { WorkerStartupError } from "../worker/errors.ts";
-import { redact } from "./database.ts";
+import { redact } from "./connect.ts";
 import { extractRoutePlan } from "../compile/shape.ts";
 import { type Lookalike, lookalikes, lookalikeWarning } from "./deploy/lookalikes.ts";
 import { deployCommand, listQueueNames, openEngine } from "./deploy/session.ts";

@@ -12,8 +12,8 @@ import {
   queueCoverage,
 } from "../operations/coverage.ts";
 import { parseArgs } from "./args.ts";
-import { databaseUrl, openDatabase } from "./database.ts";
-import { describeError } from "./migrator.ts";
+import { databaseUrl, openDatabase } from "./connect.ts";
+import { describeError } from "./migration_runner.ts";
 import { CliError, result, UsageError } from "./output.ts";
 
 /** The help text of `pgflow coverage`. */

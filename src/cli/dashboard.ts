@@ -7,7 +7,7 @@
  * @module
  */
 import { parseArgs } from "./args.ts";
-import { databaseUrl, openDatabase, redact } from "./database.ts";
+import { databaseUrl, openDatabase, redact } from "./connect.ts";
 import { parseHost, showHost } from "./dashboard/hosts.ts";
 import { startDashboard } from "./dashboard/server.ts";
 import { CliError, progress, result, UsageError } from "./output.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 import { parseArgs } from "./args.ts";
-import { openDatabase } from "./database.ts";
+import { openDatabase } from "./connect.ts";
 import { absolute, DEFAULT_DATA_DIR, LocalCluster, shellSpecial } from "./db/cluster.ts";
 import { withFolderLock } from "./db/lock.ts";
 import { portIsFree } from "./db/server.ts";

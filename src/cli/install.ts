@@ -7,7 +7,7 @@
  * @module
  */
 import { parseArgs } from "./args.ts";
-import { engineMigrations, migrationText, sha256 } from "./migrations.ts";
+import { engineMigrations, migrationText, sha256 } from "./shipped_migrations.ts";
 import { CliError, progress, result } from "./output.ts";
 
 /** The help text of `pgflow install`. */

@@ -9,10 +9,15 @@ import type { Sql } from "../platform/types.ts";
 import { readSchemaVersion, schemaVersionProblem } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
 import { parseArgs } from "./args.ts";
-import { databaseUrl, openDatabase, redact } from "./database.ts";
+import { databaseUrl, openDatabase, redact } from "./connect.ts";
 import { installCompatiblePgmq, pgmqAvailability } from "./db/pgmq.ts";
-import { engineMigrations } from "./migrations.ts";
-import { applyMigrations, describeError, type MigrationPlan, planMigrations } from "./migrator.ts";
+import { engineMigrations } from "./shipped_migrations.ts";
+import {
+  applyMigrations,
+  describeError,
+  type MigrationPlan,
+  planMigrations,
+} from "./migration_runner.ts";
 import { CliError, elapsed, progress } from "./output.ts";
 
 /** The help text of `pgflow migrate`. */

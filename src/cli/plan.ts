@@ -7,7 +7,7 @@
  * @module
  */
 import { describeConnection } from "../platform/connection_kind.ts";
-import { redact } from "./database.ts";
+import { redact } from "./connect.ts";
 import { type DeployPlan, type FlowPlan, simulateDeploy } from "./deploy/simulate.ts";
 import { type Lookalike, lookalikes, lookalikeWarning } from "./deploy/lookalikes.ts";
 import { deployCommand, listQueueNames, openEngine } from "./deploy/session.ts";

@@ -14,8 +14,8 @@ import { readSchemaVersion, schemaVersionProblem } from "../operations/schema_ve
 import { ENGINE_VERSION } from "../util/version.ts";
 import { parseArgs } from "./args.ts";
 import { aliasLine, readAliases } from "./deploy/aliases.ts";
-import { databaseUrl, openDatabase, redact } from "./database.ts";
-import { describeError } from "./migrator.ts";
+import { databaseUrl, openDatabase, redact } from "./connect.ts";
+import { describeError } from "./migration_runner.ts";
 import { CliError, result, UsageError } from "./output.ts";
 
 /** The help text of `pgflow status`. */

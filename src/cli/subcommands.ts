@@ -7,8 +7,8 @@
  */
 import type { Sql } from "../platform/types.ts";
 import { type FlagSpec, parseArgs, type ParsedArgs } from "./args.ts";
-import { databaseUrl, openDatabase } from "./database.ts";
-import { describeError } from "./migrator.ts";
+import { databaseUrl, openDatabase } from "./connect.ts";
+import { describeError } from "./migration_runner.ts";
 import { CliError, command, result, UsageError } from "./output.ts";
 
 /** One subcommand: its flags (besides `--database-url` and `--json`), its arguments, its work. */

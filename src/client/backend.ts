@@ -60,8 +60,13 @@ export const NO_SUCH_RUN = "P0002";
 
 /** A database the client talks to: postgres.js (`sql`) or supabase-js (`rpc`). */
 export interface Backend {
-  /** Starts a run of `flowSlug` (with `runId` when given). */
-  startFlow(flowSlug: string, input: string, runId: string | null): Promise<StartResult>;
+  /** Starts a run of `flowSlug` (with `runId` when given) at `priority`. */
+  startFlow(
+    flowSlug: string,
+    input: string,
+    runId: string | null,
+    priority: number,
+  ): Promise<StartResult>;
   /** Reads a run (`null`: no such run, or not readable). */
   getRun(runId: string): Promise<AnyRunState | null>;
   /** Cancels a run (`pgflow.cancel_run`); rejects with the database's error (`P0002`: unknown). */

@@ -4,6 +4,7 @@
  * @module
  */
 import type { AnyFlow, FlowCarrier } from "../dsl/extract.ts";
+import { FLOW_CONTROL_BOUNDS } from "../dsl/flow_control.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
 import { createPool, type PoolOptions } from "../platform/pool.ts";
 import { jsonText } from "../util/json_write.ts";
@@ -130,6 +131,11 @@ export interface StartFlowOptions {
    * flow with that id is an error. The input of the second call is not compared.
    */
   readonly runId?: string;
+  /**
+   * The run's priority, -1,000 to 1,000 (default 0): its tasks that wait for capacity (a step's
+   * concurrency limit, docs/flow-control.md) are released before those of lower-priority runs.
+   */
+  readonly priority?: number;
 }
 
 /**
@@ -271,7 +277,20 @@ export function createClient(options: ClientOptions): PgflowClient {
     startOptions?: StartFlowOptions,
   ): Promise<FlowRun<F>> {
     const flowSlug = slugOf(flow);
-    const runId = checkStartOptions(startOptions).runId ?? null;
+    const checked = checkStartOptions(startOptions);
+    const runId = checked.runId ?? null;
+    const priority = checked.priority ?? 0;
+    if (
+      !Number.isInteger(priority) || priority < FLOW_CONTROL_BOUNDS.priority.min ||
+      priority > FLOW_CONTROL_BOUNDS.priority.max
+    ) {
+      throw new StartFlowError(
+        flowSlug,
+        `priority ${JSON.stringify(priority)} must be an integer between ` +
+          `${FLOW_CONTROL_BOUNDS.priority.min} and ${FLOW_CONTROL_BOUNDS.priority.max} ` +
+          `(higher goes first); pass e.g. { priority: 10 }`,
+      );
+    }
     if (runId !== null && (typeof runId !== "string" || !UUID.test(runId))) {
       throw new StartFlowError(
         flowSlug,
@@ -296,7 +315,7 @@ export function createClient(options: ClientOptions): PgflowClient {
     }
     let result;
     try {
-      result = await backend.startFlow(flowSlug, text, runId);
+      result = await backend.startFlow(flowSlug, text, runId, priority);
     } catch (error) {
       if (closed.aborted) {
         throw new ClientClosedError("closed", `startFlow of ${flowSlug}`, runId, { cause: error });

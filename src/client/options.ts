@@ -222,7 +222,7 @@ export function resolveWaitOptions(
 /** `client.startFlow`'s options, checked for shape (the `runId` itself is checked by `startFlow`). */
 export function checkStartOptions(options: StartFlowOptions | undefined): StartFlowOptions {
   if (options === undefined) return {};
-  knownKeys("startFlow", options, ["runId"]);
+  knownKeys("startFlow", options, ["runId", "priority"]);
   return options;
 }
 

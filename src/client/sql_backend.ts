@@ -47,12 +47,13 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
     return ownsServerSession(info.kind) ? listenSource(sql) : pollSource();
   };
   return {
-    async startFlow(flowSlug, input, runId): Promise<StartResult> {
+    async startFlow(flowSlug, input, runId, priority): Promise<StartResult> {
       try {
         const [row] = await bounded(
           sql<{ run_id: string; flow_slug: string }[]>`
             select run_id, flow_slug
-            from pgflow.start_flow(${flowSlug}, ${input}::text::jsonb, ${runId}::uuid)`,
+            from pgflow.start_flow(${flowSlug}, ${input}::text::jsonb, ${runId}::uuid,
+                                   ${priority}::integer)`,
           "start_flow",
           options.queryTimeoutMs,
         );

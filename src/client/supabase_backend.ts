@@ -31,13 +31,15 @@ export function supabaseBackend(
   const pgflow = supabase.schema("pgflow");
   const source: WakeSource = transport === "poll" ? pollSource() : realtimeSource(supabase);
   return {
-    async startFlow(flowSlug, input, runId): Promise<StartResult> {
+    async startFlow(flowSlug, input, runId, priority): Promise<StartResult> {
       const { data, error } = await pgflow.rpc("start_flow", {
         flow_slug: flowSlug,
         // parseJson, not JSON.parse: keys as given, numbers exact (supabase-js writes them back
         // with JSON.stringify, so PostgREST receives the text the client made).
         input: parseJson(input),
         run_id: runId,
+        // Only when set: a run at the default priority calls start_flow as before it existed.
+        ...(priority ? { priority } : {}),
       });
       if (error) {
         if (error.code === "23505" && runId !== null) return { exists: true };

@@ -8,7 +8,16 @@ import {
   extractRoutePlan,
 } from "./shape.ts";
 
-/** A runtime option whose supplied value differs from the stored one. */
+/**
+ * A runtime option whose supplied value differs from the stored one.
+ *
+ * @example
+ * ```ts
+ * import type { OptionDifference } from "@pgflow/shared/tools";
+ *
+ * const d: OptionDifference = { step: "classify", option: "timeout", stored: 30, supplied: 60 };
+ * ```
+ */
 export interface OptionDifference {
   /** The step, or `null` for a flow-wide option. */
   readonly step: string | null;
@@ -20,7 +29,16 @@ export interface OptionDifference {
   readonly supplied: number | null;
 }
 
-/** What `pgflow.ensure_flow_compiled` answers. */
+/**
+ * What `pgflow.ensure_flow_compiled` answers.
+ *
+ * @example
+ * ```ts
+ * import type { CompileResult } from "@pgflow/shared/tools";
+ *
+ * const created = (result: CompileResult) => result.status === "compiled";
+ * ```
+ */
 export interface CompileResult {
   /** What the database did. */
   readonly status: "compiled" | "verified" | "mismatch" | "recompiled";
@@ -43,13 +61,18 @@ export interface CompileResult {
 /**
  * The one call that sends a definition (shape, routes, options, alias) to
  * `pgflow.ensure_flow_compiled` and answers what the database did: the worker's startup compile,
- * `pgflow compile` and `pgflow plan` (inside a transaction it rolls back) all use it.
+ * `pgflow compile` and `pgflow plan` (inside a transaction it rolls back) all use it. A
+ * `mismatch` changed nothing; the database never recompiles in place outside local development.
  *
  * @example
  * ```ts
- * import { ensureFlowCompiled } from "./ensure.ts";
+ * import { createPool, Flow } from "@pgflow/shared";
+ * import { ensureFlowCompiled } from "@pgflow/shared/tools";
  *
- * // const { status } = await ensureFlowCompiled(sql, routeFlow(flow, { queues }));
+ * const flow = new Flow<{ id: string }>({ slug: "compile_example" })
+ *   .step({ slug: "load" }, (input) => input.id);
+ * const sql = createPool("postgres://postgres@127.0.0.1:5432/postgres");
+ * // const { status, differences } = await ensureFlowCompiled(sql, flow);
  * ```
  */
 export async function ensureFlowCompiled(

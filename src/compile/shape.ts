@@ -1,5 +1,6 @@
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "../dsl/options.ts";
+import type { FlowControlOptions } from "../dsl/flow_control.ts";
 import type { PatternSlot } from "../dsl/types.ts";
 import { flowQueueName } from "../routing/flow_queue.ts";
 import type { RoutedFlow, StepQueuedFlow } from "../routing/routed.ts";
@@ -73,10 +74,10 @@ export interface FlowShape {
  * ```
  */
 export interface FlowOptionsPlan {
-  /** Flow-wide options. */
-  readonly flow: RuntimeOptions;
+  /** Flow-wide options (flow control's are each step's default). */
+  readonly flow: RuntimeOptions & FlowControlOptions;
   /** step slug → step options, in definition order. */
-  readonly steps: { readonly [step: string]: StepRuntimeOptions };
+  readonly steps: { readonly [step: string]: StepRuntimeOptions & FlowControlOptions };
 }
 
 /**
@@ -179,9 +180,9 @@ export function extractFlowShape(target: CompilableFlow): FlowShape {
  */
 export function extractFlowOptions(target: CompilableFlow): FlowOptionsPlan {
   const flow = unwrap(target);
-  const steps: Record<string, StepRuntimeOptions> = {};
-  for (const step of flow.steps()) steps[step.slug] = { ...step.options };
-  return { flow: { ...flow.options }, steps };
+  const steps: Record<string, StepRuntimeOptions & FlowControlOptions> = {};
+  for (const step of flow.steps()) steps[step.slug] = { ...step.options, ...step.flowControl };
+  return { flow: { ...flow.options, ...flow.flowControl }, steps };
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Env } from "./context.ts";
 import type { Flow } from "./flow.ts";
 import type { Json, JsonOutput } from "./json.ts";
 import type { RuntimeOptions, StepRuntimeOptions } from "./options.ts";
+import type { FlowControlOptions } from "./flow_control.ts";
 import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
 
 /**
@@ -21,7 +22,7 @@ import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
  * const options: FlowOptions = { slug: "thread_triage_v1", maxAttempts: 3 };
  * ```
  */
-export interface FlowOptions extends RuntimeOptions {
+export interface FlowOptions extends RuntimeOptions, FlowControlOptions {
   /** The concrete flow slug; a new version is a new slug (`thread_triage_v2`). */
   readonly slug: string;
   /**
@@ -43,7 +44,8 @@ export type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, 
   : Unmet;
 
 /** Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. */
-export interface ConditionOptions<If, IfNot, Unmet, Exhausted> extends StepRuntimeOptions {
+export interface ConditionOptions<If, IfNot, Unmet, Exhausted>
+  extends StepRuntimeOptions, FlowControlOptions {
   /** Run the step only when its input contains this pattern (jsonb `@>`). */
   readonly if?: If;
   /** Run the step only when its input does NOT contain this pattern. */
@@ -127,7 +129,7 @@ export type MapItem<TInput, TSteps extends AnySteps, ArrayDep extends keyof TSte
   [ArrayDep] extends [never] ? ElementOf<TInput>
     : ElementOf<TSteps[ArrayDep]["output"]>;
 
-/** The flow type after one more step. */
+/** The flow type after one more step (its platform's resources kept, see `Flow`). */
 export type WithStep<
   TInput,
   TContext,
@@ -138,12 +140,14 @@ export type WithStep<
   Dep extends string,
   Output,
   Optional extends boolean,
+  TPlatform = Record<never, never>,
 > = Flow<
   TInput,
   TContext,
   TEnv,
   TSteps & { readonly [K in Slug]: StepMeta<Output, Optional> },
-  TDeps & { readonly [K in Slug]: Dep }
+  TDeps & { readonly [K in Slug]: Dep },
+  TPlatform
 >;
 
 /**
@@ -168,11 +172,20 @@ export type DepsTable = { readonly [slug: string]: string };
  * type T = FlowTypes<{ id: string }, Record<never, never>, Record<string, string>, {}, {}>;
  * ```
  */
-export interface FlowTypes<TInput, TContext, TEnv, TSteps, TDeps> {
+export interface FlowTypes<
+  TInput,
+  TContext,
+  TEnv,
+  TSteps,
+  TDeps,
+  TPlatform = Record<never, never>,
+> {
   /** The run input. */
   readonly input: TInput;
   /** The custom handler context. */
   readonly context: TContext;
+  /** What the platform adds to every handler context (`sql` and `supabase` on Supabase). */
+  readonly platform: TPlatform;
   /** The environment. */
   readonly env: TEnv;
   /** slug → {@link StepMeta}. */

@@ -1,10 +1,30 @@
-import type { PgmqMessageRecord } from "../claim/message.ts";
-import type { Env } from "../platform/env.ts";
-import type { Sql, SupabaseClient } from "../platform/types.ts";
+/**
+ * The handler context as the DSL defines it, on any platform: what every handler receives, the
+ * task it runs, the environment. A platform adds its resources through the `TPlatform` type
+ * parameter of `Flow` (`src/platform/supabase.ts` adds `sql` and `supabase`); the DSL itself
+ * imports nothing of a runtime or platform.
+ *
+ * @module
+ */
 import type { Json } from "./json.ts";
+import type { PgmqMessageRecord } from "./message.ts";
 
-export type { Env } from "../platform/env.ts";
-export type { PgmqMessageRecord } from "../claim/message.ts";
+export type { PgmqMessageRecord } from "./message.ts";
+
+/**
+ * The environment a worker exposes to handlers. Declare a narrower type as the third type
+ * parameter of `Flow` to get typed keys.
+ *
+ * @example
+ * ```ts
+ * import { Flow, type Env } from "@pgflow/shared";
+ *
+ * type MyEnv = Env & { SLACK_WEBHOOK_URL: string };
+ * const flow = new Flow<{ id: string }, Record<never, never>, MyEnv>({ slug: "notify" })
+ *   .step({ slug: "send" }, (_input, ctx) => ctx.env.SLACK_WEBHOOK_URL);
+ * ```
+ */
+export type Env = { readonly [key: string]: string | undefined };
 
 /**
  * The task a handler is running, as returned by the claim. Its message identity is the pair
@@ -37,16 +57,16 @@ export interface StepTaskRecord {
 }
 
 /**
- * What every handler receives as its second argument, before the flow's custom context is
- * merged in.
+ * What every handler receives as its second argument on any platform, before the platform's
+ * resources and the flow's custom context are merged in. On Supabase (the `Flow` of
+ * `@pgflow/shared`) the context also has `sql` and `supabase`.
  *
  * @example
  * ```ts
- * import { Flow } from "@pgflow/shared";
+ * import { Flow } from "@pgflow/shared/dsl";
  *
  * new Flow<{ id: string }>({ slug: "audit" }).step({ slug: "log" }, async (_input, ctx) => {
  *   const run = await ctx.flowInput;
- *   await ctx.sql`select 1`;
  *   return { id: run.id, queue: ctx.stepTask.queue_name, messageId: ctx.rawMessage.msg_id };
  * });
  * ```
@@ -62,10 +82,6 @@ export interface StepContext<TInput, TEnv extends Env = Env> {
    * run stops early. Its report after that is ignored.
    */
   readonly signal: AbortSignal;
-  /** The worker's postgres.js pool. */
-  readonly sql: Sql;
-  /** A service-role Supabase client. */
-  readonly supabase: SupabaseClient;
   /** The run's input, loaded lazily (and cached per run) for non-root steps. */
   readonly flowInput: Promise<TInput>;
   /** The claimed task. */
@@ -81,17 +97,24 @@ export interface StepContext<TInput, TEnv extends Env = Env> {
 }
 
 /**
- * The full handler context of a flow: the built-in {@link StepContext} plus the flow's custom
- * context type.
+ * The full handler context of a flow: the built-in {@link StepContext}, the platform's resources
+ * (`TPlatform`: none here; `sql` and `supabase` in the `HandlerContext` of `@pgflow/shared`) and
+ * the flow's custom context type.
  *
  * @example
  * ```ts
- * import type { HandlerContext } from "@pgflow/shared";
+ * import type { HandlerContext } from "@pgflow/shared/dsl";
  *
  * type Ctx = HandlerContext<{ id: string }, { redis: { get(key: string): string } }>;
  * const lookup = (ctx: Ctx) => ctx.redis.get(ctx.stepTask.run_id);
  * ```
  */
-export type HandlerContext<TInput, TContext, TEnv extends Env = Env> =
+export type HandlerContext<
+  TInput,
+  TContext,
+  TEnv extends Env = Env,
+  TPlatform = Record<never, never>,
+> =
   & StepContext<TInput, TEnv>
+  & TPlatform
   & TContext;

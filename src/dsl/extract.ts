@@ -16,7 +16,7 @@ import type { Flow } from "./flow.ts";
  * ```
  */
 // deno-lint-ignore no-explicit-any
-export type AnyFlow = Flow<any, any, any, any, any>;
+export type AnyFlow = Flow<any, any, any, any, any, any>;
 
 /**
  * Something that wraps a flow (a routed or step-queued flow) or a flow itself; the helper types
@@ -105,7 +105,8 @@ export type ExtractFlowEnv<T extends FlowCarrier> = TypesOf<T>["env"] extends in
 export type ExtractHandlerContext<T extends FlowCarrier> = HandlerContext<
   ExtractFlowInput<T>,
   ExtractFlowContext<T>,
-  ExtractFlowEnv<T>
+  ExtractFlowEnv<T>,
+  TypesOf<T>["platform"]
 >;
 
 /**

@@ -11,6 +11,7 @@ import {
   type WhenMode,
 } from "./options.ts";
 import { validateSlug } from "./slug.ts";
+import { type FlowControlOptions, normalizeFlowControl } from "./flow_control.ts";
 import {
   checkInputSchema,
   type FlowInputSchemaOption,
@@ -50,6 +51,8 @@ const STEP_KEYS: ReadonlySet<string> = new Set([
   "ifNot",
   "whenUnmet",
   "whenExhausted",
+  "priority",
+  "concurrency",
 ]);
 const MAP_KEYS: ReadonlySet<string> = new Set(
   [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
@@ -61,6 +64,8 @@ const FLOW_KEYS: ReadonlySet<string> = new Set([
   "baseDelay",
   "timeout",
   "input",
+  "priority",
+  "concurrency",
 ]);
 
 function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
@@ -95,7 +100,7 @@ function deepFreeze<T>(value: T): T {
 }
 
 /** The raw option bag the run-time builder reads (the public overloads type it precisely). */
-interface RawStepOptions extends StepRuntimeOptions {
+interface RawStepOptions extends StepRuntimeOptions, FlowControlOptions {
   readonly slug: string;
   readonly dependsOn?: readonly string[];
   readonly array?: string;
@@ -113,7 +118,10 @@ interface RawStepOptions extends StepRuntimeOptions {
  * definition that builds is one the database accepts.
  *
  * Type parameters: `TInput` is the run input, `TContext` extra context your worker provides
- * to every handler, `TEnv` the environment's type. The last two are filled in by the builder.
+ * to every handler, `TEnv` the environment's type; `TSteps` and `TDeps` are filled in by the
+ * builder; `TPlatform` is what the platform adds to every handler context: nothing for this
+ * `Flow` (of `@pgflow/shared/dsl`, which loads no runtime), `sql` and `supabase` for the `Flow`
+ * of `@pgflow/shared`, a subclass that presets it.
  *
  * With `input: schema` (any Standard Schema: zod, valibot, arktype, ...) `TInput` is the schema's
  * output type, the client checks the input before starting a run (`InputValidationError`, no run
@@ -149,6 +157,7 @@ export class Flow<
   TEnv extends Env = Env,
   TSteps extends AnySteps = Record<never, never>,
   TDeps extends DepsTable = Record<never, never>,
+  TPlatform = Record<never, never>,
 > {
   /** The concrete flow slug. */
   readonly slug: string;
@@ -156,6 +165,8 @@ export class Flow<
   readonly alias: string | undefined;
   /** Flow-wide runtime options, only those that were set. */
   readonly options: RuntimeOptions;
+  /** Flow-wide flow-control options (the default of each step that sets none), normalized. */
+  readonly flowControl: FlowControlOptions;
   /**
    * The run input's schema (`input` of `new Flow`), if any: the client and the worker check run
    * inputs with it. It is code, not part of the compiled shape.
@@ -164,7 +175,7 @@ export class Flow<
   /** Step slugs in definition order (frozen): the order of the shape and of step indexes. */
   readonly stepOrder: readonly (keyof TSteps & string)[];
   /** Compile-time only: the flow's type parameters, read by the helper types. */
-  declare readonly "~types"?: FlowTypes<TInput, TContext, TEnv, TSteps, TDeps>;
+  declare readonly "~types"?: FlowTypes<TInput, TContext, TEnv, TSteps, TDeps, TPlatform>;
 
   #steps: ReadonlyMap<string, StepDefinition>;
 
@@ -187,7 +198,15 @@ export class Flow<
     this.inputSchema = checkInputSchema(options.input, where);
     this.slug = options.slug;
     this.alias = options.alias;
-    const { slug: _slug, alias: _alias, input: _input, ...runtime } = options;
+    this.flowControl = normalizeFlowControl(options, where);
+    const {
+      slug: _slug,
+      alias: _alias,
+      input: _input,
+      priority: _priority,
+      concurrency: _concurrency,
+      ...runtime
+    } = options;
     this.options = pickStepRuntimeOptions(runtime);
     this.stepOrder = Object.freeze([]);
     this.#steps = new Map();
@@ -221,7 +240,7 @@ export class Flow<
     options: StepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
     handler: (
       input: HandlerInput<TInput, TSteps, Deps[number]>,
-      context: HandlerContext<TInput, TContext, TEnv>,
+      context: HandlerContext<TInput, TContext, TEnv, TPlatform>,
     ) => Checked<TOut> | Promise<Checked<TOut>>,
   ): WithStep<
     TInput,
@@ -232,7 +251,8 @@ export class Flow<
     Slug,
     Deps[number],
     TOut,
-    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
   > {
     return this.#add("single", options as RawStepOptions, handler as unknown as AnyStepHandler);
   }
@@ -263,7 +283,7 @@ export class Flow<
     options: StepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
     handler: (
       input: HandlerInput<TInput, TSteps, Deps[number]>,
-      context: HandlerContext<TInput, TContext, TEnv>,
+      context: HandlerContext<TInput, TContext, TEnv, TPlatform>,
     ) => CheckedArray<TOut> | Promise<CheckedArray<TOut>>,
   ): WithStep<
     TInput,
@@ -274,7 +294,8 @@ export class Flow<
     Slug,
     Deps[number],
     TOut,
-    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
   > {
     return this.#add("array", options as RawStepOptions, handler as unknown as AnyStepHandler);
   }
@@ -307,7 +328,7 @@ export class Flow<
     options: MapOptions<TInput, TSteps, Slug, ArrayDep, If, IfNot, Unmet, Exhausted>,
     handler: (
       item: MapItem<TInput, TSteps, ArrayDep>,
-      context: HandlerContext<TInput, TContext, TEnv>,
+      context: HandlerContext<TInput, TContext, TEnv, TPlatform>,
     ) => Checked<TOut> | Promise<Checked<TOut>>,
   ): WithStep<
     TInput,
@@ -318,7 +339,8 @@ export class Flow<
     Slug,
     ArrayDep,
     TOut[],
-    IsOptionalStep<If, IfNot, Unmet, Exhausted>
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
   > {
     return this.#add("map", options as RawStepOptions, handler as unknown as AnyStepHandler);
   }
@@ -402,17 +424,21 @@ export class Flow<
       kind,
       dependencies: Object.freeze(dependencies),
       options: pickStepRuntimeOptions(options),
+      flowControl: normalizeFlowControl(options, where),
       requiredInputPattern,
       forbiddenInputPattern,
       ...(options.whenUnmet === undefined ? {} : { whenUnmet: options.whenUnmet }),
       ...(options.whenExhausted === undefined ? {} : { whenExhausted: options.whenExhausted }),
       handler,
     });
-    const next = new Flow<TInput, TContext, TEnv, TSteps, TDeps>({
-      slug: this.slug,
-      ...(this.alias === undefined ? {} : { alias: this.alias }),
-      ...this.options,
-    });
+    // The flow's own class, so a platform's preset Flow (a subclass) stays one step after step.
+    const next =
+      new (this.constructor as typeof Flow<TInput, TContext, TEnv, TSteps, TDeps, TPlatform>)({
+        slug: this.slug,
+        ...(this.alias === undefined ? {} : { alias: this.alias }),
+        ...this.options,
+        ...this.flowControl,
+      });
     const steps = new Map(this.#steps);
     steps.set(slug, definition);
     // The copy is private to this method, so assigning its read-only fields here is safe.

@@ -1,5 +1,6 @@
 import type { Json } from "./json.ts";
 import type { StepRuntimeOptions, WhenMode } from "./options.ts";
+import type { FlowControlOptions } from "./flow_control.ts";
 import type { StepContext } from "./context.ts";
 
 /**
@@ -164,6 +165,8 @@ export interface StepDefinition {
   readonly dependencies: readonly string[];
   /** Only the runtime options that were set. */
   readonly options: StepRuntimeOptions;
+  /** The step's own flow-control options, normalized (the flow's apply where it sets none). */
+  readonly flowControl: FlowControlOptions;
   /** The `if` pattern. */
   readonly requiredInputPattern: PatternSlot;
   /** The `ifNot` pattern. */

@@ -6,6 +6,7 @@
  * @module
  */
 import type { Sql } from "../platform/types.ts";
+import { pairKey, pairKeys } from "../util/pair_key.ts";
 
 /**
  * What a pair needs, as `pgflow.queue_coverage` decides it (the first that applies):
@@ -216,14 +217,13 @@ export async function pairServers(
       and w.last_heartbeat_at > clock_timestamp() - make_interval(secs => ${staleAfterSeconds})
       and w.stopped_at is null and w.deprecated_at is null
     order by w.function_name, w.worker_id`;
-  const key = (flow: string, step: string) => `${flow}\u001f${step}`;
-  const wanted = new Set(pairs.map(([flow, step]) => key(flow, step)));
+  const wanted = pairKeys(pairs);
   const servedBy = new Map<string, string[]>();
   for (const row of rows) {
     const supported = Array.isArray(row.supported) ? row.supported : [];
     for (const pair of supported) {
       if (!Array.isArray(pair) || pair.length !== 2) continue;
-      const k = key(String(pair[0]), String(pair[1]));
+      const k = pairKey(String(pair[0]), String(pair[1]));
       if (!wanted.has(k)) continue;
       const list = servedBy.get(k) ?? [];
       list.push(`${row.function_name} (worker ${row.worker_id.slice(0, 8)})`);

@@ -9,6 +9,7 @@
  * @module
  */
 import type { LogFields, Logger } from "./logger.ts";
+import { pairKey } from "../util/pair_key.ts";
 
 /** How a task's attempt ended, as the summary counts it. */
 export type TaskOutcome = "completed" | "failed" | "retried";
@@ -119,8 +120,8 @@ export class ActivityLog {
 
   /** Counts one message the claim did not take. */
   unclaimed(message: UnclaimedMessage): void {
-    const key = `${message.disposition}\u001f${message.flowSlug ?? ""}\u001f${
-      message.stepSlug ?? ""
+    const key = `${message.disposition}\u001f${
+      pairKey(message.flowSlug ?? "", message.stepSlug ?? "")
     }`;
     const group = this.#groups.get(key);
     if (group !== undefined) group.count++;
@@ -155,7 +156,7 @@ export class ActivityLog {
     this.#since = Date.now();
     for (const g of this.#groups.values()) {
       const servers = servedBy !== undefined && SERVED_BY.has(g.disposition)
-        ? servedBy.get(`${g.flow}\u001f${g.step}`) ?? []
+        ? servedBy.get(pairKey(g.flow!, g.step!)) ?? []
         : undefined;
       const fields: LogFields = {
         disposition: g.disposition,

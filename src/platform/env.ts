@@ -1,17 +1,4 @@
-/**
- * The environment a worker exposes to handlers. Declare a narrower type as the third type
- * parameter of `Flow` to get typed keys.
- *
- * @example
- * ```ts
- * import { Flow, type Env } from "@pgflow/shared";
- *
- * type MyEnv = Env & { SLACK_WEBHOOK_URL: string };
- * const flow = new Flow<{ id: string }, Record<never, never>, MyEnv>({ slug: "notify" })
- *   .step({ slug: "send" }, (_input, ctx) => ctx.env.SLACK_WEBHOOK_URL);
- * ```
- */
-export type Env = { readonly [key: string]: string | undefined };
+import type { Env } from "../dsl/context.ts";
 
 /**
  * The environment variables the worker itself reads. Every key is optional: a missing database

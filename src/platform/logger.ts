@@ -2,7 +2,7 @@
  * Structured logging: one JSON object per line, with the fields that identify work (queue,
  * worker, run id, message id, flow, step). Message bodies, inputs, outputs and secrets are never
  * logged. A failed task's line carries the error's kind, code and length (`errorFields` in
- * src/dispatch/result.ts), and the first line of its message, at most 300 characters, when the
+ * src/task/result.ts), and the first line of its message, at most 300 characters, when the
  * engine wrote it; an error thrown by the flow's code (its handler, its input schema) may quote
  * personal data, so its text is left out unless the worker's `logErrorMessages` option is set. A
  * thrown object that is not an `Error` is never serialised into a line. The whole text, at most

@@ -2,7 +2,8 @@ import { sleep } from "./backoff.ts";
 
 /**
  * Runs `tick` every `intervalMs` (never overlapping itself) until `signal` aborts; resolves when
- * the last tick has finished. `jitter` spreads the first tick so many workers do not fire at once.
+ * the last tick has finished. The first tick comes after `firstDelayMs` (default `intervalMs`): a
+ * random one spreads the first ticks of many workers started together.
  */
 export async function every(
   intervalMs: number,

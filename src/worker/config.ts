@@ -1,4 +1,4 @@
-import type { Env } from "../platform/env.ts";
+import type { Env } from "../dsl/context.ts";
 import { parseDatabaseUrl } from "../platform/database_url.ts";
 import {
   DATABASE_URL_VARIABLES,
@@ -9,7 +9,7 @@ import {
 import { isLogLevel, type Logger, type LogLevel } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import { WorkerConfigError } from "./errors.ts";
-import type { WakeupMode } from "../claim/wakeups.ts";
+import type { WakeupMode } from "../task/wakeups.ts";
 import { type NumericOptionName, WORKER_OPTIONS } from "./options.ts";
 
 /**

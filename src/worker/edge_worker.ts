@@ -8,7 +8,7 @@ import { serveTrigger } from "../platform/trigger.ts";
 import type { WorkerStart } from "../routing/selection.ts";
 import type { EdgeWorkerConfig } from "./config.ts";
 import type { SelectionInput } from "./target.ts";
-import { instantiateWorker } from "./worker.ts";
+import { instantiateWorker } from "./create_worker.ts";
 
 /**
  * The process-wide worker entry point (one worker per Edge Function isolate).

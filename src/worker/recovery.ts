@@ -1,6 +1,7 @@
 import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
+import { every } from "../util/periodic.ts";
 
 /** Advisory lock key shared by every worker of a database: one recovery pass at a time. */
 const RECOVERY_LOCK = "pgflow.requeue_stalled_tasks";
@@ -18,9 +19,11 @@ export async function requeueStalledTasks(
 ): Promise<number | null> {
   try {
     const [row] = await bounded(
+      // The same pass runs flow control's periodic release (pgflow.tick: what capacity allows now).
       sql<{ handled: number | null }[]>`
-        select case when pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK}))
-                    then pgflow.requeue_stalled_tasks() end as handled`,
+        select case when l.locked then pgflow.requeue_stalled_tasks() end as handled,
+               case when l.locked then pgflow.tick() end as released
+        from (select pg_try_advisory_xact_lock(hashtext(${RECOVERY_LOCK})) as locked) l`,
       "requeue_stalled_tasks",
       timeoutMs,
     );
@@ -32,4 +35,22 @@ export async function requeueStalledTasks(
     log.warn("stalled-task recovery failed", { error: (error as Error).message });
     return null;
   }
+}
+
+/**
+ * {@link requeueStalledTasks} every `intervalMs` until `signal` aborts, the first pass after a
+ * random part of the interval (workers started together do not all scan at once); nothing when
+ * `intervalMs` is 0 (recovery left to pg_cron).
+ */
+export function recoverStalledTasks(
+  sql: Sql,
+  log: Logger,
+  timing: { readonly intervalMs: number; readonly timeoutMs: number },
+  signal: AbortSignal,
+): Promise<void> | undefined {
+  const { intervalMs, timeoutMs } = timing;
+  if (intervalMs <= 0) return undefined;
+  return every(intervalMs, signal, async () => {
+    await requeueStalledTasks(sql, log, timeoutMs);
+  }, { firstDelayMs: Math.round(intervalMs * Math.random()) });
 }

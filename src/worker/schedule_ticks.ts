@@ -1,6 +1,7 @@
 import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
+import { every } from "../util/periodic.ts";
 
 /**
  * Fires the due ticks of every schedule from a worker, so schedules keep working on a database
@@ -38,4 +39,19 @@ export class ScheduleTicker {
       return null;
     }
   }
+}
+
+/**
+ * {@link ScheduleTicker.tick} every `intervalMs` until `signal` aborts; nothing when `intervalMs`
+ * is 0 (ticks left to pg_cron).
+ */
+export function tickSchedules(
+  sql: Sql,
+  log: Logger,
+  timing: { readonly intervalMs: number; readonly timeoutMs: number },
+  signal: AbortSignal,
+): Promise<void> | undefined {
+  if (timing.intervalMs <= 0) return undefined;
+  const ticker = new ScheduleTicker(sql, log, timing.timeoutMs);
+  return every(timing.intervalMs, signal, () => ticker.tick().then(() => {}));
 }

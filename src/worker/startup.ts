@@ -1,132 +1,138 @@
-import { pgMessage } from "../platform/pg_message.ts";
-import type { Sql } from "../platform/types.ts";
-import type { CompilableFlow } from "../compile/shape.ts";
-import {
-  type CompileResult,
-  ensureFlowCompiled,
-  type OptionDifference,
-} from "../compile/ensure.ts";
-import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
+/**
+ * A worker's startup, step by step: connect, check the engine schema, compile the definitions,
+ * read the support set, register the worker row, open the wake-ups, and say "worker started". A
+ * stop that comes meanwhile ends it at its next step, before any read.
+ *
+ * @module
+ */
+import { connectionProblem, withoutStack } from "../operations/connection_problem.ts";
+import { maskError } from "../platform/database_url.ts";
 import type { Logger } from "../platform/logger.ts";
-import {
-  readSchemaVersion,
-  type SchemaVersion,
-  schemaVersionProblem,
-} from "../operations/schema_version.ts";
-import { ENGINE_VERSION } from "../util/version.ts";
+import { pgMessage } from "../platform/pg_message.ts";
+import type { WorkerEnv } from "../platform/env.ts";
+import { prepareSupabaseClient } from "../platform/supabase_client.ts";
+import type { Sql, SupabaseClient } from "../platform/types.ts";
+import type { SupportedPair } from "../task/claim.ts";
+import { queueSupportSet } from "../task/support.ts";
+import { openWakeups, type WorkerWakeups } from "../task/wakeups.ts";
+import { compileDefinitions, verifySchemaVersion } from "./compile_at_start.ts";
+import type { ResolvedConfig } from "./config.ts";
 import { WorkerStartupError } from "./errors.ts";
+import type { ResolvedTarget } from "./target.ts";
+import { connectWorker, type WorkerConnection } from "./worker_pool.ts";
+import { registerWorker } from "./worker_row.ts";
 
 /**
- * Checks that the database's engine schema is the one this worker was built for
- * ({@link ENGINE_VERSION}), before anything is compiled: a missing, older or newer schema is a
- * startup error that names both versions and the command to run. Nothing is changed.
+ * What a startup has set up so far, filled in step by step: what a stop or a failure must undo
+ * (the LISTEN, the worker row, a pool the worker opened), whenever it comes.
  */
-export async function verifySchemaVersion(
-  sql: Sql,
-  log: Logger,
-  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
-): Promise<void> {
-  let found: SchemaVersion;
-  try {
-    found = await readSchemaVersion(sql, timeoutMs);
-  } catch (error) {
-    throw new WorkerStartupError(
-      `could not read the database's engine version (pgflow.engine_version()): ` +
-        `${(error as Error).message}. The worker's database role needs usage on schema pgflow ` +
-        `and execute on its functions: connect as the schema's owner (postgres on Supabase)`,
-    );
-  }
-  const problem = schemaVersionProblem(found, ENGINE_VERSION);
-  if (problem !== undefined) throw new WorkerStartupError(`worker cannot start: ${problem}`);
-  log.info("engine schema", { version: ENGINE_VERSION });
+export interface Acquired {
+  /** The pool, once connected. */
+  db?: WorkerConnection;
+  /** The exact pairs claimed, once read. */
+  supported?: readonly SupportedPair[];
+  /** Whether `register_worker` has answered: the row is then marked stopped at the end. */
+  registered: boolean;
+  /** The wake-ups, once opened. */
+  wakeups?: WorkerWakeups;
 }
 
-export type { CompileResult, OptionDifference } from "../compile/ensure.ts";
+/** What a startup needs to know of its worker. */
+export interface StartupInput {
+  readonly id: string;
+  readonly queueName: string;
+  readonly functionName: string;
+  readonly config: ResolvedConfig;
+  readonly env: WorkerEnv;
+  readonly target: ResolvedTarget;
+  readonly log: Logger;
+  /** Checked between the steps: true ends the startup there. */
+  readonly stopRequested: () => boolean;
+}
 
-/**
- * Sends each supplied definition (shape, routes, options) to `pgflow.ensure_flow_compiled`. Every
- * definition is checked before the verdict, so one error lists every mismatch at once. A mismatch
- * is a startup error; the database changed nothing for it.
- */
-export async function compileDefinitions(
-  sql: Sql,
-  definitions: readonly CompilableFlow[],
-  log: Logger,
-  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
-): Promise<void> {
-  const mismatches: string[] = [];
-  for (const definition of definitions) {
-    const slug = definition.slug;
-    let result: CompileResult;
-    try {
-      result = await ensureFlowCompiled(sql, definition, timeoutMs);
-    } catch (error) {
-      throw new WorkerStartupError(
-        `flow "${slug}" could not be compiled: ${pgMessage(error)}`,
-      );
-    }
-    if (result.status === "recompiled") warnRecompiled(log, slug, result);
-    else log.info("flow compiled", { flow: slug, status: result.status });
-    if (result.status === "verified") warnOptionDrift(log, slug, result.optionDifferences ?? []);
-    if (result.status === "mismatch") {
-      mismatches.push(...result.differences.map((d) => `${slug}: ${d}`));
-    }
-  }
-  if (mismatches.length > 0) {
-    throw new WorkerStartupError(
-      `the supplied definitions differ from the stored ones, and this database does not allow ` +
-        `recompiling in place; deploy the change as a new flow slug (e.g. a _v2) instead:\n  ` +
-        mismatches.join("\n  "),
-      mismatches,
-    );
-  }
+/** A worker ready to poll: its pool, its support set and its handlers' Supabase client. */
+export interface Ready {
+  readonly sql: Sql;
+  readonly supported: readonly SupportedPair[];
+  readonly supabase: () => SupabaseClient;
 }
 
 /**
- * Local development replaced a changed definition in place, deleting its runs: loud, with what was
- * lost, because a newcomer who edits a flow and restarts would otherwise see their runs vanish
- * behind an `info` line.
+ * Runs the steps of a worker's startup, recording in `acquired` what each set up; resolves with
+ * what the worker polls with, or `undefined` when a stop came first. Rejects with the first
+ * step's error (`WorkerStartupError` where the cause is known).
  */
-function warnRecompiled(log: Logger, flow: string, result: CompileResult): void {
-  const runs = result.deletedRuns ?? 0;
-  const tasks = result.deletedTasks ?? 0;
-  const withdrawn = result.withdrawnWorkers ?? 0;
-  log.warn("flow recompiled: its runs were deleted", {
-    flow,
-    deletedRuns: runs,
-    deletedTasks: tasks,
-    withdrawnWorkers: withdrawn,
-    differences: result.differences.join("; "),
-    action: `local development replaced ${flow}'s changed definition and deleted its ${runs} ` +
-      `run(s) and ${tasks} task(s)` +
-      (withdrawn > 0
-        ? `; ${withdrawn} running worker(s) of the old definition no longer claim its tasks: ` +
-          `restart them`
-        : "") +
-      `. To keep runs, deploy a changed flow under a new slug (e.g. ${flow}_v2)`,
+export async function startUp(acquired: Acquired, input: StartupInput): Promise<Ready | undefined> {
+  const { config, log, target } = input;
+  const timeoutMs = config.queryTimeoutMs;
+  const db = acquired.db = await connectWorker(config);
+  const sql = db.sql;
+  log.info("database connection", { ...db.connection, preparedStatements: db.prepared });
+  if (input.stopRequested()) return undefined;
+  await verifySchemaVersion(sql, log, timeoutMs);
+  await compileDefinitions(sql, target.definitions, log, timeoutMs);
+  if (input.stopRequested()) return undefined;
+  const supported = acquired.supported = await resolveSupportSet(sql, target, timeoutMs);
+  const supabase = await prepareSupabaseClient(input.env);
+  if (input.stopRequested()) return undefined;
+  // The support set is recorded with the worker so the coverage check can see what it serves.
+  await registerWorker(sql, input, supported, timeoutMs);
+  acquired.registered = true;
+  if (input.stopRequested()) return undefined;
+  acquired.wakeups = await openWakeups(
+    sql,
+    input.queueName,
+    supported,
+    config.wakeups,
+    db.connection,
+    log,
+    timeoutMs,
+  );
+  if (input.stopRequested()) return undefined;
+  log.info("worker started", {
+    function: input.functionName,
+    supported: supported.map(([flow, step]) => `${flow}.${step}`),
+    wakeups: acquired.wakeups.mode,
   });
+  return { sql, supported, supabase };
 }
 
 /**
- * One `warn` per option the code changed under an existing slug: the database keeps the stored
- * value (ensure_flow_compiled applies none of them outside local development), so the change has
- * no effect until it is deployed under a new slug.
+ * The error a failed startup rejects with: a `WorkerStartupError` as it was thrown, any other
+ * error wrapped in one that names the queue; a database URL in it masked.
  */
-function warnOptionDrift(
-  log: Logger,
-  flow: string,
-  differences: readonly OptionDifference[],
-): void {
-  for (const d of differences) {
-    const where = d.step === null ? "flow" : `step ${d.step}`;
-    log.warn("flow option differs from the stored one; the stored value applies", {
-      flow,
-      ...(d.step === null ? {} : { step: d.step }),
-      option: d.option,
-      stored: d.stored,
-      supplied: d.supplied,
-      action: `${where} ${d.option} stays ${d.stored ?? "inherited"}: options of an existing ` +
-        `slug never change in place; deploy the change as a new flow slug (e.g. ${flow}_v2)`,
-    });
+export function startupFailure(
+  error: unknown,
+  queueName: string,
+  connectionString: string | undefined,
+): Error {
+  if (error instanceof WorkerStartupError) return maskError(error, connectionString);
+  const cannotStart = (reason: string) =>
+    new WorkerStartupError(`worker for queue "${queueName}" could not start: ${reason}`);
+  const unreachable = connectionProblem(error, connectionString);
+  // An unreachable database is a setting to fix, which the message says: no stack.
+  const failure = unreachable !== undefined
+    ? withoutStack(cannotStart(unreachable))
+    : cannotStart(pgMessage(error));
+  return maskError(failure, connectionString);
+}
+
+/**
+ * The worker's support set: the pairs of its flows the database routes to its queue (see
+ * `queueSupportSet`). None is a startup error: such a worker would poll for nothing.
+ */
+async function resolveSupportSet(
+  sql: Sql,
+  target: ResolvedTarget,
+  timeoutMs: number,
+): Promise<readonly SupportedPair[]> {
+  const supported = await queueSupportSet(sql, target.queue, target.flows, timeoutMs);
+  if (supported.length === 0) {
+    throw new WorkerStartupError(
+      `no step of flow(s) ${
+        target.flows.map((f) => `"${f.slug}"`).join(", ")
+      } is routed to queue "${target.queue}" in the database; nothing to poll`,
+    );
   }
+  return Object.freeze(supported);
 }

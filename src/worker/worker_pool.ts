@@ -51,3 +51,38 @@ export async function openWorkerPool(
   await first.end({ timeout: 1 }).catch(() => {});
   return { sql: createPool(url, { max, prepare: true }), connection, prepared };
 }
+
+/** A worker's database: its pool, what it is connected through, and whether the worker owns it. */
+export interface WorkerConnection extends Omit<WorkerPool, "prepared"> {
+  /** Whether the worker opened the pool (and so ends it when it stops). */
+  readonly owned: boolean;
+  /** Whether its statements are prepared; unknown for a pool the worker was given. */
+  readonly prepared?: boolean;
+}
+
+/**
+ * The pool of a worker's config: the one given as `sql`, described, or one opened from
+ * `connectionString` (safe behind a transaction pooler: no request pipelined behind an
+ * unanswered Sync, see docs/connections.md, and prepared statements only where the server
+ * session stays the worker's).
+ */
+export async function connectWorker(config: {
+  readonly sql?: Sql;
+  readonly connectionString?: string;
+  readonly maxPgConnections: number;
+  readonly preparedStatements: PreparedStatementsMode;
+  readonly queryTimeoutMs: number;
+}): Promise<WorkerConnection> {
+  const timeoutMs = config.queryTimeoutMs;
+  if (config.sql !== undefined) {
+    const connection = await describeConnection(config.sql, config.connectionString, timeoutMs);
+    return { sql: config.sql, connection, owned: false };
+  }
+  const pool = await openWorkerPool(
+    config.connectionString!,
+    config.maxPgConnections,
+    config.preparedStatements,
+    timeoutMs,
+  );
+  return { ...pool, owned: true };
+}

@@ -2,7 +2,9 @@ import type { Sql } from "../platform/types.ts";
 import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import type { Logger } from "../platform/logger.ts";
 import { databaseErrorText } from "../platform/pg_message.ts";
-import type { SupportedPair } from "../claim/claim.ts";
+import type { SupportedPair } from "../task/claim.ts";
+import { retry } from "../util/backoff.ts";
+import { every } from "../util/periodic.ts";
 
 /**
  * `pgflow.register_worker`: records the worker, its queue, its function and the exact pairs it
@@ -60,4 +62,45 @@ export async function markWorkerStopped(
     "mark_worker_stopped",
     timeoutMs,
   );
+}
+
+/**
+ * {@link markWorkerStopped}, tried three times; a row that could not be marked is logged and left
+ * to go stale (the stop goes on).
+ */
+export async function markStopped(
+  sql: Sql,
+  workerId: string,
+  log: Logger,
+  timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
+): Promise<void> {
+  try {
+    await retry(() => markWorkerStopped(sql, workerId, timeoutMs), { attempts: 3 });
+  } catch (error) {
+    log.warn("could not mark the worker stopped", { error: (error as Error).message });
+  }
+}
+
+/**
+ * The worker's heartbeat, every `intervalMs` until `signal` aborts, while `running()` says so:
+ * once the row says the worker was deprecated, `onDeprecated` is called (the worker drains).
+ */
+export function beatUntilStopped(
+  sql: Sql,
+  workerId: string,
+  log: Logger,
+  beat: {
+    readonly intervalMs: number;
+    readonly timeoutMs: number;
+    readonly signal: AbortSignal;
+    readonly running: () => boolean;
+    readonly onDeprecated: () => void;
+  },
+): Promise<void> {
+  return every(beat.intervalMs, beat.signal, async () => {
+    if (beat.running() && await heartbeat(sql, workerId, log, beat.timeoutMs)) {
+      log.warn("worker deprecated; draining in-flight tasks", {});
+      beat.onDeprecated();
+    }
+  });
 }

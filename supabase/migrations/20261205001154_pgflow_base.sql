@@ -243,6 +243,15 @@ create table if not exists pgflow.steps (
   when_exhausted text not null default 'fail',
   -- The route: the queue this step's tasks are sent to. Tasks snapshot it when they are created.
   queue_name text not null,
+  -- Flow control (0255_limits.sql): the step's priority among tasks waiting for capacity; the
+  -- scope of its concurrency limit (NULL: unlimited; the limit itself is pgflow.concurrency_limits'
+  -- row for the scope, so it changes without a new version); the JSON path giving each task's key
+  -- within the scope (NULL: one key for all), read from the run input ('run') or the step's own
+  -- input ('input').
+  priority integer not null default 0,
+  concurrency_scope text,
+  concurrency_key jsonpath,
+  concurrency_key_from text,
   created_at timestamptz not null default now(),
   constraint steps_pkey primary key (flow_slug, step_slug),
   constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
@@ -258,7 +267,12 @@ create table if not exists pgflow.steps (
   constraint steps_when_unmet_known check (when_unmet in ('fail', 'skip', 'skip-cascade')),
   constraint steps_when_exhausted_known check (when_exhausted in ('fail', 'skip', 'skip-cascade')),
   constraint steps_map_single_dep check (step_type <> 'map' or deps_count <= 1),
-  constraint steps_queue_name_length check (length(queue_name) between 1 and 47)
+  constraint steps_queue_name_length check (length(queue_name) between 1 and 47),
+  constraint steps_priority_range check (priority between -1000 and 1000),
+  constraint steps_concurrency_key_has_scope check (concurrency_key is null or concurrency_scope is not null),
+  constraint steps_concurrency_key_from_known check (
+    (concurrency_key is null and concurrency_key_from is null)
+    or (concurrency_key is not null and concurrency_key_from in ('run', 'input')))
 );
 
 create unique index if not exists steps_slug_lower_key on pgflow.steps (flow_slug, lower(step_slug));
@@ -393,12 +407,16 @@ create table if not exists pgflow.runs (
   -- The alias the run was started through (start_flow with an alias), NULL when started by its
   -- concrete slug.
   started_as text,
+  -- Added to each step's priority on the run's tasks that wait for capacity (docs/flow-control.md):
+  -- a higher one is released first. Set at start (start_flow's priority), kept by a retry or resume.
+  priority integer not null default 0,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
   constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
   constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
-  constraint runs_remaining_steps_range check (remaining_steps >= 0)
+  constraint runs_remaining_steps_range check (remaining_steps >= 0),
+  constraint runs_priority_range check (priority between -1000 and 1000)
 );
 
 create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
@@ -467,11 +485,22 @@ create table if not exists pgflow.step_tasks (
   started_at timestamptz,
   completed_at timestamptz,
   failed_at timestamptz,
+  -- Flow control (0260_flow_control.sql). A task of a step with a concurrency limit names the
+  -- limit's scope and the key its input gave (computed once, when the task is created); it holds
+  -- one unit of that (scope, key)'s capacity while it is queued or started, and waits without a
+  -- message ('waiting') until a unit is free. priority is the run's plus the step's, and orders
+  -- the waiting tasks of one (scope, key). All NULL / 0 for a task of an unlimited step.
+  priority integer not null default 0,
+  limit_scope text,
+  limit_key text,
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
   constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
-  constraint step_tasks_status_known check (status in ('queued', 'started', 'completed', 'failed', 'cancelled')),
+  constraint step_tasks_status_known check (status in ('waiting', 'queued', 'started', 'completed', 'failed', 'cancelled')),
   constraint step_tasks_task_index_range check (task_index >= 0),
+  -- A waiting task has no message: it is sent when the task is released.
+  constraint step_tasks_waiting_has_no_message check (status <> 'waiting' or message_id is null),
+  constraint step_tasks_limit_key_has_scope check (limit_key is null or limit_scope is not null),
   constraint step_tasks_attempts_range check (attempts_count >= 0)
 );
 
@@ -481,6 +510,15 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 -- Stalled recovery scans started tasks.
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
+-- The waiting tasks of one (scope, key), in release order. Partial: with no task waiting it is
+-- empty, and a task of an unlimited step never enters it.
+create index if not exists step_tasks_waiting_idx
+  on pgflow.step_tasks (limit_scope, limit_key, priority desc, queued_at)
+  where status = 'waiting';
+-- The tasks holding capacity of one (scope, key), counted under its lock on every release.
+-- Partial: a task of an unlimited step never enters it.
+create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)
+  where limit_scope is not null and status in ('queued', 'started');
 -- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
 -- primary key's leading column finds, and each index is one more entry for every task update (none
 -- of which is HOT: each changes message_id, status or started_at).
@@ -1396,7 +1434,8 @@ $$;
 -- Creates the tasks of steps just started (p_steps, with p_counts tasks each; with p_skip_existing,
 -- but for the indexes that already have a task) and sends one message per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
--- is notified for every queue that got messages visible at once.
+-- is notified for every queue that got messages visible at once. A task of a step with a
+-- concurrency limit is inserted waiting instead, and released at commit (0260_flow_control.sql).
 create or replace function pgflow._send_task_messages(
   p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false,
   p_sources jsonb[] default null
@@ -1413,13 +1452,17 @@ declare
   one_queue text;
   one_delay integer;
   one_id bigint;
+  one_limited boolean;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay into one_queue, one_delay
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null
+    into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+  end if;
+  if one_limited is false then
     select pgmq.send(one_queue,
                      jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', p_steps[1], 'task_index', 0),
@@ -1431,6 +1474,35 @@ begin
     end if;
     return;
   end if;
+  -- The tasks of steps with a concurrency limit are created waiting, without a message, with
+  -- their priority and their key; the release at commit sends what capacity allows
+  -- (0260_flow_control.sql). The key is read once, here, from the run input or the task's input.
+  -- A map task's element is kept on its row as in the general path below.
+  insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority,
+                                 limit_scope, limit_key, input)
+  select p_run_id, p_flow_slug, s.step_slug, i, s.queue_name, 'waiting', r.priority + s.priority,
+         s.concurrency_scope,
+         case when s.concurrency_key is null then ''
+              when s.concurrency_key_from = 'input' and s.step_type = 'map'
+                then pgflow._limit_key(x.input, s.concurrency_key)
+              when s.concurrency_key_from = 'input'
+                then pgflow._limit_key((select o from pgflow._task_input(p_run_id, p_flow_slug, s.step_slug, i) o),
+                                       s.concurrency_key)
+              else pgflow._limit_key(r.input, s.concurrency_key) end,
+         x.input
+  from unnest(p_steps, p_counts, p_sources) as n(step_slug, task_count, source)
+  join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
+  join pgflow.runs r on r.run_id = p_run_id
+  cross join lateral (
+    select g.i, null::jsonb from generate_series(0, n.task_count - 1) as g(i) where n.source is null
+    union all
+    select (e.ord - 1)::integer, e.value
+    from jsonb_array_elements(n.source) with ordinality as e(value, ord) where n.source is not null
+  ) as x(i, input)
+  where s.concurrency_scope is not null
+    and (not p_skip_existing
+         or not exists (select 1 from pgflow.step_tasks t
+                        where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i));
   for grp in
     select s.queue_name, s.opt_start_delay as delay,
            array_agg(s.step_slug order by s.step_slug, i) as steps,
@@ -1452,9 +1524,10 @@ begin
       from jsonb_array_elements(n.source) with ordinality as e(value, ord) where n.source is not null
     ) as x(i, input)
     -- A resumed run's map may hold tasks reused from its source run already: those are done.
-    where not p_skip_existing
+    where s.concurrency_scope is null
+      and (not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
-                      where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i)
+                      where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i))
     group by s.queue_name, s.opt_start_delay
   loop
     -- Large maps go out in slices so one statement never carries an unbounded array.
@@ -1552,8 +1625,12 @@ begin
   if flow is null then
     return;
   end if;
-  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
-  -- claims the task row, so the opposite order could deadlock with it.
+  -- Waiting tasks first (no message to archive): a release that holds one has committed its
+  -- message before the archive below reads the tasks (0260_flow_control.sql). Then messages, then
+  -- task rows: a concurrent read_and_claim holds a message row while it claims the task row, so
+  -- the opposite order could deadlock with it.
+  update pgflow.step_tasks t set status = 'cancelled'
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status = 'waiting';
   perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t set status = 'cancelled'
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status in ('queued', 'started');
@@ -1594,9 +1671,11 @@ begin
   set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
   where r.run_id = p_run_id;
 
-  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
-  -- claims the task row, so the opposite order could deadlock with it. A claim that wins the
-  -- message starts its task, which is cancelled right after; its completion is then ignored.
+  -- Waiting tasks first (see _skip_step), then messages, then task rows: a concurrent
+  -- read_and_claim holds a message row while it claims the task row, so the opposite order could
+  -- deadlock with it. A claim that wins the message starts its task, which is cancelled right
+  -- after; its completion is then ignored.
+  update pgflow.step_tasks t set status = 'cancelled' where t.run_id = p_run_id and t.status = 'waiting';
   perform pgflow._archive_task_messages(p_run_id, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t
   set status = 'cancelled'
@@ -1753,6 +1832,597 @@ begin
     perform pgflow._send_task_messages(p_run_id, run.flow_slug, new_steps, new_counts, reused_any, new_sources);
   end if;
 end;
+$$;
+
+-- ---- schemas/0255_limits.sql
+-- Flow control's definitions (docs/flow-control.md): a step's priority, and its concurrency limit
+-- (a scope, a key path, and the limit itself). The release machinery that enforces them is
+-- 0260_flow_control.sql.
+--
+-- A limit belongs to a scope, not to a version: the steps that name one scope share one budget,
+-- whichever flows and versions they belong to. A step without an explicit scope gets
+-- '<alias or flow slug>/<step slug>', so the versions of a flow deployed under one alias share
+-- it (a v2 deploy does not double what an API sees). The limit's value lives in its own row,
+-- which every compile that names the scope upserts: changing a limit takes a worker restart, not
+-- a new version.
+
+create table if not exists pgflow.concurrency_limits (
+  scope text not null,
+  -- At most this many tasks of one (scope, key) are queued or started at once.
+  max_running integer not null,
+  updated_at timestamptz not null default now(),
+  constraint concurrency_limits_pkey primary key (scope),
+  constraint concurrency_limits_scope_is_valid check (scope ~ '^[A-Za-z0-9_.:/-]{1,200}$'),
+  constraint concurrency_limits_max_running_range check (max_running between 1 and 100000)
+);
+
+-- The accepted range of flow control's numeric options, as FLOW_CONTROL_BOUNDS in
+-- src/dsl/flow_control.ts (tests/sql/flow_control_compile_test.ts compares the two): a priority is a rank,
+-- higher first; a concurrency limit is a count of tasks.
+create or replace function pgflow.flow_control_bounds()
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select '{"priority": {"min": -1000, "max": 1000}, "concurrency": {"min": 1, "max": 100000}}'::jsonb
+$$;
+
+-- The scope a step's limit belongs to when it names none: the versions behind one alias share it.
+create or replace function pgflow._default_limit_scope(p_flow_slug text, p_step_slug text)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(f.alias, f.flow_slug) || '/' || p_step_slug
+  from pgflow.flows f where f.flow_slug = p_flow_slug
+$$;
+
+-- The key of one task within its scope: the JSON path's first match in the input, a string as
+-- itself, anything else as its JSON text. A path that finds nothing gives '' (one shared key for
+-- every such task: a limit is never exceeded because an input lacked the field).
+create or replace function pgflow._limit_key(p_input jsonb, p_path jsonpath)
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(case jsonb_typeof(v) when 'string' then v #>> '{}' else v::text end, '')
+  from (select jsonb_path_query_first(p_input, p_path, '{}'::jsonb, true) as v) x
+$$;
+
+-- Every problem with one step's (or a flow's) flow-control options, as the DSL spells them, one
+-- line each naming p_where, the option, the value and the fix; empty when they are valid.
+-- p_options: {"priority": n, "concurrency": {"limit": n, "key": "$.path", "keyFrom": "run" |
+-- "input", "scope": "name"}}; absent or JSON null means unset.
+create or replace function pgflow._flow_control_problems(p_where text, p_options jsonb)
+returns text[]
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  b jsonb := pgflow.flow_control_bounds();
+  c jsonb := nullif(p_options -> 'concurrency', 'null'::jsonb);
+  v jsonb;
+begin
+  v := nullif(p_options -> 'priority', 'null'::jsonb);
+  if v is not null and not (jsonb_typeof(v) = 'number' and v::text ~ '^-?[0-9]{1,10}$'
+                            and (v::text)::bigint between (b -> 'priority' ->> 'min')::bigint
+                                                      and (b -> 'priority' ->> 'max')::bigint) then
+    problems := problems || format('%s: priority must be an integer between %s and %s (higher goes first), got %s',
+      p_where, b -> 'priority' ->> 'min', b -> 'priority' ->> 'max', v);
+  end if;
+  if c is null then
+    return problems;
+  end if;
+  if jsonb_typeof(c) <> 'object' then
+    return problems || format('%s: concurrency must be an object such as {"limit": 3, "key": "$.customerId"}, got %s',
+      p_where, left(c::text, 200));
+  end if;
+  v := c -> 'limit';
+  if v is null or not (jsonb_typeof(v) = 'number' and v::text ~ '^-?[0-9]{1,10}$'
+                       and (v::text)::bigint between (b -> 'concurrency' ->> 'min')::bigint
+                                                 and (b -> 'concurrency' ->> 'max')::bigint) then
+    problems := problems || format('%s: concurrency.limit must be an integer between %s and %s (tasks at once), got %s',
+      p_where, b -> 'concurrency' ->> 'min', b -> 'concurrency' ->> 'max', coalesce(v::text, 'nothing'));
+  end if;
+  v := nullif(c -> 'key', 'null'::jsonb);
+  if v is not null then
+    if jsonb_typeof(v) <> 'string' then
+      problems := problems || format('%s: concurrency.key must be a JSON path string such as "$.customerId", got %s',
+        p_where, left(v::text, 200));
+    else
+      begin
+        perform (v #>> '{}')::jsonpath;
+      exception when others then
+        problems := problems || format('%s: concurrency.key %s is not a JSON path (%s); write e.g. "$.customerId"',
+          p_where, left(v::text, 200), sqlerrm);
+      end;
+    end if;
+  end if;
+  v := nullif(c -> 'keyFrom', 'null'::jsonb);
+  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
+    problems := problems || format('%s: concurrency.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
+      p_where, left(v::text, 200));
+  end if;
+  v := nullif(c -> 'scope', 'null'::jsonb);
+  if v is not null and not (jsonb_typeof(v) = 'string' and (v #>> '{}') ~ '^[A-Za-z0-9_.:-]{1,100}$') then
+    problems := problems || format('%s: concurrency.scope must be 1 to 100 letters, digits, "_", ".", ":" or "-" (a name shared by the steps that share the limit, e.g. "slack-api"), got %s',
+      p_where, left(v::text, 200));
+  end if;
+  return problems;
+end;
+$$;
+
+-- Sets a step's flow control: its priority and its concurrency limit (NULL: none). The SQL form
+-- of the DSL's options, validated the same way. The limit's value is upserted for its scope (the
+-- step's own '<alias or flow>/<step>' unless concurrency_scope names a shared one), so every step
+-- and version naming the scope gets the new limit; tasks already created keep the scope and key
+-- they were created with. Returns the step.
+create or replace function pgflow.set_step_flow_control(
+  flow_slug text,
+  step_slug text,
+  priority integer default 0,
+  concurrency integer default null,
+  concurrency_key text default null,
+  concurrency_key_from text default 'run',
+  concurrency_scope text default null
+)
+returns pgflow.steps
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  step pgflow.steps;
+  problems text[];
+  scope text;
+begin
+  select * into step from pgflow.steps s
+  where s.flow_slug = set_step_flow_control.flow_slug and s.step_slug = set_step_flow_control.step_slug
+  for update;
+  if not found then
+    raise exception 'step %.% does not exist', coalesce(set_step_flow_control.flow_slug, 'NULL'),
+      coalesce(set_step_flow_control.step_slug, 'NULL')
+      using errcode = '22023', hint = 'create it with pgflow.add_step first';
+  end if;
+  if concurrency is null and (concurrency_key is not null or concurrency_scope is not null) then
+    raise exception 'step %.%: concurrency_key and concurrency_scope need a concurrency limit',
+      step.flow_slug, step.step_slug
+      using errcode = '22023', hint = 'pass concurrency => n (tasks at once), or leave the key and scope out';
+  end if;
+  problems := pgflow._flow_control_problems(format('step %s.%s', step.flow_slug, step.step_slug),
+    jsonb_build_object('priority', priority,
+                       'concurrency', case when concurrency is not null then
+                         jsonb_build_object('limit', concurrency, 'key', concurrency_key,
+                                            'keyFrom', concurrency_key_from, 'scope', concurrency_scope) end));
+  if cardinality(problems) > 0 then
+    raise exception '%', array_to_string(problems, '; ') using errcode = '22023';
+  end if;
+  scope := case when concurrency is not null
+                then coalesce(concurrency_scope, pgflow._default_limit_scope(step.flow_slug, step.step_slug)) end;
+  update pgflow.steps s
+  set priority = coalesce(set_step_flow_control.priority, 0),
+      concurrency_scope = scope,
+      concurrency_key = set_step_flow_control.concurrency_key::jsonpath,
+      concurrency_key_from = case when set_step_flow_control.concurrency_key is not null
+                                  then coalesce(set_step_flow_control.concurrency_key_from, 'run') end
+  where s.flow_slug = step.flow_slug and s.step_slug = step.step_slug
+  returning * into step;
+  if scope is not null then
+    perform pgflow.set_concurrency_limit(scope, concurrency);
+  end if;
+  return step;
+end;
+$$;
+
+-- Sets the limit of a scope (creating it), and releases at once the waiting tasks a raised limit
+-- lets go. An operator's way to change a limit between deploys; the next compile of a flow that
+-- names the scope sets it to that flow's value again. Returns how many tasks were released.
+create or replace function pgflow.set_concurrency_limit(scope text, max_running integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  b jsonb := pgflow.flow_control_bounds() -> 'concurrency';
+  k record;
+  released integer := 0;
+begin
+  if max_running is null or max_running < (b ->> 'min')::integer or max_running > (b ->> 'max')::integer then
+    raise exception 'set_concurrency_limit: max_running must be an integer between % and %, got %',
+      b ->> 'min', b ->> 'max', coalesce(max_running::text, 'NULL')
+      using errcode = '22023', hint = 'the limit is how many tasks of one key may be queued or started at once';
+  end if;
+  if scope is null or scope !~ '^[A-Za-z0-9_.:/-]{1,200}$' then
+    raise exception 'set_concurrency_limit: invalid scope %', coalesce(quote_literal(scope), 'NULL')
+      using errcode = '22023', hint = 'a scope is a step''s "<alias or flow>/<step>" or a shared name such as slack-api';
+  end if;
+  insert into pgflow.concurrency_limits as l (scope, max_running)
+  values (set_concurrency_limit.scope, set_concurrency_limit.max_running)
+  on conflict on constraint concurrency_limits_pkey do update
+  set max_running = excluded.max_running, updated_at = now()
+  where l.max_running is distinct from excluded.max_running;
+  -- In lock order (see pgflow._release_noted).
+  for k in
+    select distinct t.limit_key, pgflow._limit_lock_key(t.limit_scope, t.limit_key) as lock_key
+    from pgflow.step_tasks t
+    where t.status = 'waiting' and t.limit_scope = set_concurrency_limit.scope
+    order by 2, 1
+  loop
+    released := released + pgflow._release_waiting(set_concurrency_limit.scope, k.limit_key);
+  end loop;
+  return released;
+end;
+$$;
+
+-- The startup compiler's part (0720_ensure_flow_compiled.sql). A new version (p_define) gets each
+-- step's flow control from the options, the flow's as the default of a step that sets none. An
+-- existing version keeps its stored priority, scope and key, like its other options, but the
+-- limits it supplies are applied to its steps' scopes: a limit is tuned by deploying, without a
+-- new version.
+create or replace function pgflow._apply_flow_control(p_flow_slug text, p_options jsonb, p_define boolean)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  s record;
+  opts jsonb;
+  c jsonb;
+begin
+  for s in select st.step_slug, st.concurrency_scope from pgflow.steps st
+           where st.flow_slug = p_flow_slug order by st.step_index loop
+    opts := pgflow._effective_flow_control(p_options, s.step_slug);
+    c := nullif(opts -> 'concurrency', 'null'::jsonb);
+    if p_define then
+      if c is not null or coalesce((opts ->> 'priority')::integer, 0) <> 0 then
+        perform pgflow.set_step_flow_control(p_flow_slug, s.step_slug,
+          coalesce((opts ->> 'priority')::integer, 0), (c ->> 'limit')::integer, c ->> 'key',
+          coalesce(c ->> 'keyFrom', 'run'), c ->> 'scope');
+      end if;
+    elsif c is not null and s.concurrency_scope is not null then
+      perform pgflow.set_concurrency_limit(s.concurrency_scope, (c ->> 'limit')::integer);
+    end if;
+  end loop;
+end;
+$$;
+
+-- A step's flow-control options as compiled: its own, else the flow's (each key on its own).
+create or replace function pgflow._effective_flow_control(p_options jsonb, p_step_slug text)
+returns jsonb
+language sql
+immutable
+set search_path = ''
+as $$
+  select jsonb_strip_nulls(jsonb_build_object(
+    'priority', coalesce(nullif(p_options -> 'steps' -> p_step_slug -> 'priority', 'null'::jsonb),
+                         nullif(p_options -> 'flow' -> 'priority', 'null'::jsonb)),
+    'concurrency', coalesce(nullif(p_options -> 'steps' -> p_step_slug -> 'concurrency', 'null'::jsonb),
+                            nullif(p_options -> 'flow' -> 'concurrency', 'null'::jsonb))))
+$$;
+
+-- Every flow-control problem of a compile's options, flow and steps, one line each.
+create or replace function pgflow._flow_control_option_problems(p_options jsonb)
+returns text[]
+language sql
+immutable
+set search_path = ''
+as $$
+  select coalesce(array_agg(p order by o, p), '{}')
+  from (
+    select 0 as o, unnest(pgflow._flow_control_problems('flow', p_options -> 'flow')) as p
+    where jsonb_typeof(p_options -> 'flow') = 'object'
+    union all
+    select 1, unnest(pgflow._flow_control_problems('step ' || s.key, s.value))
+    from jsonb_each(case when jsonb_typeof(p_options -> 'steps') = 'object' then p_options -> 'steps'
+                         else '{}'::jsonb end) s
+    where jsonb_typeof(s.value) = 'object'
+  ) x
+$$;
+
+-- Raises, naming the flow, when a run's priority (start_flow's) is outside the bounds.
+create or replace function pgflow._check_run_priority(p_flow_slug text, p_priority integer)
+returns void
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  b jsonb := pgflow.flow_control_bounds() -> 'priority';
+begin
+  if p_priority is null or p_priority < (b ->> 'min')::integer or p_priority > (b ->> 'max')::integer then
+    raise exception 'flow %: priority must be an integer between % and %, got %', p_flow_slug,
+      b ->> 'min', b ->> 'max', coalesce(p_priority::text, 'NULL')
+      using errcode = '22023', hint = 'higher goes first; 0 is the default, a nightly batch might use -10';
+  end if;
+end;
+$$;
+
+-- ---- schemas/0260_flow_control.sql
+-- Flow control's release machinery (docs/flow-control.md). Workers read each message once and
+-- claim by exact identity, so a limit cannot be applied by skipping messages: it is applied before
+-- a message exists. A task of a step with a concurrency limit (0255_limits.sql) is created
+-- 'waiting', without a message, and is released (made 'queued', its message sent) when its
+-- (scope, key) has capacity: at most the scope's limit of its tasks are queued or started at once.
+--
+-- Exactness. A (scope, key)'s capacity is only ever decided under its transaction lock
+-- (pgflow._release_waiting): the lock is taken, the tasks holding capacity are counted (a fresh
+-- snapshot, taken after the lock, so it sees every transaction that released or freed under the
+-- lock before), and at most limit - held waiting tasks are released. Every change that frees
+-- capacity (a held task that completes, fails for good, is cancelled or deleted) or creates a
+-- waiting task runs that same function before its transaction commits, under the same lock: so of
+-- two transactions touching one key, the second counts after the first committed, and no freed
+-- unit is missed. Released-or-started tasks of a key therefore never exceed the limit, and a task
+-- starts only once released, so started ones never do either. A retry keeps its unit (its task
+-- goes from started back to queued, with its message): it still holds the message in flight.
+--
+-- Deadlock freedom. The changes are noted per row by triggers (pgflow._note_limit_key) and the
+-- locks are all taken at commit, by one deferred trigger (pgflow._release_noted), in the order
+-- of their lock keys; tick and set_concurrency_limit take them in that order too. A transaction
+-- holding a key lock waits for nothing but key locks of a higher order (the released rows are
+-- taken with SKIP LOCKED, sends and announces never wait), so no cycle can form.
+
+-- The class of the limit locks: the bytes 'pgfL', in the two-key form of advisory locks (see
+-- pgflow._listen_lock_class, 'pgfw', for the other class).
+create or replace function pgflow._limit_lock_class()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 1885824588
+$$;
+
+-- The second key of a (scope, key)'s lock. Two pairs that share a hash share a lock: that costs
+-- them some waiting, never exactness.
+create or replace function pgflow._limit_lock_key(p_scope text, p_key text)
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select pg_catalog.hashtext(p_scope || chr(31) || p_key)
+$$;
+
+-- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
+-- first), then age. Each is made queued and its message sent to its queue snapshot, with what is
+-- left of its step's start delay; queues that got visible messages are announced. A waiting task
+-- locked by another transaction (a cancel) is skipped. Returns how many were released.
+create or replace function pgflow._release_waiting(p_scope text, p_key text)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  cap integer;
+  held integer;
+  rel_runs uuid[];
+  rel_flows text[];
+  rel_steps text[];
+  rel_idx integer[];
+  rel_queues text[];
+  rel_delays integer[];
+  grp record;
+  ids bigint[];
+begin
+  perform pg_catalog.pg_advisory_xact_lock(pgflow._limit_lock_class(), pgflow._limit_lock_key(p_scope, p_key));
+  -- After the lock: each statement of a read-committed transaction reads a fresh snapshot.
+  select l.max_running into cap from pgflow.concurrency_limits l where l.scope = p_scope;
+  select count(*) into held from pgflow.step_tasks t
+  where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started');
+  -- A scope without a limit row (it was never set, or deleted by hand) limits nothing.
+  if coalesce(cap, 2147483647) - held <= 0 then
+    return 0;
+  end if;
+  with picked as (
+    select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
+    where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
+    order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
+    limit coalesce(cap, 2147483647) - held
+    for update skip locked
+  ),
+  released as (
+    update pgflow.step_tasks t set status = 'queued'
+    from picked p
+    where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
+    returning t.run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, t.queued_at
+  )
+  select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
+         array_agg(r.flow_slug order by r.run_id, r.step_slug, r.task_index),
+         array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
+         array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index),
+         array_agg(r.queue_name order by r.run_id, r.step_slug, r.task_index),
+         -- The step's start delay counts from when the task was created, waiting included.
+         array_agg(greatest(0, ceil(extract(epoch from r.queued_at - clock_timestamp()) + s.opt_start_delay))::integer
+                   order by r.run_id, r.step_slug, r.task_index)
+  into rel_runs, rel_flows, rel_steps, rel_idx, rel_queues, rel_delays
+  from released r
+  join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = r.step_slug;
+  if rel_runs is null then
+    return 0;
+  end if;
+  for grp in
+    select u.queue_name, u.delay, array_agg(u.run_id order by u.ord) as runs,
+           array_agg(u.step_slug order by u.ord) as steps, array_agg(u.task_index order by u.ord) as idxs,
+           -- The body is informational only: the claim reads ids, never bodies.
+           array_agg(jsonb_build_object('flow_slug', u.flow_slug, 'run_id', u.run_id,
+                                        'step_slug', u.step_slug, 'task_index', u.task_index)
+                     order by u.ord) as msgs
+    from unnest(rel_runs, rel_flows, rel_steps, rel_idx, rel_queues, rel_delays)
+      with ordinality as u(run_id, flow_slug, step_slug, task_index, queue_name, delay, ord)
+    group by u.queue_name, u.delay
+  loop
+    -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+    select array_agg(id order by id) into ids
+    from pgmq.send_batch(grp.queue_name, grp.msgs, grp.delay) as id;
+    update pgflow.step_tasks t set message_id = u.id
+    from unnest(grp.runs, grp.steps, grp.idxs, ids) as u(run_id, step_slug, task_index, id)
+    where t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
+    if grp.delay = 0 then
+      perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
+    end if;
+  end loop;
+  return cardinality(rel_runs);
+end;
+$$;
+
+-- Notes, for this transaction, a (scope, key) whose capacity a task row changed: a waiting task
+-- created, or a held task that completed, failed, was cancelled or deleted. Kept in a
+-- transaction-local setting, so a rolled-back subtransaction forgets its notes with its changes.
+create or replace function pgflow._note_limit_key()
+returns trigger
+language plpgsql
+set search_path = ''
+as $$
+declare
+  noted text[] := coalesce(nullif(pg_catalog.current_setting('pgflow.limit_keys', true), '')::text[], '{}');
+  k text;
+begin
+  if tg_op = 'INSERT' then
+    k := new.limit_scope || chr(31) || new.limit_key;
+  else
+    k := old.limit_scope || chr(31) || old.limit_key;
+  end if;
+  if not (k = any (noted)) then
+    perform pg_catalog.set_config('pgflow.limit_keys', (noted || k)::text, true);
+  end if;
+  return null;
+end;
+$$;
+
+-- At commit (a deferred trigger, once per noted row; the first does the work): releases what the
+-- noted keys' capacity allows, taking their locks in lock-key order (the deadlock argument at the
+-- top of this file).
+create or replace function pgflow._release_noted()
+returns trigger
+language plpgsql
+set search_path = ''
+as $$
+declare
+  noted text[] := nullif(pg_catalog.current_setting('pgflow.limit_keys', true), '')::text[];
+  k record;
+begin
+  if noted is null then
+    return null;
+  end if;
+  perform pg_catalog.set_config('pgflow.limit_keys', '', true);
+  for k in
+    select split_part(n, chr(31), 1) as scope, substr(n, strpos(n, chr(31)) + 1) as key
+    from unnest(noted) n
+    order by pgflow._limit_lock_key(split_part(n, chr(31), 1), substr(n, strpos(n, chr(31)) + 1)), n
+  loop
+    perform pgflow._release_waiting(k.scope, k.key);
+  end loop;
+  return null;
+end;
+$$;
+
+-- The triggers: only a limited task's row fires them (the WHEN is checked without a call), so an
+-- unlimited flow pays nothing. One pair per event: an INSERT trigger may not name OLD.
+create or replace trigger step_tasks_note_waiting after insert on pgflow.step_tasks
+  for each row when (new.limit_scope is not null and new.status = 'waiting')
+  execute function pgflow._note_limit_key();
+create or replace trigger step_tasks_note_freed after update of status on pgflow.step_tasks
+  for each row when (old.limit_scope is not null and old.status in ('queued', 'started')
+                     and new.status not in ('queued', 'started'))
+  execute function pgflow._note_limit_key();
+create or replace trigger step_tasks_note_deleted after delete on pgflow.step_tasks
+  for each row when (old.limit_scope is not null and old.status in ('queued', 'started'))
+  execute function pgflow._note_limit_key();
+-- (CREATE OR REPLACE does not apply to constraint triggers: each is created once.)
+do $$
+begin
+  create constraint trigger step_tasks_release_waiting after insert on pgflow.step_tasks
+  deferrable initially deferred
+  for each row when (new.limit_scope is not null and new.status = 'waiting')
+  execute function pgflow._release_noted();
+  create constraint trigger step_tasks_release_freed after update of status on pgflow.step_tasks
+  deferrable initially deferred
+  for each row when (old.limit_scope is not null and old.status in ('queued', 'started')
+                     and new.status not in ('queued', 'started'))
+  execute function pgflow._release_noted();
+  create constraint trigger step_tasks_release_deleted after delete on pgflow.step_tasks
+  deferrable initially deferred
+  for each row when (old.limit_scope is not null and old.status in ('queued', 'started'))
+  execute function pgflow._release_noted();
+exception when duplicate_object then
+  null;
+end
+$$;
+
+-- The periodic release: releases, for every (scope, key) with waiting tasks, what its capacity
+-- allows now, in lock order. Every release that matters already happens in the transaction that
+-- freed the capacity; this pass is the safety net for capacity freed outside pgflow's functions
+-- (a task row changed by hand) and the one place time-based releases will hook in. It also fires
+-- schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
+-- many tasks it released.
+create or replace function pgflow.tick()
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  k record;
+  released integer := 0;
+begin
+  for k in
+    select w.limit_scope, w.limit_key
+    from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t where t.status = 'waiting') w
+    order by pgflow._limit_lock_key(w.limit_scope, w.limit_key), w.limit_scope || chr(31) || w.limit_key
+  loop
+    released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
+  end loop;
+  -- Schedules' due ticks too (0270_schedules.sql), so whatever calls tick fires them; safe beside
+  -- every other ticker (one run per tick).
+  perform pgflow.fire_due_schedules();
+  return released;
+end;
+$$;
+
+-- Tasks waiting for capacity, per queue and (scope, key): how many, since when, and why, e.g.
+-- "concurrency slack-api key C042: 3 of 3 in flight". in_flight counts the key's tasks that hold
+-- capacity (queued or started), on any queue. The one place status, the dashboard and the client
+-- read waiting work from.
+create or replace function pgflow.waiting_tasks(queue_name text default null)
+returns table (
+  queue_name text,
+  limit_scope text,
+  limit_key text,
+  waiting bigint,
+  oldest_queued_at timestamptz,
+  in_flight bigint,
+  max_running integer,
+  reason text
+)
+language sql
+stable
+set search_path = ''
+as $$
+  select w.queue_name, w.limit_scope, w.limit_key, w.waiting, w.oldest, h.n, l.max_running,
+         format('concurrency %s%s: %s of %s in flight', w.limit_scope,
+                case when w.limit_key <> '' then ' key ' || w.limit_key else '' end,
+                h.n, coalesce(l.max_running::text, 'unlimited'))
+  from (select t.queue_name, t.limit_scope, t.limit_key, count(*) as waiting, min(t.queued_at) as oldest
+        from pgflow.step_tasks t
+        where t.status = 'waiting'
+          and (waiting_tasks.queue_name is null or t.queue_name = waiting_tasks.queue_name)
+        group by t.queue_name, t.limit_scope, t.limit_key) w
+  cross join lateral (
+    select count(*) as n from pgflow.step_tasks t
+    where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key and t.status in ('queued', 'started')
+  ) h
+  left join pgflow.concurrency_limits l on l.scope = w.limit_scope
+  order by w.queue_name, w.oldest, w.limit_scope, w.limit_key
 $$;
 
 -- ---- schemas/0265_cron.sql
@@ -2461,7 +3131,12 @@ $$;
 -- security definer: a client role granted only this function (service_role, see 0900_privileges
 -- and docs/permissions.md) can start a run without write access to pgflow's tables or to PGMQ's
 -- queues. It is safe because search_path is pinned to '' and every name is schema-qualified.
-create or replace function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid default null)
+--
+-- priority (from -1000 to 1000, default 0) ranks the run's tasks that wait for capacity: each is
+-- released before waiting tasks of a lower priority (docs/flow-control.md).
+create or replace function pgflow.start_flow(
+  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0
+)
 returns pgflow.runs
 language plpgsql
 volatile
@@ -2499,6 +3174,10 @@ begin
     raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
       using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
   end if;
+  -- The default priority (nearly every run) is not checked against the bounds: a start pays nothing.
+  if start_flow.priority is distinct from 0 then
+    perform pgflow._check_run_priority(flow.flow_slug, start_flow.priority);
+  end if;
   -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
   if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
@@ -2510,8 +3189,8 @@ begin
                                       and s.forbidden_input_pattern is null))
   into step_count, roots, plain_roots
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as)
-  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as);
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority)
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority);
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,
@@ -3740,7 +4419,8 @@ $$;
 -- Cancelling a run: an operator ends a started run as 'cancelled'. Nothing of it runs again: its
 -- queued and started tasks become 'cancelled' and their messages are archived by their exact
 -- (queue, message id) snapshots, so on a shared queue no other flow's message and no unknown
--- message is touched; its unfinished steps become 'cancelled'. A worker running one of its tasks
+-- message is touched; its waiting tasks (flow control) become 'cancelled' too, with nothing to
+-- archive; its unfinished steps become 'cancelled'. A worker running one of its tasks
 -- learns it (its handler's abort signal fires) and its report is then late: complete_tasks and
 -- fail_task change nothing for a run that is not started. A run that already ended is left as it
 -- is, and the answer says what it is (cancelled = false); calling this again is harmless.
@@ -3786,8 +4466,11 @@ begin
   set status = 'cancelled', cancelled_at = at
   where ss.run_id = run.run_id and ss.status in ('created', 'started');
 
-  -- Messages first, then task rows (the order _fail_run keeps: a claim holds a message row while
-  -- it claims the task row). A claim that won a message before this lock is a started task here.
+  -- Waiting tasks first: they have no message, and a release holding one commits its message
+  -- before the archive below reads it (0260_flow_control.sql). Then messages, then task rows (the
+  -- order _fail_run keeps: a claim holds a message row while it claims the task row). A claim that
+  -- won a message before this lock is a started task here.
+  update pgflow.step_tasks t set status = 'cancelled' where t.run_id = run.run_id and t.status = 'waiting';
   perform pgflow._archive_task_messages(run.run_id, array['queued', 'started']);
   for started in
     select * from pgflow.step_tasks t where t.run_id = run.run_id and t.status = 'started'
@@ -3908,11 +4591,13 @@ begin
     reused_steps := '{}';
   end if;
 
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode)
+  -- The restart keeps the source's priority: its tasks wait again like the source's did.
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode,
+                           priority)
   values (new_run_id, p_source.flow_slug, p_source.input,
           (select count(*) from pgflow.steps s where s.flow_slug = p_source.flow_slug)
             - cardinality(reused_steps),
-          p_source.run_id, p_mode);
+          p_source.run_id, p_mode, p_source.priority);
 
   -- A step taken over is copied with its outcome; every other step waits for its dependencies
   -- that are not taken over (they run again here).
@@ -4786,6 +5471,7 @@ declare
 begin
   problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
               || pgflow._option_problems(options)
+              || pgflow._flow_control_option_problems(options)
               || case when ensure_flow_compiled.alias is not null
                            and not pgflow.is_valid_slug(ensure_flow_compiled.alias)
                       then array[format('alias %s is not a valid slug (letters, digits and single underscores, starting with a letter)',
@@ -4803,6 +5489,7 @@ begin
     -- create_flow refuses a slug that is another alias's name.
     perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options,
                                                 ensure_flow_compiled.alias);
+    perform pgflow._apply_flow_control(ensure_flow_compiled.flow_slug, options, true);
     return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
                               'optionDifferences', '[]'::jsonb);
   end if;
@@ -4821,7 +5508,9 @@ begin
     where f.flow_slug = existing and f.alias is distinct from ensure_flow_compiled.alias);
   if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
                                        or not pgflow.is_local_development()) then
-    -- Options that differ are reported, not applied (see the top of this file).
+    -- Options that differ are reported, not applied (see the top of this file); concurrency
+    -- limits are, to the scopes the stored steps name (0255_limits.sql).
+    perform pgflow._apply_flow_control(existing, options, false);
     return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb,
                               'optionDifferences', option_differences);
   end if;
@@ -4853,6 +5542,7 @@ begin
   select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
   perform pgflow._delete_flow_data(existing);
   perform pgflow._create_flow_from_definition(existing, shape, route_plan, options, ensure_flow_compiled.alias);
+  perform pgflow._apply_flow_control(existing, options, true);
   -- Live workers registered for the old definition (the compiling worker registers after this):
   -- their claims on the flow are withdrawn. Local development only, so reading every live
   -- worker's pairs here costs nothing that matters.
@@ -5145,7 +5835,8 @@ $$;
 -- worker serves each. A point-in-time operator check, read-only; not a startup gate.
 --
 -- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
--- still queued or started in started runs (work waiting: snapshots never move, so the retries of
+-- still waiting (for capacity: counted with the queued ones, work like them), queued or started
+-- in started runs (work waiting: snapshots never move, so the retries of
 -- a route changed since still arrive on the queue the task was created for).
 -- Live: a live worker on that queue (pgflow._worker_live: not stopped or deprecated, heartbeat
 -- fresher than stale_after; NULL, the default, is the live window of 30 s, pgflow._live_window)
@@ -5191,13 +5882,13 @@ as $$
   -- Work waiting, counted in one pass over the open tasks of started runs.
   work as (
     select t.queue_name, t.flow_slug, t.step_slug,
-           count(*) filter (where t.status = 'queued') as queued,
+           count(*) filter (where t.status in ('queued', 'waiting')) as queued,
            count(*) filter (where t.status = 'started') as started,
            count(*) filter (where t.status = 'started' and not exists (
              select 1 from recent w where w.worker_id = t.last_worker_id)) as stale
     from pgflow.step_tasks t
     join pgflow.runs r on r.run_id = t.run_id
-    where t.status in ('queued', 'started') and r.status = 'started'
+    where t.status in ('waiting', 'queued', 'started') and r.status = 'started'
       and (queue_coverage.queue_name is null or t.queue_name = queue_coverage.queue_name)
     group by t.queue_name, t.flow_slug, t.step_slug
   ),
@@ -5759,7 +6450,7 @@ begin
   end if;
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
-    grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;

@@ -39,6 +39,15 @@ create table if not exists pgflow.steps (
   when_exhausted text not null default 'fail',
   -- The route: the queue this step's tasks are sent to. Tasks snapshot it when they are created.
   queue_name text not null,
+  -- Flow control (0255_limits.sql): the step's priority among tasks waiting for capacity; the
+  -- scope of its concurrency limit (NULL: unlimited; the limit itself is pgflow.concurrency_limits'
+  -- row for the scope, so it changes without a new version); the JSON path giving each task's key
+  -- within the scope (NULL: one key for all), read from the run input ('run') or the step's own
+  -- input ('input').
+  priority integer not null default 0,
+  concurrency_scope text,
+  concurrency_key jsonpath,
+  concurrency_key_from text,
   created_at timestamptz not null default now(),
   constraint steps_pkey primary key (flow_slug, step_slug),
   constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
@@ -54,7 +63,12 @@ create table if not exists pgflow.steps (
   constraint steps_when_unmet_known check (when_unmet in ('fail', 'skip', 'skip-cascade')),
   constraint steps_when_exhausted_known check (when_exhausted in ('fail', 'skip', 'skip-cascade')),
   constraint steps_map_single_dep check (step_type <> 'map' or deps_count <= 1),
-  constraint steps_queue_name_length check (length(queue_name) between 1 and 47)
+  constraint steps_queue_name_length check (length(queue_name) between 1 and 47),
+  constraint steps_priority_range check (priority between -1000 and 1000),
+  constraint steps_concurrency_key_has_scope check (concurrency_key is null or concurrency_scope is not null),
+  constraint steps_concurrency_key_from_known check (
+    (concurrency_key is null and concurrency_key_from is null)
+    or (concurrency_key is not null and concurrency_key_from in ('run', 'input')))
 );
 
 create unique index if not exists steps_slug_lower_key on pgflow.steps (flow_slug, lower(step_slug));

@@ -22,12 +22,16 @@ create table if not exists pgflow.runs (
   -- The alias the run was started through (start_flow with an alias), NULL when started by its
   -- concrete slug.
   started_as text,
+  -- Added to each step's priority on the run's tasks that wait for capacity (docs/flow-control.md):
+  -- a higher one is released first. Set at start (start_flow's priority), kept by a retry or resume.
+  priority integer not null default 0,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
   constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
   constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
-  constraint runs_remaining_steps_range check (remaining_steps >= 0)
+  constraint runs_remaining_steps_range check (remaining_steps >= 0),
+  constraint runs_priority_range check (priority between -1000 and 1000)
 );
 
 create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
@@ -96,11 +100,22 @@ create table if not exists pgflow.step_tasks (
   started_at timestamptz,
   completed_at timestamptz,
   failed_at timestamptz,
+  -- Flow control (0260_flow_control.sql). A task of a step with a concurrency limit names the
+  -- limit's scope and the key its input gave (computed once, when the task is created); it holds
+  -- one unit of that (scope, key)'s capacity while it is queued or started, and waits without a
+  -- message ('waiting') until a unit is free. priority is the run's plus the step's, and orders
+  -- the waiting tasks of one (scope, key). All NULL / 0 for a task of an unlimited step.
+  priority integer not null default 0,
+  limit_scope text,
+  limit_key text,
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
   constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
-  constraint step_tasks_status_known check (status in ('queued', 'started', 'completed', 'failed', 'cancelled')),
+  constraint step_tasks_status_known check (status in ('waiting', 'queued', 'started', 'completed', 'failed', 'cancelled')),
   constraint step_tasks_task_index_range check (task_index >= 0),
+  -- A waiting task has no message: it is sent when the task is released.
+  constraint step_tasks_waiting_has_no_message check (status <> 'waiting' or message_id is null),
+  constraint step_tasks_limit_key_has_scope check (limit_key is null or limit_scope is not null),
   constraint step_tasks_attempts_range check (attempts_count >= 0)
 );
 
@@ -110,6 +125,15 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 -- Stalled recovery scans started tasks.
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
+-- The waiting tasks of one (scope, key), in release order. Partial: with no task waiting it is
+-- empty, and a task of an unlimited step never enters it.
+create index if not exists step_tasks_waiting_idx
+  on pgflow.step_tasks (limit_scope, limit_key, priority desc, queued_at)
+  where status = 'waiting';
+-- The tasks holding capacity of one (scope, key), counted under its lock on every release.
+-- Partial: a task of an unlimited step never enters it.
+create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)
+  where limit_scope is not null and status in ('queued', 'started');
 -- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
 -- primary key's leading column finds, and each index is one more entry for every task update (none
 -- of which is HOT: each changes message_id, status or started_at).

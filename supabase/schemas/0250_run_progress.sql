@@ -12,7 +12,8 @@
 -- Creates the tasks of steps just started (p_steps, with p_counts tasks each; with p_skip_existing,
 -- but for the indexes that already have a task) and sends one message per task, batched per (queue, delay) in send_batch calls of at most 1,000; each task is inserted
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
--- is notified for every queue that got messages visible at once.
+-- is notified for every queue that got messages visible at once. A task of a step with a
+-- concurrency limit is inserted waiting instead, and released at commit (0260_flow_control.sql).
 create or replace function pgflow._send_task_messages(
   p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false,
   p_sources jsonb[] default null
@@ -29,13 +30,17 @@ declare
   one_queue text;
   one_delay integer;
   one_id bigint;
+  one_limited boolean;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay into one_queue, one_delay
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null
+    into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+  end if;
+  if one_limited is false then
     select pgmq.send(one_queue,
                      jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', p_steps[1], 'task_index', 0),
@@ -47,6 +52,35 @@ begin
     end if;
     return;
   end if;
+  -- The tasks of steps with a concurrency limit are created waiting, without a message, with
+  -- their priority and their key; the release at commit sends what capacity allows
+  -- (0260_flow_control.sql). The key is read once, here, from the run input or the task's input.
+  -- A map task's element is kept on its row as in the general path below.
+  insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority,
+                                 limit_scope, limit_key, input)
+  select p_run_id, p_flow_slug, s.step_slug, i, s.queue_name, 'waiting', r.priority + s.priority,
+         s.concurrency_scope,
+         case when s.concurrency_key is null then ''
+              when s.concurrency_key_from = 'input' and s.step_type = 'map'
+                then pgflow._limit_key(x.input, s.concurrency_key)
+              when s.concurrency_key_from = 'input'
+                then pgflow._limit_key((select o from pgflow._task_input(p_run_id, p_flow_slug, s.step_slug, i) o),
+                                       s.concurrency_key)
+              else pgflow._limit_key(r.input, s.concurrency_key) end,
+         x.input
+  from unnest(p_steps, p_counts, p_sources) as n(step_slug, task_count, source)
+  join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
+  join pgflow.runs r on r.run_id = p_run_id
+  cross join lateral (
+    select g.i, null::jsonb from generate_series(0, n.task_count - 1) as g(i) where n.source is null
+    union all
+    select (e.ord - 1)::integer, e.value
+    from jsonb_array_elements(n.source) with ordinality as e(value, ord) where n.source is not null
+  ) as x(i, input)
+  where s.concurrency_scope is not null
+    and (not p_skip_existing
+         or not exists (select 1 from pgflow.step_tasks t
+                        where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i));
   for grp in
     select s.queue_name, s.opt_start_delay as delay,
            array_agg(s.step_slug order by s.step_slug, i) as steps,
@@ -68,9 +102,10 @@ begin
       from jsonb_array_elements(n.source) with ordinality as e(value, ord) where n.source is not null
     ) as x(i, input)
     -- A resumed run's map may hold tasks reused from its source run already: those are done.
-    where not p_skip_existing
+    where s.concurrency_scope is null
+      and (not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
-                      where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i)
+                      where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i))
     group by s.queue_name, s.opt_start_delay
   loop
     -- Large maps go out in slices so one statement never carries an unbounded array.
@@ -168,8 +203,12 @@ begin
   if flow is null then
     return;
   end if;
-  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
-  -- claims the task row, so the opposite order could deadlock with it.
+  -- Waiting tasks first (no message to archive): a release that holds one has committed its
+  -- message before the archive below reads the tasks (0260_flow_control.sql). Then messages, then
+  -- task rows: a concurrent read_and_claim holds a message row while it claims the task row, so
+  -- the opposite order could deadlock with it.
+  update pgflow.step_tasks t set status = 'cancelled'
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status = 'waiting';
   perform pgflow._archive_step_messages(p_run_id, p_step_slug, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t set status = 'cancelled'
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.status in ('queued', 'started');
@@ -210,9 +249,11 @@ begin
   set status = 'failed', failed_at = clock_timestamp(), error_message = p_error
   where r.run_id = p_run_id;
 
-  -- Messages first, then task rows: a concurrent read_and_claim holds a message row while it
-  -- claims the task row, so the opposite order could deadlock with it. A claim that wins the
-  -- message starts its task, which is cancelled right after; its completion is then ignored.
+  -- Waiting tasks first (see _skip_step), then messages, then task rows: a concurrent
+  -- read_and_claim holds a message row while it claims the task row, so the opposite order could
+  -- deadlock with it. A claim that wins the message starts its task, which is cancelled right
+  -- after; its completion is then ignored.
+  update pgflow.step_tasks t set status = 'cancelled' where t.run_id = p_run_id and t.status = 'waiting';
   perform pgflow._archive_task_messages(p_run_id, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t
   set status = 'cancelled'

@@ -6,7 +6,12 @@
 -- security definer: a client role granted only this function (service_role, see 0900_privileges
 -- and docs/permissions.md) can start a run without write access to pgflow's tables or to PGMQ's
 -- queues. It is safe because search_path is pinned to '' and every name is schema-qualified.
-create or replace function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid default null)
+--
+-- priority (from -1000 to 1000, default 0) ranks the run's tasks that wait for capacity: each is
+-- released before waiting tasks of a lower priority (docs/flow-control.md).
+create or replace function pgflow.start_flow(
+  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0
+)
 returns pgflow.runs
 language plpgsql
 volatile
@@ -44,6 +49,10 @@ begin
     raise exception 'flow %: input must not be SQL NULL', flow.flow_slug
       using errcode = '22004', hint = 'pass a JSON value, for example ''{}''::jsonb or ''null''::jsonb';
   end if;
+  -- The default priority (nearly every run) is not checked against the bounds: a start pays nothing.
+  if start_flow.priority is distinct from 0 then
+    perform pgflow._check_run_priority(flow.flow_slug, start_flow.priority);
+  end if;
   -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
   if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
@@ -55,8 +64,8 @@ begin
                                       and s.forbidden_input_pattern is null))
   into step_count, roots, plain_roots
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as)
-  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as);
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority)
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority);
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,

@@ -1,7 +1,8 @@
 -- Cancelling a run: an operator ends a started run as 'cancelled'. Nothing of it runs again: its
 -- queued and started tasks become 'cancelled' and their messages are archived by their exact
 -- (queue, message id) snapshots, so on a shared queue no other flow's message and no unknown
--- message is touched; its unfinished steps become 'cancelled'. A worker running one of its tasks
+-- message is touched; its waiting tasks (flow control) become 'cancelled' too, with nothing to
+-- archive; its unfinished steps become 'cancelled'. A worker running one of its tasks
 -- learns it (its handler's abort signal fires) and its report is then late: complete_tasks and
 -- fail_task change nothing for a run that is not started. A run that already ended is left as it
 -- is, and the answer says what it is (cancelled = false); calling this again is harmless.
@@ -47,8 +48,11 @@ begin
   set status = 'cancelled', cancelled_at = at
   where ss.run_id = run.run_id and ss.status in ('created', 'started');
 
-  -- Messages first, then task rows (the order _fail_run keeps: a claim holds a message row while
-  -- it claims the task row). A claim that won a message before this lock is a started task here.
+  -- Waiting tasks first: they have no message, and a release holding one commits its message
+  -- before the archive below reads it (0260_flow_control.sql). Then messages, then task rows (the
+  -- order _fail_run keeps: a claim holds a message row while it claims the task row). A claim that
+  -- won a message before this lock is a started task here.
+  update pgflow.step_tasks t set status = 'cancelled' where t.run_id = run.run_id and t.status = 'waiting';
   perform pgflow._archive_task_messages(run.run_id, array['queued', 'started']);
   for started in
     select * from pgflow.step_tasks t where t.run_id = run.run_id and t.status = 'started'

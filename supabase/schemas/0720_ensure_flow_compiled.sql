@@ -269,6 +269,7 @@ declare
 begin
   problems := pgflow._definition_problems(ensure_flow_compiled.flow_slug, shape, route_plan)
               || pgflow._option_problems(options)
+              || pgflow._flow_control_option_problems(options)
               || case when ensure_flow_compiled.alias is not null
                            and not pgflow.is_valid_slug(ensure_flow_compiled.alias)
                       then array[format('alias %s is not a valid slug (letters, digits and single underscores, starting with a letter)',
@@ -286,6 +287,7 @@ begin
     -- create_flow refuses a slug that is another alias's name.
     perform pgflow._create_flow_from_definition(ensure_flow_compiled.flow_slug, shape, route_plan, options,
                                                 ensure_flow_compiled.alias);
+    perform pgflow._apply_flow_control(ensure_flow_compiled.flow_slug, options, true);
     return jsonb_build_object('status', 'compiled', 'differences', '[]'::jsonb,
                               'optionDifferences', '[]'::jsonb);
   end if;
@@ -304,7 +306,9 @@ begin
     where f.flow_slug = existing and f.alias is distinct from ensure_flow_compiled.alias);
   if cardinality(differences) = 0 and (jsonb_array_length(option_differences) = 0
                                        or not pgflow.is_local_development()) then
-    -- Options that differ are reported, not applied (see the top of this file).
+    -- Options that differ are reported, not applied (see the top of this file); concurrency
+    -- limits are, to the scopes the stored steps name (0255_limits.sql).
+    perform pgflow._apply_flow_control(existing, options, false);
     return jsonb_build_object('status', 'verified', 'differences', '[]'::jsonb,
                               'optionDifferences', option_differences);
   end if;
@@ -336,6 +340,7 @@ begin
   select count(*) into deleted_tasks from pgflow.step_tasks t where t.flow_slug = existing;
   perform pgflow._delete_flow_data(existing);
   perform pgflow._create_flow_from_definition(existing, shape, route_plan, options, ensure_flow_compiled.alias);
+  perform pgflow._apply_flow_control(existing, options, true);
   -- Live workers registered for the old definition (the compiling worker registers after this):
   -- their claims on the flow are withdrawn. Local development only, so reading every live
   -- worker's pairs here costs nothing that matters.

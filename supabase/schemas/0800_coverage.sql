@@ -2,7 +2,8 @@
 -- worker serves each. A point-in-time operator check, read-only; not a startup gate.
 --
 -- Pairs: every persisted route (any stored flow can be started), plus the pairs of tasks that are
--- still queued or started in started runs (work waiting: snapshots never move, so the retries of
+-- still waiting (for capacity: counted with the queued ones, work like them), queued or started
+-- in started runs (work waiting: snapshots never move, so the retries of
 -- a route changed since still arrive on the queue the task was created for).
 -- Live: a live worker on that queue (pgflow._worker_live: not stopped or deprecated, heartbeat
 -- fresher than stale_after; NULL, the default, is the live window of 30 s, pgflow._live_window)
@@ -48,13 +49,13 @@ as $$
   -- Work waiting, counted in one pass over the open tasks of started runs.
   work as (
     select t.queue_name, t.flow_slug, t.step_slug,
-           count(*) filter (where t.status = 'queued') as queued,
+           count(*) filter (where t.status in ('queued', 'waiting')) as queued,
            count(*) filter (where t.status = 'started') as started,
            count(*) filter (where t.status = 'started' and not exists (
              select 1 from recent w where w.worker_id = t.last_worker_id)) as stale
     from pgflow.step_tasks t
     join pgflow.runs r on r.run_id = t.run_id
-    where t.status in ('queued', 'started') and r.status = 'started'
+    where t.status in ('waiting', 'queued', 'started') and r.status = 'started'
       and (queue_coverage.queue_name is null or t.queue_name = queue_coverage.queue_name)
     group by t.queue_name, t.flow_slug, t.step_slug
   ),

@@ -21,7 +21,7 @@ begin
   end if;
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
-    grant execute on function pgflow.start_flow(text, jsonb, uuid) to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;

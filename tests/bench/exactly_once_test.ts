@@ -9,8 +9,7 @@ import {
 } from "../../bench/exactly_once.ts";
 import { handlerRuns, plainFlow } from "../../bench/flows.ts";
 import { startBacklog } from "../../bench/load.ts";
-import { createLogger } from "../../src/platform/logger.ts";
-import { createWorker } from "../../src/worker/worker.ts";
+import { createLogger, createWorker } from "../../mod.ts";
 
 const clean: UnitCounts = {
   started: 10,

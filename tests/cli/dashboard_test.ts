@@ -12,7 +12,7 @@ import { startDashboard } from "../../src/cli/dashboard/server.ts";
 import { allowedHosts, hostAllowed, parseHost, showHost } from "../../src/cli/dashboard/hosts.ts";
 import type { Overview } from "../../src/cli/dashboard/queries.ts";
 import type { RunDetail } from "../../src/cli/dashboard/run_view.ts";
-import { idBounds, type RunSummary } from "../../src/cli/dashboard/search.ts";
+import { idBounds, type RunSearchRow } from "../../src/cli/dashboard/search.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import type postgres from "postgres";
@@ -1038,7 +1038,7 @@ db.test("a resumed run: its reused steps are marked, and both runs name each oth
       [resumed, "resume", "started"],
     ]);
     // The lists say so too: the source's row in the search and its failure name the resume.
-    const listed: RunSummary[] =
+    const listed: RunSearchRow[] =
       await (await fetch(new URL("api/runs?flow=dr_flow", dashboard.url)))
         .json();
     assert.deepEqual(

@@ -7,7 +7,7 @@
 import type postgres from "postgres";
 import { createLogger } from "../../src/platform/logger.ts";
 import type { CompilableFlow } from "../../src/compile/shape.ts";
-import { compileDefinitions } from "../../src/worker/startup.ts";
+import { compileDefinitions } from "../../src/worker/compile_at_start.ts";
 
 const MOD = new URL("../../mod.ts", import.meta.url).href;
 

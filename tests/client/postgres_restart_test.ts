@@ -9,7 +9,7 @@ import postgres from "postgres";
 import { createClient, Flow, type FlowWorker, type RunEvent } from "../../mod.ts";
 import { installPgmq } from "../../src/cli/db/pgmq.ts";
 import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { applyMigrations } from "../../local/db_push.ts";
 import { startWorker, stopAll } from "../worker/helpers.ts";
 import { backdateStuck, repeat } from "../reliability/harness.ts";
 

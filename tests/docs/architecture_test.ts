@@ -52,7 +52,9 @@ function defines(file: string, source: string, name: string): boolean {
     const fn = /^pgflow\.(\w+)$/.exec(name);
     return fn !== null
       ? new RegExp(`create or replace function pgflow\\.${fn[1]}\\s*\\(`, "i").test(source)
-      : new RegExp(`create (or replace )?trigger ${escape(name)}\\b`, "i").test(source);
+      : new RegExp(`create (or replace )?(constraint )?trigger ${escape(name)}\\b`, "i").test(
+        source,
+      );
   }
   const member = /^(\w+)\.(#?\w+)$/.exec(name);
   if (member !== null) {

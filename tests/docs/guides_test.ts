@@ -184,7 +184,12 @@ Deno.test("flows.md documents every option with the SQL defaults and the shared 
     assert.deepEqual(range(rangeCell.replace(" to ", "–")), [min, max], `${key} range`);
   }
   const context = tableRows(flows, "key").map((r) => r[0]).sort();
-  assert.deepEqual(context, interfaceKeys("src/dsl/context.ts", "StepContext").sort());
+  // The DSL's context and what the platform adds to it (the StepContext of @pgflow/shared).
+  const keys = [
+    ...interfaceKeys("src/dsl/context.ts", "StepContext"),
+    ...interfaceKeys("src/platform/supabase.ts", "StepContext"),
+  ];
+  assert.deepEqual(context, keys.sort());
 });
 
 Deno.test("a page showing `supabase db push --db-url` says the CLI needs sslmode=disable", () => {

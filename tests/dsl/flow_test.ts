@@ -189,3 +189,14 @@ Deno.test("getStepDefinition of an unknown step names the known ones", () => {
     /flow "demo_flow" has no step "zz"; known steps: a/,
   );
 });
+
+Deno.test("the platform's Flow is the DSL's, preset: every flow it builds is one of its class", async () => {
+  const { Flow: DslFlow } = await import("../../dsl.ts");
+  const built = new Flow<{ id: string }>({ slug: "preset_class" })
+    .array({ slug: "a" }, (input) => [input.id])
+    .map({ slug: "b", array: "a" }, (item) => item.length);
+  assert.ok(built instanceof Flow, "a step keeps the platform's class");
+  assert.ok(built instanceof DslFlow, "which is the DSL's Flow");
+  const dslOnly = new DslFlow<{ id: string }>({ slug: "dsl_class" }).step({ slug: "a" }, () => 1);
+  assert.ok(!(dslOnly instanceof Flow), "the DSL's own Flow is not the platform's");
+});

@@ -8,7 +8,7 @@
 import postgres from "postgres";
 import { installPgmq } from "../../src/cli/db/pgmq.ts";
 import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { applyMigrations } from "../../local/db_push.ts";
 import { notInstalled, PG_CRON, postgresShareDir } from "../../local/provision.ts";
 
 /** The stand-in extensions' files, copied into the server's share folder. */

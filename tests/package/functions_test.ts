@@ -125,13 +125,17 @@ for (const name of names) {
             `import map: import it through an entry of ${configPath}`,
         );
       }
-      // What the map reaches in this checkout is the package itself: mod.ts and src/.
+      // What the map reaches in this checkout is the package itself: mod.ts (with dsl.ts) and src/.
       for (const module of graph.modules) {
         if (!module.specifier.startsWith("file:") || module.specifier.startsWith(FUNCTIONS_URL)) {
           continue;
         }
         const path = new URL(module.specifier).pathname.slice(REPO_ROOT.length);
-        assert.match(path, /^(mod\.ts|src\/)/, `${module.specifier} is not part of the package`);
+        assert.match(
+          path,
+          /^(mod\.ts|dsl\.ts|src\/)/,
+          `${module.specifier} is not part of the package`,
+        );
       }
     } finally {
       await Deno.remove(cwd, { recursive: true });

@@ -1,8 +1,10 @@
 /**
  * The public surface is the one intended. `@pgflow/shared` (mod.ts) exports what a flow, a worker
- * or a client needs, and exactly the runtime names listed here: adding one (or letting a tool slip
- * back in) fails until this list and the CHANGELOG say so. Tools and internals live in
- * `@pgflow/shared/tools`, which shares no name with the main entry. Every entry point `deno.json`
+ * or a client needs, and exactly the runtime names and the types listed here: adding one,
+ * removing one (a type is as much a user's contract as a function) or letting a tool slip back in
+ * fails until these lists and the CHANGELOG say so. Tools and internals live in
+ * `@pgflow/shared/tools`, which shares no name with the main entry. `@pgflow/shared/dsl` exports
+ * the DSL and routing alone, a part of the main entry's names. Every entry point `deno.json`
  * exports passes `deno doc --lint` (as JSR lints the package: all entries together).
  */
 import assert from "node:assert/strict";
@@ -54,11 +56,143 @@ const MAIN_RUNTIME = [
   "parseJson",
 ];
 
+/** The type exports of mod.ts. */
+const MAIN_TYPES = [
+  "AnyFlow",
+  "AnyStepHandler",
+  "AnySteps",
+  "ArrayStepSlug",
+  "AttemptOutcome",
+  "CancelResult",
+  "Checked",
+  "CheckedArray",
+  "ClientFlows",
+  "ClientOptions",
+  "ClientTiming",
+  "ConcurrencyLimit",
+  "ConditionOptions",
+  "ContainmentPattern",
+  "DatabaseUrlPart",
+  "DepsInput",
+  "DepsTable",
+  "EdgeWorkerApi",
+  "EdgeWorkerConfig",
+  "ElementOf",
+  "Env",
+  "EventsOptions",
+  "ExactNumber",
+  "ExtractFlowContext",
+  "ExtractFlowDeps",
+  "ExtractFlowEnv",
+  "ExtractFlowInput",
+  "ExtractFlowSteps",
+  "ExtractFlowStepsMeta",
+  "ExtractHandlerContext",
+  "FlowCarrier",
+  "FlowControlOptions",
+  "FlowInputOf",
+  "FlowInputSchemaOption",
+  "FlowOptions",
+  "FlowOutputOf",
+  "FlowRun",
+  "FlowTypes",
+  "FlowWorker",
+  "HandlerContext",
+  "HandlerInput",
+  "InputIssue",
+  "IsOptionalStep",
+  "IsTypedFlow",
+  "Json",
+  "JsonArrayOutput",
+  "JsonOutput",
+  "JsonPrimitive",
+  "JsonValueCheck",
+  "LeafSlug",
+  "ListRunsOptions",
+  "LogFields",
+  "LogLevel",
+  "LogRecord",
+  "LogSink",
+  "Logger",
+  "LoggerOptions",
+  "MapItem",
+  "MapOptions",
+  "NewSlug",
+  "NoUnknownSteps",
+  "PatternSlot",
+  "PgflowClient",
+  "PgmqMessageRecord",
+  "PoolOptions",
+  "PreparedStatementsMode",
+  "QueueNameOf",
+  "RestartMode",
+  "RestartOptions",
+  "RetryOptions",
+  "RouteMap",
+  "RoutedFlow",
+  "RunEvent",
+  "RunEventBase",
+  "RunLevelEvent",
+  "RunRestart",
+  "RunState",
+  "RunStatus",
+  "RunStepOutput",
+  "RunStepSlug",
+  "RunSummary",
+  "RuntimeOptions",
+  "Simplify",
+  "Sql",
+  "SslSetting",
+  "StandardSchemaV1",
+  "StandardSchemaV1Issue",
+  "StandardSchemaV1PathSegment",
+  "StandardSchemaV1Props",
+  "StandardSchemaV1Result",
+  "StandardSchemaV1Types",
+  "StartFlowOptions",
+  "StepContext",
+  "StepDefinition",
+  "StepEvent",
+  "StepEventFor",
+  "StepInput",
+  "StepKind",
+  "StepMeta",
+  "StepOptions",
+  "StepOutput",
+  "StepQueuedFlow",
+  "StepRuntimeOptions",
+  "StepSlug",
+  "StepSlugOf",
+  "StepState",
+  "StepStateFor",
+  "StepStatus",
+  "StepTaskRecord",
+  "SupabaseClient",
+  "SupportedPair",
+  "TaskAttempt",
+  "TypesOf",
+  "UnwrapFlow",
+  "WaitForOptions",
+  "WakeupMode",
+  "WhenMode",
+  "WhenUnmetOption",
+  "WithStep",
+  "WorkerConfigFor",
+  "WorkerEnv",
+  "WorkerSelection",
+  "WorkerStart",
+  "WorkerStartArgs",
+  "WorkerState",
+  "WorkerTarget",
+];
+
 /** The runtime exports of the tools entry. */
 const TOOLS_RUNTIME = [
+  "WORKER_OPTIONS",
   "bounded",
   "coverageCounts",
   "describeConnection",
+  "ensureFlowCompiled",
   "extractAlias",
   "extractFlowOptions",
   "extractFlowShape",
@@ -67,6 +201,110 @@ const TOOLS_RUNTIME = [
   "installTypeFetchGuard",
   "ownsServerSession",
   "queueCoverage",
+];
+
+/** The type exports of the tools entry. */
+const TOOLS_TYPES = [
+  "CompilableFlow",
+  "CompileResult",
+  "ConnectionInfo",
+  "CoverageRow",
+  "CoverageStatus",
+  "FlowOptionsPlan",
+  "FlowShape",
+  "IntegerOption",
+  "NumericOptionName",
+  "OptionDifference",
+  "RoutePlan",
+  "StepShape",
+];
+
+/** The runtime exports of the DSL entry: the DSL and routing, no worker, no client. */
+const DSL_RUNTIME = [
+  "Flow",
+  "FlowDefinitionError",
+  "MAX_QUEUE_NAME_LENGTH",
+  "MAX_SLUG_LENGTH",
+  "RoutingError",
+  "exactNumber",
+  "isExactNumber",
+  "parseJson",
+  "privateQueueName",
+  "routeFlow",
+  "validateQueueName",
+  "validateSlug",
+  "withStepQueues",
+];
+
+/** The type exports of the DSL entry. */
+const DSL_TYPES = [
+  "AnyFlow",
+  "AnyStepHandler",
+  "AnySteps",
+  "ArrayStepSlug",
+  "Checked",
+  "CheckedArray",
+  "ConcurrencyLimit",
+  "ConditionOptions",
+  "ContainmentPattern",
+  "DepsInput",
+  "DepsTable",
+  "ElementOf",
+  "Env",
+  "ExactNumber",
+  "ExtractFlowContext",
+  "ExtractFlowDeps",
+  "ExtractFlowEnv",
+  "ExtractFlowInput",
+  "ExtractFlowSteps",
+  "ExtractFlowStepsMeta",
+  "ExtractHandlerContext",
+  "FlowCarrier",
+  "FlowControlOptions",
+  "FlowInputSchemaOption",
+  "FlowOptions",
+  "FlowTypes",
+  "HandlerContext",
+  "HandlerInput",
+  "InputIssue",
+  "IsOptionalStep",
+  "Json",
+  "JsonArrayOutput",
+  "JsonOutput",
+  "JsonPrimitive",
+  "JsonValueCheck",
+  "MapItem",
+  "MapOptions",
+  "NewSlug",
+  "NoUnknownSteps",
+  "PatternSlot",
+  "PgmqMessageRecord",
+  "RouteMap",
+  "RoutedFlow",
+  "RuntimeOptions",
+  "Simplify",
+  "StandardSchemaV1",
+  "StandardSchemaV1Issue",
+  "StandardSchemaV1PathSegment",
+  "StandardSchemaV1Props",
+  "StandardSchemaV1Result",
+  "StandardSchemaV1Types",
+  "StepContext",
+  "StepDefinition",
+  "StepInput",
+  "StepKind",
+  "StepMeta",
+  "StepOptions",
+  "StepOutput",
+  "StepQueuedFlow",
+  "StepRuntimeOptions",
+  "StepSlug",
+  "StepTaskRecord",
+  "TypesOf",
+  "UnwrapFlow",
+  "WhenMode",
+  "WhenUnmetOption",
+  "WithStep",
 ];
 
 /** Names that are internals: exported by neither entry. */
@@ -105,10 +343,11 @@ const config = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)) as {
   exports: Record<string, string>;
 };
 
-Deno.test("deno.json exports the main entry, the tools and the CLI", () => {
+Deno.test("deno.json exports the main entry, the tools, the DSL and the CLI", () => {
   assert.deepEqual(config.exports, {
     ".": "./mod.ts",
     "./tools": "./tools.ts",
+    "./dsl": "./dsl.ts",
     "./cli": "./src/cli/main.ts",
   });
 });
@@ -116,6 +355,7 @@ Deno.test("deno.json exports the main entry, the tools and the CLI", () => {
 Deno.test("mod.ts exports exactly the intended runtime names, and no tool or internal", async () => {
   const main = await exportsOf("mod.ts");
   assert.deepEqual(main.runtime, [...MAIN_RUNTIME].sort());
+  assert.deepEqual(main.types, [...MAIN_TYPES].sort());
   for (const name of [...TOOLS_RUNTIME, ...PRIVATE]) {
     assert.ok(!main.runtime.includes(name), `mod.ts exports ${name}`);
   }
@@ -124,11 +364,20 @@ Deno.test("mod.ts exports exactly the intended runtime names, and no tool or int
 Deno.test("the tools entry exports the tools, none of them also in mod.ts", async () => {
   const [main, tools] = await Promise.all([exportsOf("mod.ts"), exportsOf("tools.ts")]);
   assert.deepEqual(tools.runtime, [...TOOLS_RUNTIME].sort());
+  assert.deepEqual(tools.types, [...TOOLS_TYPES].sort());
   const both = [...tools.runtime, ...tools.types].filter((name) =>
     main.runtime.includes(name) || main.types.includes(name)
   );
   assert.deepEqual(both, [], "exported by both entries");
   for (const name of PRIVATE) assert.ok(!tools.runtime.includes(name), `tools export ${name}`);
+});
+
+Deno.test("the DSL entry exports the DSL and routing, names the main entry has too", async () => {
+  const dsl = await exportsOf("dsl.ts");
+  assert.deepEqual(dsl.runtime, [...DSL_RUNTIME].sort());
+  assert.deepEqual(dsl.types, [...DSL_TYPES].sort());
+  const main = [...MAIN_RUNTIME, ...MAIN_TYPES];
+  assert.deepEqual([...dsl.runtime, ...dsl.types].filter((name) => !main.includes(name)), []);
 });
 
 Deno.test("deno doc --lint passes over every entry point deno.json exports", async () => {

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
 import {
-  COMPATIBLE_RUN,
-  EXTENSION_RUN,
   freshQueue,
+  ON_COMPATIBLE,
+  ON_EXTENSION,
   pgError,
   pgmqTarget,
   relationExists,
@@ -15,7 +15,6 @@ const db = testDatabase(import.meta.url, { template: "pgmq" });
 
 db.test("48 [ext] queue tables are extension members until detached", async ({ sql }) => {
   const target = await pgmqTarget(sql);
-  if (!target.extension) return; // an `existing` schema that turned out to be the compatible SQL
   const q = freshQueue("t_members");
   await sql`select pgmq.create(${q}::text)`;
   const members = async () =>
@@ -33,13 +32,11 @@ db.test("48 [ext] queue tables are extension members until detached", async ({ s
   await sql`drop extension pgmq cascade`;
   assert.equal(await relationExists(sql, `pgmq.a_${q}`), true);
   assert.equal(await relationExists(sql, `pgmq.q_${q}`), false);
-}, { fresh: true, ignore: COMPATIBLE_RUN });
+}, { fresh: true, ignore: ON_COMPATIBLE });
 
 db.test(
   "49 [ext] detaching twice fails; drop_queue after detach is an upstream quirk",
   async ({ sql }) => {
-    const target = await pgmqTarget(sql);
-    if (!target.extension) return;
     const q = freshQueue("t_detach");
     await sql`select pgmq.create(${q}::text)`;
     await sql`select pgmq.detach_archive(${q}::text)`;
@@ -55,14 +52,12 @@ db.test(
       assert.match(String(e), /is not a member of extension "pgmq"/);
     }
   },
-  { ignore: COMPATIBLE_RUN },
+  { ignore: ON_COMPATIBLE },
 );
 
 db.test(
   "[compatible] no extension: nothing is a member, detach is a no-op, drop works",
   async ({ sql }) => {
-    const target = await pgmqTarget(sql);
-    if (target.extension) return;
     const [{ ext }] = await sql`
     select exists (select 1 from pg_extension where extname = 'pgmq') as ext`;
     assert.equal(ext, false);
@@ -80,18 +75,17 @@ db.test(
       pgError("P0001"),
     );
   },
-  { ignore: EXTENSION_RUN },
+  { ignore: ON_EXTENSION },
 );
 
 db.test(
   "[compatible] the deprecated drop_queue on a missing queue also returns false",
   async ({ sql, notices }) => {
-    if ((await pgmqTarget(sql)).extension) return;
     const q = freshQueue("t_dep_missing");
     const [{ dropped }] = await sql`select pgmq.drop_queue(${q}::text, false) as dropped`;
     assert.equal(dropped, false);
     assert.ok(notices.some((n) => n.severity === "WARNING" && /deprecated/.test(n.message)));
     assert.ok(notices.some((n) => n.severity === "NOTICE" && n.message.includes(q)));
   },
-  { ignore: EXTENSION_RUN },
+  { ignore: ON_EXTENSION },
 );

@@ -6,8 +6,8 @@
  *
  * @module
  */
-import type postgres from "postgres";
-import { pgmqSource } from "../support/db.ts";
+import postgres from "postgres";
+import { pgmqSource, serverUrl } from "../support/db.ts";
 
 /** What provides `pgmq.*` in the test database. */
 export interface PgmqTarget {
@@ -21,12 +21,6 @@ export interface PgmqTarget {
   has151: boolean;
 }
 
-/** Whether this run is known, before any test starts, to use the compatible SQL. */
-export const COMPATIBLE_RUN = pgmqSource() === "compatible";
-
-/** Whether this run is known, before any test starts, to use the real extension. */
-export const EXTENSION_RUN = pgmqSource() === "extension";
-
 function atLeast(version: string, min: number[]): boolean {
   const parts = version.split(".").map((p) => Number.parseInt(p, 10) || 0);
   for (let i = 0; i < min.length; i++) {
@@ -34,6 +28,47 @@ function atLeast(version: string, min: number[]): boolean {
   }
   return true;
 }
+
+/** The target that the version `extversion` of the extension makes (1.5 surface, 1.5.1 clocks). */
+function extensionTarget(version: string): PgmqTarget {
+  return {
+    extension: true,
+    version,
+    has15: atLeast(version, [1, 5, 0]),
+    has151: atLeast(version, [1, 5, 1]),
+  };
+}
+
+/**
+ * What provides PGMQ in every database of this run, known before any test starts, so a test that
+ * does not apply to it is marked ignored (with the reason as its flag's name) instead of passing by
+ * returning early. The run's databases are cloned from a template built from `template0`: PGMQ
+ * there is the compatible SQL or the extension at the server's default version, read from the
+ * server's catalog (never from the template, which other test files clone meanwhile).
+ */
+export const RUN_TARGET: PgmqTarget = await runTarget();
+
+async function runTarget(): Promise<PgmqTarget> {
+  if (pgmqSource() === "compatible") return { extension: false, has15: true, has151: true };
+  const admin = postgres(serverUrl(), { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await admin<{ v: string | null }[]>`
+      select default_version as v from pg_available_extensions where name = 'pgmq'`;
+    if (!row?.v) throw new Error(`the run uses the pgmq extension, which the server does not have`);
+    return extensionTarget(row.v);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** The extension predates PGMQ 1.5 (no headers, no overloads, no conditional reads). */
+export const BEFORE_15 = !RUN_TARGET.has15;
+
+/** The run uses the PGMQ extension: tests of the compatible SQL alone do not apply. */
+export const ON_EXTENSION = RUN_TARGET.extension;
+
+/** The run uses the compatible SQL: tests of the extension alone (membership) do not apply. */
+export const ON_COMPATIBLE = !RUN_TARGET.extension;
 
 /**
  * Finds out what provides PGMQ. `pgmqSource()` decides for fresh installs; an `existing` schema is
@@ -48,12 +83,7 @@ export async function pgmqTarget(sql: postgres.Sql): Promise<PgmqTarget> {
     version = rows[0]?.v;
   }
   if (version === undefined) return { extension: false, has15: true, has151: true };
-  return {
-    extension: true,
-    version,
-    has15: atLeast(version, [1, 5, 0]),
-    has151: atLeast(version, [1, 5, 1]),
-  };
+  return extensionTarget(version);
 }
 
 let counter = 0;

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { testDatabase } from "../support/db.ts";
-import { freshQueue, pgError, pgmqTarget } from "./helpers.ts";
+import { BEFORE_15, freshQueue, pgError } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });
 
@@ -63,39 +63,41 @@ db.test("18 [all] a NULL message is stored as SQL NULL", async ({ sql }) => {
   assert.deepEqual(read.map((r) => ({ ...r })), [{ msg_id: id, is_null: true }]);
 });
 
-db.test("19 [1.5] headers travel with the message through read, pop and archive", async ({ sql }) => {
-  if (!(await pgmqTarget(sql)).has15) return;
-  const q = await queue(sql, "t_headers");
-  const send = () => sql`select pgmq.send(${q}::text, '{"m":1}'::jsonb, '{"h":1}'::jsonb) as id`;
-  const [{ id: readId }] = await send();
-  const [read] = await sql`select * from pgmq.read(${q}::text, 30, 1)`;
-  assert.equal(read.msg_id, readId);
-  assert.deepEqual(read.headers, { h: 1 });
-  assert.deepEqual(Object.keys(read), [
-    "msg_id",
-    "read_ct",
-    "enqueued_at",
-    "vt",
-    "message",
-    "headers",
-  ]);
-  const [{ id: popId }] = await send();
-  const [popped] = await sql`select * from pgmq.pop(${q}::text)`;
-  assert.equal(popped.msg_id, popId);
-  assert.deepEqual(popped.headers, { h: 1 });
-  await sql`select pgmq.archive(${q}::text, ${readId}::bigint)`;
-  const [archived] = await sql.unsafe(`select headers from pgmq.a_${q} where msg_id = $1`, [
-    readId,
-  ]);
-  assert.deepEqual(archived.headers, { h: 1 });
-  const [{ id: plainId }] = await sql`select pgmq.send(${q}::text, '{"m":2}'::jsonb) as id`;
-  const [plain] = await sql`select * from pgmq.read(${q}::text, 30, 1)`;
-  assert.equal(plain.msg_id, plainId);
-  assert.equal(plain.headers, null);
-});
+db.test(
+  "19 [1.5] headers travel with the message through read, pop and archive",
+  async ({ sql }) => {
+    const q = await queue(sql, "t_headers");
+    const send = () => sql`select pgmq.send(${q}::text, '{"m":1}'::jsonb, '{"h":1}'::jsonb) as id`;
+    const [{ id: readId }] = await send();
+    const [read] = await sql`select * from pgmq.read(${q}::text, 30, 1)`;
+    assert.equal(read.msg_id, readId);
+    assert.deepEqual(read.headers, { h: 1 });
+    assert.deepEqual(Object.keys(read), [
+      "msg_id",
+      "read_ct",
+      "enqueued_at",
+      "vt",
+      "message",
+      "headers",
+    ]);
+    const [{ id: popId }] = await send();
+    const [popped] = await sql`select * from pgmq.pop(${q}::text)`;
+    assert.equal(popped.msg_id, popId);
+    assert.deepEqual(popped.headers, { h: 1 });
+    await sql`select pgmq.archive(${q}::text, ${readId}::bigint)`;
+    const [archived] = await sql.unsafe(`select headers from pgmq.a_${q} where msg_id = $1`, [
+      readId,
+    ]);
+    assert.deepEqual(archived.headers, { h: 1 });
+    const [{ id: plainId }] = await sql`select pgmq.send(${q}::text, '{"m":2}'::jsonb) as id`;
+    const [plain] = await sql`select * from pgmq.read(${q}::text, 30, 1)`;
+    assert.equal(plain.msg_id, plainId);
+    assert.equal(plain.headers, null);
+  },
+  { ignore: BEFORE_15 },
+);
 
 db.test("20 [1.5] a timestamptz delay is used as given, even in the past", async ({ sql }) => {
-  if (!(await pgmqTarget(sql)).has15) return;
   const q = await queue(sql, "t_tsdelay");
   await sql`select pgmq.send(${q}::text, '{"f":1}'::jsonb, now() + interval '1 hour')`;
   const [{ past }] = await sql`
@@ -106,10 +108,9 @@ db.test("20 [1.5] a timestamptz delay is used as given, even in the past", async
     `select vt > now() + interval '59 minutes' as ok from pgmq.q_${q} where msg_id = 1`,
   );
   assert.equal(ok, true);
-});
+}, { ignore: BEFORE_15 });
 
 db.test("21 [1.5] an uncast third argument is ambiguous; a cast resolves it", async ({ sql }) => {
-  if (!(await pgmqTarget(sql)).has15) return;
   const q = await queue(sql, "t_ambig");
   await assert.rejects(
     () => sql.unsafe(`select pgmq.send('${q}', '{"a":1}', '{"h":1}')`),
@@ -122,31 +123,34 @@ db.test("21 [1.5] an uncast third argument is ambiguous; a cast resolves it", as
   await sql.unsafe(`select pgmq.send('${q}', '{"a":3}', now() + interval '1 second')`);
   await sql.unsafe(`select pgmq.send('${q}', '{"a":4}')`);
   await sql.unsafe(`select pgmq.send_batch('${q}', array['{"a":5}'::jsonb])`);
-});
+}, { ignore: BEFORE_15 });
 
-db.test("[1.5] exactly PGMQ 1.5's send and send_batch overloads, without defaults", async ({ sql }) => {
-  if (!(await pgmqTarget(sql)).has15) return;
-  const rows = await sql`
+db.test(
+  "[1.5] exactly PGMQ 1.5's send and send_batch overloads, without defaults",
+  async ({ sql }) => {
+    const rows = await sql`
     select p.proname as name, pg_get_function_arguments(p.oid) as args
     from pg_proc p where p.pronamespace = 'pgmq'::regnamespace
       and p.proname in ('send', 'send_batch')`;
-  const got = rows.map((r) => `${r.name}(${r.args})`).sort();
-  const tail = [
-    "",
-    ", headers jsonb",
-    ", delay integer",
-    ", delay timestamp with time zone",
-    ", headers jsonb, delay integer",
-    ", headers jsonb, delay timestamp with time zone",
-  ];
-  const expected = [
-    ...tail.map((t) => `send(queue_name text, msg jsonb${t})`),
-    ...tail.map((t) =>
-      `send_batch(queue_name text, msgs jsonb[]${t.replace("headers jsonb", "headers jsonb[]")})`
-    ),
-  ].sort();
-  assert.deepEqual(got, expected);
-});
+    const got = rows.map((r) => `${r.name}(${r.args})`).sort();
+    const tail = [
+      "",
+      ", headers jsonb",
+      ", delay integer",
+      ", delay timestamp with time zone",
+      ", headers jsonb, delay integer",
+      ", headers jsonb, delay timestamp with time zone",
+    ];
+    const expected = [
+      ...tail.map((t) => `send(queue_name text, msg jsonb${t})`),
+      ...tail.map((t) =>
+        `send_batch(queue_name text, msgs jsonb[]${t.replace("headers jsonb", "headers jsonb[]")})`
+      ),
+    ].sort();
+    assert.deepEqual(got, expected);
+  },
+  { ignore: BEFORE_15 },
+);
 
 db.test("22 [all] send_batch returns ascending ids in array order; empty returns none", async ({ sql }) => {
   const q = await queue(sql, "t_batch");
@@ -167,7 +171,7 @@ db.test("22 [all] send_batch returns ascending ids in array order; empty returns
 });
 
 db.test("[1.5] send_batch delays every message alike", async ({ sql }) => {
-  if (!(await pgmqTarget(sql)).has15) return; // 1.4 computes the vt per row
+  // PGMQ 1.4 computes the vt per row.
   const q = await queue(sql, "t_batchdelay");
   await sql`select * from pgmq.send_batch(${q}::text, array['{}'::jsonb, '{}'::jsonb], 60)`;
   const [{ id }] = await sql`select pgmq.send(${q}::text, '{}'::jsonb) as id`;
@@ -177,10 +181,9 @@ db.test("[1.5] send_batch delays every message alike", async ({ sql }) => {
     `select count(distinct vt)::int as vts from pgmq.q_${q} where msg_id in (1, 2)`,
   );
   assert.equal(vts, 1);
-});
+}, { ignore: BEFORE_15 });
 
 db.test("23 [1.5] send_batch pairs headers with messages by position", async ({ sql }) => {
-  if (!(await pgmqTarget(sql)).has15) return;
   const q = await queue(sql, "t_batchhdr");
   await sql`
     select * from pgmq.send_batch(${q}::text, array['{"m":1}'::jsonb, '{"m":2}'::jsonb],
@@ -194,7 +197,7 @@ db.test("23 [1.5] send_batch pairs headers with messages by position", async ({ 
   const rows = await sql`select message, headers from pgmq.read(${q}::text, 30, 10)`;
   const pairs = rows.map((r) => [r.message.m, r.headers?.h ?? null]).sort((a, b) => a[0] - b[0]);
   assert.deepEqual(pairs, [[1, 1], [2, 2], [3, 3], [4, null], [5, 5]]);
-});
+}, { ignore: BEFORE_15 });
 
 db.test("24 [all] sending to a queue that was never created fails with 42P01", async ({ sql }) => {
   const q = freshQueue("t_missing");

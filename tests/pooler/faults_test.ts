@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { installPgmq } from "../../src/cli/db/pgmq.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { applyMigrations } from "../../local/db_push.ts";
 import { type Child, killChild } from "../e2e/process.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import {

@@ -13,7 +13,7 @@ import postgres from "postgres";
 import { createLogger, createWorker, type FlowWorker } from "../../mod.ts";
 import { installPgmq } from "../../src/cli/db/pgmq.ts";
 import { startLocalPostgres } from "../../src/cli/db/launcher.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { applyMigrations } from "../../local/db_push.ts";
 import { compileFlow } from "../support/engine.ts";
 import { killChild, spawnDeno } from "../e2e/process.ts";
 import {

@@ -8,9 +8,9 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { migrationBody } from "../../src/cli/migrations.ts";
+import { migrationBody } from "../../src/cli/shipped_migrations.ts";
 import { ENGINE_VERSION } from "../../src/util/version.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { applyMigrations } from "../../local/db_push.ts";
 import { withScratchDatabase } from "../../local/scratch_db.ts";
 import { catalogSnapshot, diffCatalogs } from "../../local/catalog.ts";
 import { databaseState } from "../cli/helpers.ts";

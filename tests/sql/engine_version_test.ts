@@ -5,7 +5,7 @@
  * schema file declare.
  */
 import assert from "node:assert/strict";
-import { RECORD_TABLE_DDL } from "../../src/cli/migrator.ts";
+import { RECORD_TABLE_DDL } from "../../src/cli/migration_runner.ts";
 import { ENGINE_VERSION } from "../../src/util/version.ts";
 import { testDatabase } from "../support/db.ts";
 

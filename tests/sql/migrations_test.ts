@@ -1,6 +1,6 @@
 /** The migration runner: order, recording, re-runs and loud failures that name the file. */
 import assert from "node:assert/strict";
-import { applyMigrations, listMigrations, MigrationError } from "../../local/migrate.ts";
+import { applyMigrations, listMigrations, MigrationError } from "../../local/db_push.ts";
 import { testDatabase } from "../support/db.ts";
 
 const db = testDatabase(import.meta.url, { template: "pgmq" });

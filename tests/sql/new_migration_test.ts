@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { schemaDrift } from "../../local/drift.ts";
 import { readManifest } from "../../local/manifest.ts";
-import { MIGRATIONS_DIR } from "../../local/migrate.ts";
+import { MIGRATIONS_DIR } from "../../local/db_push.ts";
 import { baselineText, nextMigration, withHeader } from "../../local/migration_writer.ts";
 import { nextVersion } from "../../local/new_migration.ts";
 import { serverUrl } from "../support/db.ts";

@@ -9,7 +9,7 @@ import {
   readManifest,
   releaseDrafts,
 } from "../../local/manifest.ts";
-import { MIGRATIONS_DIR } from "../../local/migrate.ts";
+import { MIGRATIONS_DIR } from "../../local/db_push.ts";
 
 /** A copy of the migrations folder and its manifest. */
 async function copy(): Promise<{ dir: string; manifest: string; root: string }> {

@@ -27,7 +27,7 @@ import type { WhenMode } from "../../src/dsl/options.ts";
 import { routeFlow } from "../../src/routing/route_flow.ts";
 import { withStepQueues } from "../../src/routing/with_step_queues.ts";
 import { installPgmq } from "../../src/cli/db/pgmq.ts";
-import { applyMigrations } from "../../local/migrate.ts";
+import { applyMigrations } from "../../local/db_push.ts";
 import { serverUrl, testDatabase } from "../support/db.ts";
 import { compileFlow } from "../support/engine.ts";
 import { withDatabase } from "../support/templates.ts";

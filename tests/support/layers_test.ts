@@ -1,20 +1,22 @@
 /**
- * The layers of `src/` point one way: each folder imports only from the folders below it. The
- * order is the path of a task (ARCHITECTURE.md, Layers): shared helpers, the platform, completion (which the
- * claim's reads carry), the claim, the DSL the handlers are typed with, routing, compiling,
- * dispatch, operator reads, then the worker that ties them together, the client and the CLI.
+ * The layers of `src/` point one way: each folder imports only from the folders before it in
+ * this order (ARCHITECTURE.md, Layers). The order is one of dependency, not of a task's path:
+ * shared helpers first; the DSL and routing next, which import nothing of a runtime or platform,
+ * so a flow definition needs neither; the platform (pools, environment, logs, and the DSL's
+ * preset with the platform's handler context); compiling a flow; the task path, one folder from a
+ * task's read to its report; operator reads; the worker, whose lifecycle starts the task path;
+ * the client; and the CLI, which nothing else imports.
  */
 import assert from "node:assert/strict";
+import { importsOf, tsFiles } from "./imports.ts";
 
 const LAYERS = [
   "util",
-  "platform",
-  "completion",
-  "claim",
   "dsl",
   "routing",
+  "platform",
   "compile",
-  "dispatch",
+  "task",
   "operations",
   "worker",
   "client",
@@ -22,22 +24,6 @@ const LAYERS = [
 ] as const;
 
 const SRC = new URL("../../src/", import.meta.url);
-
-function* tsFiles(dir: URL): Generator<URL> {
-  for (const entry of Deno.readDirSync(dir)) {
-    const url = new URL(entry.name + (entry.isDirectory ? "/" : ""), dir);
-    if (entry.isDirectory) yield* tsFiles(url);
-    else if (entry.name.endsWith(".ts")) yield url;
-  }
-}
-
-/** The relative module specifiers a file imports or re-exports (JSDoc examples excluded). */
-export function importsOf(source: string): string[] {
-  const code = source.replace(/\/\*[\s\S]*?\*\//g, "");
-  return [...code.matchAll(/(?:^|\n)\s*(?:import|export)[^;]*?from\s+"(\.[^"]+)"/g)].map((m) =>
-    m[1]
-  );
-}
 
 function layerOf(url: URL): string {
   const rel = url.pathname.slice(SRC.pathname.length);

@@ -10,7 +10,7 @@
 import postgres from "postgres";
 import { installPgmq, type PgmqSource } from "../../src/cli/db/pgmq.ts";
 import { driftReport, schemaDrift } from "../../local/drift.ts";
-import { applyMigrations, MIGRATIONS_DIR } from "../../local/migrate.ts";
+import { applyMigrations, MIGRATIONS_DIR } from "../../local/db_push.ts";
 
 /** Template names by what they hold. */
 export const TEMPLATES = { pgmq: "pgflow_tpl_pgmq", pgflow: "pgflow_tpl" } as const;

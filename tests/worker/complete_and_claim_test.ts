@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { type ExactNumber, exactNumber, Flow, type FlowWorker } from "../../mod.ts";
-import type { ClaimedTask } from "../../src/claim/claim.ts";
-import { Completer } from "../../src/completion/completer.ts";
-import type { CompletionArrays } from "../../src/completion/sql.ts";
+import type { ClaimedTask } from "../../src/task/claim.ts";
+import { Completer } from "../../src/task/completer.ts";
+import type { CompletionArrays } from "../../src/task/report.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, readAndStart } from "../support/engine.ts";

@@ -12,7 +12,7 @@ import {
   errorMessage,
   MAX_ERROR_CHARS,
   MAX_LOGGED_ERROR_CHARS,
-} from "../../src/dispatch/result.ts";
+} from "../../src/task/result.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 

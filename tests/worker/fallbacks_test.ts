@@ -7,10 +7,10 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { Flow, type FlowWorker } from "../../mod.ts";
-import type { ClaimedTask } from "../../src/claim/claim.ts";
-import { Completer } from "../../src/completion/completer.ts";
-import { failTask } from "../../src/completion/sql.ts";
-import { FlowInputCache } from "../../src/dispatch/flow_input.ts";
+import type { ClaimedTask } from "../../src/task/claim.ts";
+import { Completer } from "../../src/task/completer.ts";
+import { failTask } from "../../src/task/report.ts";
+import { FlowInputCache } from "../../src/task/flow_input.ts";
 import { createLogger, type LogRecord } from "../../src/platform/logger.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { type ClaimRow, defineFlow, makeVisible, readAndStart } from "../support/engine.ts";

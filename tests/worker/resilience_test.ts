@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { createLogger, Flow, type FlowWorker, routeFlow } from "../../mod.ts";
 import { backoffDelay, retry } from "../../src/util/backoff.ts";
-import { FlowInputCache } from "../../src/dispatch/flow_input.ts";
+import { FlowInputCache } from "../../src/task/flow_input.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 import type postgres from "postgres";

@@ -212,12 +212,11 @@ db.test("reads past another worker's backlog are paced: they hold its messages f
     apply(target, self, args: unknown[]) {
       const query = Reflect.apply(target, self, args) as PromiseLike<unknown>;
       const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-      // read_qty is the read's last argument: 8th of read_and_claim, 11th of complete_and_claim.
-      const readQty = text.includes("pgflow.read_and_claim(")
-        ? args[8]
-        : text.includes("pgflow.complete_and_claim(")
-        ? args[11]
-        : null;
+      // read_qty is the last argument of both calls (counted from the end: the select list before
+      // the call may be a fragment, itself one argument of the template).
+      const reads = text.includes("pgflow.read_and_claim(") ||
+        text.includes("pgflow.complete_and_claim(");
+      const readQty = reads ? args[args.length - 1] : null;
       if (readQty !== null && readQty !== undefined) {
         const started = Date.now();
         query.then(() => spans.push([started, Date.now()]), () => {});

@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { createLogger, createPool, Flow, type FlowWorker, type LogRecord } from "../../mod.ts";
 import { ChannelListener } from "../../src/platform/listen.ts";
-import { openWakeups } from "../../src/claim/wakeups.ts";
+import { openWakeups } from "../../src/task/wakeups.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startWireProxy } from "../support/wire_proxy.ts";
 import { backdateStuck, repeat } from "../reliability/harness.ts";

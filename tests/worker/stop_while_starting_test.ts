@@ -27,7 +27,7 @@ const POINTS = [
   { at: "the connection", log: "database connection" },
   { at: "the compile", query: "ensure_flow_compiled" },
   { at: "the registration", query: "register_worker" },
-  // Opening the LISTEN reads the pool's options (src/claim/wakeups.ts).
+  // Opening the LISTEN reads the pool's options (src/task/wakeups.ts).
   { at: "the LISTEN", options: true },
   { at: "the first read", log: "worker started" },
 ] as const;

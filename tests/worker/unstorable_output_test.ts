@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { type ExactNumber, exactNumber, Flow, type FlowWorker } from "../../mod.ts";
-import { isUnstorableOutput, unstorableOutputMessage } from "../../src/completion/sql.ts";
+import { isUnstorableOutput, unstorableOutputMessage } from "../../src/task/report.ts";
 import { testDatabase } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
 

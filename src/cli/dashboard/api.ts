@@ -8,9 +8,9 @@ import type { ActionResult } from "./actions.ts";
 import type { DepthSample } from "./history.ts";
 import type { Overview, QueueInfo } from "./queries.ts";
 import type { RunDetail } from "./run_view.ts";
-import type { RunSummary } from "./search.ts";
+import type { RunSearchRow } from "./search.ts";
 
-export type { ActionResult, RunDetail, RunSummary };
+export type { ActionResult, RunDetail, RunSearchRow };
 
 /** One queue of the overview with its recent depths (oldest first), for the sparkline. */
 export interface QueueWithHistory extends QueueInfo {

@@ -8,10 +8,11 @@
  *
  * @module
  */
+import type { AttemptOutcome } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
 
-/** What became of one attempt. */
-export type AttemptOutcome = "completed" | "running" | "failed" | "stalled" | "cancelled";
+/** What became of one attempt: an ended one's outcome, `completed`, or `running` (now). */
+export type AttemptStatus = AttemptOutcome | "completed" | "running";
 
 /** One attempt of one task. */
 export interface AttemptInfo {
@@ -28,7 +29,7 @@ export interface AttemptInfo {
   /** When it ended (ISO 8601); `null` while it runs. */
   readonly endedAt: string | null;
   /** What became of it. */
-  readonly outcome: AttemptOutcome;
+  readonly outcome: AttemptStatus;
   /** The error message (failed, stalled, cancelled). */
   readonly error: string | null;
   /** The handler's stack trace, when it sent one. */
@@ -45,7 +46,7 @@ type Row = {
   function_name: string | null;
   started_at: Date | null;
   ended_at: Date | null;
-  outcome: AttemptOutcome;
+  outcome: AttemptStatus;
   error: string | null;
   stack: string | null;
   total: number;

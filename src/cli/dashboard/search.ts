@@ -5,18 +5,20 @@
  *
  * @module
  */
-import type { RunRestart } from "../../client/types.ts";
+import type { RunRestart, RunStatus } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
 import { hasLineage, readRestarts } from "./restarts.ts";
 
 /** The statuses a run can have. */
-export const RUN_STATUSES = ["started", "completed", "failed", "cancelled"] as const;
-
-/** A run status. */
-export type RunStatus = typeof RUN_STATUSES[number];
+export const RUN_STATUSES = [
+  "started",
+  "completed",
+  "failed",
+  "cancelled",
+] as const satisfies readonly RunStatus[];
 
 /** What to search for; every filter optional. */
-export interface RunFilter {
+export interface RunSearchFilter {
   /** The flow's slug, exactly. */
   readonly flow?: string;
   /** The run's status. */
@@ -27,8 +29,8 @@ export interface RunFilter {
   readonly limit: number;
 }
 
-/** A run in the search results. */
-export interface RunSummary {
+/** A run in the search results (not the client's `RunSummary`, which `listRuns` returns). */
+export interface RunSearchRow {
   /** The run. */
   readonly runId: string;
   /** Its flow. */
@@ -59,7 +61,7 @@ export const MAX_SEARCH = 200;
  * parseRunFilter(new URLSearchParams("status=failed&id=0b7e")); // { status: "failed", idPrefix: "0b7e", limit: 50 }
  * ```
  */
-export function parseRunFilter(params: URLSearchParams): RunFilter {
+export function parseRunFilter(params: URLSearchParams): RunSearchFilter {
   const flow = params.get("flow")?.trim() || undefined;
   if (flow !== undefined && !/^[A-Za-z0-9_]{1,128}$/.test(flow)) {
     throw new RangeError(
@@ -120,7 +122,10 @@ export function idBounds(prefix: string): [string, string] | undefined {
  * // const failed = await readOnly(sql, (tx) => searchRuns(tx, { status: "failed", limit: 50 }));
  * ```
  */
-export async function searchRuns(tx: ReadTx, filter: RunFilter): Promise<RunSummary[]> {
+export async function searchRuns(
+  tx: ReadTx,
+  filter: RunSearchFilter,
+): Promise<RunSearchRow[]> {
   const bounds = filter.idPrefix === undefined ? undefined : idBounds(filter.idPrefix);
   const rows = await tx<
     {

@@ -9,7 +9,7 @@ import { readSchemaVersion, schemaVersionProblem } from "../../operations/schema
 import type { Sql } from "../../platform/types.ts";
 import { ENGINE_VERSION } from "../../util/version.ts";
 import { parseArgs } from "../args.ts";
-import { databaseUrl, openDatabase } from "../database.ts";
+import { databaseUrl, openDatabase } from "../connect.ts";
 import { CliError, UsageError } from "../output.ts";
 import { type LoadedFlow, loadFlows } from "./load.ts";
 

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { OverviewAnswer, RunDetail, RunSummary, SessionAnswer } from "../api.ts";
+import type { OverviewAnswer, RunDetail, RunSearchRow, SessionAnswer } from "../api.ts";
 import { actionsAllowed, useSession, wireConfirmation } from "./actions.ts";
 import { el, fill } from "./dom.ts";
 import { time } from "./format.ts";
@@ -58,7 +58,7 @@ async function refreshRun(): Promise<void> {
 
 async function refreshSearch(): Promise<void> {
   try {
-    renderSearch(await getJson<RunSummary[]>(`/api/runs?${searchQuery()}`));
+    renderSearch(await getJson<RunSearchRow[]>(`/api/runs?${searchQuery()}`));
   } catch (e) {
     fill("recent", el("p", { className: "error-text" }, (e as Error).message));
   }

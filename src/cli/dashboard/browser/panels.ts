@@ -5,7 +5,7 @@
  * @module
  */
 import type { RunRestart } from "../../../client/types.ts";
-import type { OverviewAnswer, QueueWithHistory, RunSummary } from "../api.ts";
+import type { OverviewAnswer, QueueWithHistory, RunSearchRow } from "../api.ts";
 import type { CoverageInfo } from "../queries.ts";
 import type { DepthSample } from "../history.ts";
 import {
@@ -342,7 +342,7 @@ export function renderOverview(o: OverviewAnswer): void {
  *
  * @example
  * ```ts ignore
- * await getJson<RunSummary[]>(`/api/runs?${searchQuery()}`);
+ * await getJson<RunSearchRow[]>(`/api/runs?${searchQuery()}`);
  * ```
  */
 export function searchQuery(): string {
@@ -361,10 +361,10 @@ export function searchQuery(): string {
  *
  * @example
  * ```ts ignore
- * renderSearch(await getJson<RunSummary[]>(`/api/runs?${searchQuery()}`));
+ * renderSearch(await getJson<RunSearchRow[]>(`/api/runs?${searchQuery()}`));
  * ```
  */
-export function renderSearch(runs: readonly RunSummary[]): void {
+export function renderSearch(runs: readonly RunSearchRow[]): void {
   fill(
     "recent",
     orEmpty(runs, () =>

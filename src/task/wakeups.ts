@@ -8,6 +8,7 @@ import { type ConnectionInfo, ownsServerSession } from "../platform/connection_k
 import type { Logger } from "../platform/logger.ts";
 import { bounded } from "../platform/deadline.ts";
 import type { SupportedPair } from "./claim.ts";
+import { pairKey, pairKeys } from "../util/pair_key.ts";
 
 /**
  * How a worker learns of new work: `listen`, `poll`, or `auto` (see `EdgeWorkerConfig.wakeups`).
@@ -152,7 +153,7 @@ export class QueueWakeups {
   ) {
     this.#shared = shared;
     this.#group = group;
-    this.#serves = new Set(supported.map(pairKey));
+    this.#serves = pairKeys(supported);
     this.#log = log;
   }
 
@@ -245,7 +246,7 @@ export class QueueWakeups {
    */
   nudge(pairs: readonly SupportedPair[]): void {
     this.#group.busy();
-    const keys = pairs.map(pairKey);
+    const keys = pairs.map(([flow, step]) => pairKey(flow, step));
     this.#group.wakeOne(
       this,
       [...this.#group.members].filter((m) => keys.some((k) => m.serves(k))),
@@ -419,11 +420,6 @@ function untilAborted(promise: Promise<void>, signal: AbortSignal): Promise<void
   });
 }
 
-/** A pair as one string (flow, unit separator, step: slugs never hold U+001F). */
-function pairKey([flow, step]: SupportedPair): string {
-  return `${flow}\u001f${step}`;
-}
-
 /**
  * The pair a hand-back notification names (its payload is `["flow", "step"]`; see
  * pgflow._start_tasks), as a {@link pairKey}; `undefined` for any other payload (the plain "work
@@ -434,7 +430,7 @@ function handedBackPair(payload: string): string | undefined {
   try {
     const [flow, step] = JSON.parse(payload);
     if (typeof flow !== "string" || typeof step !== "string") return undefined;
-    return pairKey([flow, step]);
+    return pairKey(flow, step);
   } catch {
     return undefined;
   }

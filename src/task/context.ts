@@ -1,7 +1,8 @@
 import type { Sql, SupabaseClient } from "../platform/types.ts";
-import type { Env, PgmqMessageRecord, StepContext, StepTaskRecord } from "../dsl/context.ts";
+import type { StepContext } from "../platform/supabase.ts";
+import type { Env, PgmqMessageRecord, StepTaskRecord } from "../dsl/context.ts";
 import type { Json } from "../dsl/json.ts";
-import type { ClaimedTask } from "../claim/claim.ts";
+import type { ClaimedTask } from "./claim.ts";
 import type { FlowInputCache } from "./flow_input.ts";
 import type { RunInputChecks } from "./input_check.ts";
 

@@ -2,7 +2,7 @@ import type { Sql } from "../platform/types.ts";
 import type { Logger } from "../platform/logger.ts";
 import { bounded } from "../platform/deadline.ts";
 import { databaseErrorText } from "../platform/pg_message.ts";
-import type { ClaimedTask } from "../claim/claim.ts";
+import type { ClaimedTask } from "./claim.ts";
 
 /**
  * How often a worker with tasks in flight asks whether their runs were cancelled: one small keyed

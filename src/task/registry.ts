@@ -1,6 +1,7 @@
 import type { AnyFlow } from "../dsl/extract.ts";
 import type { AnyStepHandler, StepDefinition } from "../dsl/types.ts";
 import type { StandardSchemaV1 } from "../dsl/input_schema.ts";
+import { pairKey } from "../util/pair_key.ts";
 
 /** The handler of one (flow, step) pair, as dispatch needs it. */
 export interface RegisteredStep {
@@ -25,7 +26,7 @@ export class HandlerRegistry {
   constructor(flows: readonly AnyFlow[]) {
     for (const flow of flows) {
       for (const step of flow.steps()) {
-        this.#steps.set(key(flow.slug, step.slug), {
+        this.#steps.set(pairKey(flow.slug, step.slug), {
           flowSlug: flow.slug,
           step,
           handler: step.handler,
@@ -37,16 +38,6 @@ export class HandlerRegistry {
 
   /** The handler for (flow, step), if this worker has one. */
   get(flowSlug: string, stepSlug: string): RegisteredStep | undefined {
-    return this.#steps.get(key(flowSlug, stepSlug));
+    return this.#steps.get(pairKey(flowSlug, stepSlug));
   }
-
-  /** Whether this worker can run (flow, step). */
-  has(flowSlug: string, stepSlug: string): boolean {
-    return this.#steps.has(key(flowSlug, stepSlug));
-  }
-}
-
-// JSON keeps the pair unambiguous whatever characters the slugs hold.
-function key(flowSlug: string, stepSlug: string): string {
-  return JSON.stringify([flowSlug, stepSlug]);
 }

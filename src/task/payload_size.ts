@@ -1,4 +1,4 @@
-import type { ClaimedTask } from "../claim/claim.ts";
+import type { ClaimedTask } from "./claim.ts";
 import { checkPayloadText, PayloadTooLarge } from "../util/payload_limit.ts";
 
 /** `flow.step[index]`: which task a size error is about. */

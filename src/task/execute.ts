@@ -1,6 +1,6 @@
-import type { PgmqMessageRecord } from "../claim/message.ts";
-import type { ClaimedTask } from "../claim/claim.ts";
-import type { Completer, TaskResult } from "../completion/completer.ts";
+import type { PgmqMessageRecord } from "../dsl/message.ts";
+import type { ClaimedTask } from "./claim.ts";
+import type { Completer, TaskResult } from "./completer.ts";
 import type { LogFields, Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { buildContext, type ContextResources } from "./context.ts";

@@ -1,13 +1,14 @@
 import type { Sql } from "../platform/types.ts";
-import type { PgmqMessageRecord } from "./message.ts";
+import type { PgmqMessageRecord } from "../dsl/message.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { completeAndClaim, readAndClaim, type ReadOptions } from "./read.ts";
-import type { Completer } from "../completion/completer.ts";
-import type { CompletionArrays } from "../completion/sql.ts";
+import type { Completer } from "./completer.ts";
+import type { CompletionArrays } from "./report.ts";
 import type { Slots } from "../util/slots.ts";
+import { pairKey, pairKeys } from "../util/pair_key.ts";
 import type { QueueWakeups } from "./wakeups.ts";
 
 /** What the poll loop needs. */
@@ -79,9 +80,9 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   let pairs: readonly SupportedPair[] | null = null;
   // A task the claim calls unsupported although this worker has its handler: the registration
   // lost the pair (a recompile in local development), which the report names differently.
-  const handled = new Set(deps.supported.map(([flow, step]) => `${flow}\u001f${step}`));
+  const handled = pairKeys(deps.supported);
   const serves = (flow: string | null, step: string | null) =>
-    flow !== null && step !== null && handled.has(`${flow}\u001f${step}`);
+    flow !== null && step !== null && handled.has(pairKey(flow, step));
   const read = (options: ReadOptions, reports: CompletionArrays | undefined) =>
     reports === undefined
       ? readAndClaim(deps.sql, deps.queue, deps.workerId, pairs, options)

@@ -1,10 +1,10 @@
 import type { Sql } from "../platform/types.ts";
-import type { PgmqMessageRecord } from "./message.ts";
+import type { PgmqMessageRecord } from "../dsl/message.ts";
 import type { ClaimedTask, Disposition, SkippedMessage, SupportedPair } from "./claim.ts";
 import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
 import { parseJsonb } from "../util/json_parse.ts";
-import type { CompletionArrays } from "../completion/sql.ts";
+import type { CompletionArrays } from "./report.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {
@@ -71,6 +71,18 @@ interface Row {
 }
 
 /**
+ * The columns of a read's rows (see {@link Row}): ids, bodies and inputs as text, read exactly; an
+ * input over `maxInputBytes` stays in the database (its size only). `t.input` is the input's text,
+ * joined once per row by the read.
+ */
+function readColumns(sql: Sql, maxInputBytes: number | undefined) {
+  return sql`msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
+    headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
+    case when octet_length(t.input) <= ${maxInputBytes ?? MAX_TEXT}::integer
+      then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty`;
+}
+
+/**
  * One `pgflow.read_and_claim` on `queue`: a single `pgmq.read_with_poll` (the only read of these
  * messages this worker makes; it blocks in the database until messages arrive or
  * `maxPollSeconds` pass) and `start_tasks` on exactly the ids it returned, in one round trip and
@@ -89,10 +101,7 @@ export async function readAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
-           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
-           case when octet_length(t.input) <= ${options.maxInputBytes ?? MAX_TEXT}::integer
-             then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty
+    select ${readColumns(sql, options.maxInputBytes)}
     from pgflow.read_and_claim(${queue}, ${workerId}::uuid, ${options.visibilityTimeout}::integer,
                                ${options.qty}::integer, ${options.maxPollSeconds}::integer,
                                ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
@@ -122,10 +131,7 @@ export async function completeAndClaim(
   const pairs = supported === null ? null : JSON.stringify(supported);
   const rows = await bounded(
     sql<Row[]>`
-    select msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
-           headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
-           case when octet_length(t.input) <= ${options.maxInputBytes ?? MAX_TEXT}::integer
-             then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty
+    select ${readColumns(sql, options.maxInputBytes)}
     from pgflow.complete_and_claim(
       ${completions.runIds as string[]}::uuid[], ${completions.stepSlugs as string[]}::text[],
       ${completions.taskIndexes as number[]}::integer[],

@@ -3,9 +3,10 @@ import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 
 /**
  * The identity of one attempt of a task, as the claim returned it: what a report names. The
- * attempt makes a late report harmless once the task was claimed again (SQL ignores it).
+ * attempt makes a late report harmless once the task was claimed again (SQL ignores it). Not the
+ * client's `TaskAttempt`, which is a row of a task's attempt history.
  */
-export interface TaskAttempt {
+export interface AttemptIdentity {
   readonly runId: string;
   /** The task's flow, when known (it decides nothing in SQL; see `Completer.setReader`). */
   readonly flowSlug?: string;
@@ -27,7 +28,7 @@ export interface CompletionArrays {
 
 /** The arrays of `completions`, in order. */
 export function completionArrays(
-  completions: readonly { readonly task: TaskAttempt; readonly output: string }[],
+  completions: readonly { readonly task: AttemptIdentity; readonly output: string }[],
 ): CompletionArrays {
   return {
     runIds: completions.map((c) => c.task.runId),
@@ -77,7 +78,7 @@ export type FailOutcome = "retried" | "failed" | "ignored";
  */
 export async function failTask(
   sql: Sql,
-  task: TaskAttempt,
+  task: AttemptIdentity,
   message: string,
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
   stack?: string,

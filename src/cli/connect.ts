@@ -27,7 +27,7 @@ export type UrlSource = "--database-url" | "EDGE_WORKER_DB_URL" | "DATABASE_URL"
  *
  * @example
  * ```ts
- * import { databaseUrl } from "./database.ts";
+ * import { databaseUrl } from "./connect.ts";
  *
  * databaseUrl("postgres://postgres@127.0.0.1:5432/postgres", "pgflow migrate").url;
  * ```
@@ -64,7 +64,7 @@ export function databaseUrl(
  *
  * @example
  * ```ts
- * import { redact } from "./database.ts";
+ * import { redact } from "./connect.ts";
  *
  * redact("postgres://postgres:secret@db.example.com:6543/postgres");
  * // "postgres://postgres:***@db.example.com:6543/postgres"
@@ -80,7 +80,7 @@ export function redact(url: string): string {
  *
  * @example
  * ```ts
- * import { openDatabase } from "./database.ts";
+ * import { openDatabase } from "./connect.ts";
  *
  * // const sql = await openDatabase("postgres://postgres@127.0.0.1:5432/postgres"); … await sql.end();
  * ```
@@ -109,7 +109,7 @@ export async function openDatabase(url: string): Promise<Sql> {
  *
  * @example
  * ```ts
- * import { connectionProblem } from "./database.ts";
+ * import { connectionProblem } from "./connect.ts";
  *
  * connectionProblem({ code: "ECONNREFUSED" }, "postgres://postgres@127.0.0.1:1/postgres");
  * ```

@@ -5,14 +5,14 @@ import { DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { databaseErrorText } from "../platform/pg_message.ts";
 import { retry } from "../util/backoff.ts";
 import {
+  type AttemptIdentity,
   completeTasks,
   type CompletionArrays,
   completionArrays,
   failTask,
   isUnstorableOutput,
-  type TaskAttempt,
   unstorableOutputMessage,
-} from "./sql.ts";
+} from "./report.ts";
 
 /** What a handler's run came to: its output as exact JSON text, or its error's text. */
 export type TaskResult =
@@ -67,7 +67,7 @@ export interface CompleterOptions {
 export const REPORT_ATTEMPTS = 6;
 
 interface Pending {
-  readonly task: TaskAttempt;
+  readonly task: AttemptIdentity;
   readonly output: string;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
@@ -102,7 +102,7 @@ export class Completer {
   #queue: Pending[] = [];
   #inFlight = 0;
   #scheduled = false;
-  #wakeReader: ((tasks: readonly TaskAttempt[]) => boolean) | undefined;
+  #wakeReader: ((tasks: readonly AttemptIdentity[]) => boolean) | undefined;
   /** The timer that sends completions a woken reader did not take; cleared with the reader. */
   #grace: ReturnType<typeof setTimeout> | undefined;
 
@@ -126,7 +126,7 @@ export class Completer {
    * refuses to store is not retried: the attempt fails with that cause now, rather than being left
    * started for stalled recovery to fail as "stalled".
    */
-  async report(task: TaskAttempt, result: TaskResult, log: Logger): Promise<ReportReceipt> {
+  async report(task: AttemptIdentity, result: TaskResult, log: Logger): Promise<ReportReceipt> {
     try {
       if (result.kind === "fail") {
         return {
@@ -164,7 +164,7 @@ export class Completer {
    * round trip in between (the latency of every step of a chain). `undefined` when the loop ends;
    * whatever waits is then sent on its own.
    */
-  setReader(wake: ((tasks: readonly TaskAttempt[]) => boolean) | undefined): void {
+  setReader(wake: ((tasks: readonly AttemptIdentity[]) => boolean) | undefined): void {
     this.#wakeReader = wake;
     if (wake !== undefined) return;
     // Everything waiting goes now: no timer of a stopped loop is left behind.
@@ -198,7 +198,7 @@ export class Completer {
     return result;
   }
 
-  #fail(task: TaskAttempt, error: string, log: Logger, stack?: string, failRun = false) {
+  #fail(task: AttemptIdentity, error: string, log: Logger, stack?: string, failRun = false) {
     return this.#retried(
       "fail_task",
       log,
@@ -221,7 +221,7 @@ export class Completer {
   }
 
   /** Queues one completion for the next batch (or read); resolves once SQL has done it. */
-  #complete(task: TaskAttempt, output: string): Promise<void> {
+  #complete(task: AttemptIdentity, output: string): Promise<void> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ task, output, resolve, reject });
       if (this.#scheduled) return;

@@ -9,7 +9,7 @@
 import type { Sql } from "../platform/types.ts";
 import { cliCommand } from "../operations/schema_version.ts";
 import { ENGINE_VERSION } from "../util/version.ts";
-import { type EngineMigration, migrationBody, migrationText } from "./migrations.ts";
+import { type EngineMigration, migrationBody, migrationText } from "./shipped_migrations.ts";
 import { CliError } from "./output.ts";
 
 /**
@@ -33,7 +33,7 @@ const LOCK = "select pg_advisory_xact_lock(hashtext('pgflow migrate'))";
  *
  * @example
  * ```ts
- * import type { MigrationPlan } from "./migrator.ts";
+ * import type { MigrationPlan } from "./migration_runner.ts";
  *
  * const done = (plan: MigrationPlan) => plan.pending.length === 0;
  * ```
@@ -57,8 +57,8 @@ const START_OVER = "if this database holds no pgflow data you need, drop the sch
  *
  * @example
  * ```ts
- * import { engineMigrations } from "./migrations.ts";
- * import { planMigrations } from "./migrator.ts";
+ * import { engineMigrations } from "./shipped_migrations.ts";
+ * import { planMigrations } from "./migration_runner.ts";
  * import { createPool } from "../platform/pool.ts";
  *
  * const sql = createPool("postgres://postgres@127.0.0.1:5432/postgres", { max: 1 });
@@ -140,8 +140,8 @@ export interface ApplyOptions {
  *
  * @example
  * ```ts
- * import { engineMigrations } from "./migrations.ts";
- * import { applyMigrations, planMigrations } from "./migrator.ts";
+ * import { engineMigrations } from "./shipped_migrations.ts";
+ * import { applyMigrations, planMigrations } from "./migration_runner.ts";
  * import { createPool } from "../platform/pool.ts";
  *
  * const sql = createPool("postgres://postgres@127.0.0.1:5432/postgres", { max: 1 });

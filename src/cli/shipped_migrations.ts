@@ -19,7 +19,7 @@ export const MIGRATIONS = "supabase/migrations/";
  *
  * @example
  * ```ts
- * import type { EngineMigration } from "./migrations.ts";
+ * import type { EngineMigration } from "./shipped_migrations.ts";
  *
  * const m: EngineMigration = {
  *   file: "20261205001154_pgflow_base.sql",
@@ -55,7 +55,7 @@ function entry(file: string, sha256: string | undefined): EngineMigration {
  *
  * @example
  * ```ts
- * import { parseManifest } from "./migrations.ts";
+ * import { parseManifest } from "./shipped_migrations.ts";
  *
  * parseManifest(`${"0".repeat(64)}  20261205001154_pgflow_base.sql\n`).length; // 1
  * ```
@@ -79,7 +79,7 @@ export function parseManifest(text: string): EngineMigration[] {
  *
  * @example
  * ```ts
- * import { engineMigrations } from "./migrations.ts";
+ * import { engineMigrations } from "./shipped_migrations.ts";
  *
  * const all = await engineMigrations();
  * console.log(all.at(-1)?.name);
@@ -109,7 +109,7 @@ export async function engineMigrations(): Promise<EngineMigration[]> {
  *
  * @example
  * ```ts
- * import { sha256 } from "./migrations.ts";
+ * import { sha256 } from "./shipped_migrations.ts";
  *
  * console.log((await sha256("select 1;\n")).length); // 64
  * ```
@@ -125,7 +125,7 @@ export async function sha256(text: string): Promise<string> {
  *
  * @example
  * ```ts
- * import { engineMigrations, migrationText } from "./migrations.ts";
+ * import { engineMigrations, migrationText } from "./shipped_migrations.ts";
  *
  * const [base] = await engineMigrations();
  * const text = await migrationText(base);
@@ -152,7 +152,7 @@ export async function migrationText(migration: EngineMigration): Promise<string>
  *
  * @example
  * ```ts
- * import { migrationBody } from "./migrations.ts";
+ * import { migrationBody } from "./shipped_migrations.ts";
  *
  * migrationBody("-- x\nbegin;\nselect 1;\ncommit;\n", "x.sql"); // "select 1;"
  * ```
