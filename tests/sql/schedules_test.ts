@@ -369,3 +369,13 @@ db.test("service_role manages and lists schedules but does not fire them", async
     /permission denied for function fire_due_schedules/,
   );
 }, { fresh: true });
+
+db.test("pgflow.tick() fires due ticks too (flow control's periodic pass)", async ({ sql }) => {
+  await flow(sql, "sc_tick");
+  await sql`select pgflow.create_schedule('sc_tick', 'sc_tick', every => '1 second')`;
+  // Wait (in the database) until the first tick's time has passed.
+  await sql`select pg_sleep(greatest(0, extract(epoch from next_tick_at - clock_timestamp())) + 0.05)
+            from pgflow.schedules`;
+  await sql`select pgflow.tick()`;
+  assert.ok((await runsOf(sql, "sc_tick")).length >= 1);
+}, { fresh: true });
