@@ -64,7 +64,8 @@ db.test("every second for 60 s, two ticking workers each restarted once: one run
     const [{ runs }] = await sql`
       select count(*)::int as runs from pgflow.runs where flow_slug = 'sch_e2e'`;
     assert.equal(runs, fired.length, "one run per tick, none without one");
-    const [schedule] = await sql`select skipped_ticks from pgflow.schedules`;
+    const [schedule] = await sql`
+      select skipped_ticks from pgflow.schedules where schedule_name = 'sch_every_second'`;
     assert.equal(Number(schedule.skipped_ticks), 0);
 
     // Every run completes with its own tick's time.
@@ -99,12 +100,14 @@ db.test("every ticker stopped for 16 s: ticks over 10 s late are skipped, on-tim
     await sleep(16_000);
     await startWorker(workers, flow, config);
     await waitFor(async () => {
-      const [s] = await sql`select skipped_ticks from pgflow.schedules`;
+      const [s] = await sql`
+        select skipped_ticks from pgflow.schedules where schedule_name = 'sch_outage'`;
       return Number(s.skipped_ticks) > 0;
     }, { timeoutMs: 10_000, what: "the first pass after the outage" });
 
     const fired = await ticks(sql, "sch_outage");
-    const [{ skipped }] = await sql`select skipped_ticks::int as skipped from pgflow.schedules`;
+    const [{ skipped }] = await sql`
+      select skipped_ticks::int as skipped from pgflow.schedules where schedule_name = 'sch_outage'`;
     // About 16 ticks fell in the outage: the ~10 less than 10 s late fired, the ~6 older skipped.
     assert.ok(skipped >= 3 && skipped <= 9, `${skipped} skipped`);
     const span = fired.at(-1)!.second - fired[0].second + 1;
