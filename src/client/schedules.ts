@@ -59,11 +59,17 @@ export interface ScheduleSpec<I> {
 export interface ScheduleChanges {
   /** Another flow or alias to start. */
   readonly flow?: FlowCarrier | string;
+  /** A new cron expression (replaces `every`). */
   readonly cron?: string;
+  /** A new interval (replaces `cron`). */
   readonly every?: string;
+  /** A new time zone for the cron expression. */
   readonly timeZone?: string;
+  /** A new input for the runs. */
   readonly input?: Json;
+  /** A new tick key; `null` removes it. */
   readonly tickKey?: string | null;
+  /** A new catch-up limit (1 to 1000). */
   readonly catchUp?: number;
 }
 
@@ -78,25 +84,37 @@ export interface ScheduleChanges {
  * ```
  */
 export interface Schedule {
+  /** Its name. */
   readonly name: string;
   /** The flow slug or alias it starts. */
   readonly flow: string;
+  /** Its cron expression, or `null` for an interval schedule. */
   readonly cron: string | null;
+  /** Its interval in seconds, or `null` for a cron schedule. */
   readonly everySeconds: number | null;
+  /** The time zone its cron expression is read in. */
   readonly timeZone: string;
+  /** Each run's input (before the tick key is added). */
   readonly input: Json;
+  /** The key the tick's time is added under, if any. */
   readonly tickKey: string | null;
+  /** How many of the latest missed ticks start runs after an outage. */
   readonly catchUp: number;
+  /** Whether it is paused. */
   readonly paused: boolean;
   /** The next tick (ISO time); `null` while paused. */
   readonly nextTickAt: string | null;
+  /** The latest tick considered (ISO time): fired, or skipped by the catch-up policy. */
   readonly lastTickAt: string | null;
+  /** The run the last fired tick started. */
   readonly lastRunId: string | null;
   /** Why the last tick's run did not start, if it did not. */
   readonly lastError: string | null;
   /** Ticks skipped after outages, by the catch-up policy. */
   readonly skippedTicks: number;
+  /** When it was created (ISO time). */
   readonly createdAt: string;
+  /** When it was last changed (ISO time). */
   readonly updatedAt: string;
 }
 
@@ -144,7 +162,9 @@ export interface ScheduleClient {
  * ```
  */
 export class ScheduleError extends Error {
+  /** Always `ScheduleError`. */
   override readonly name = "ScheduleError";
+  /** The database's message, its SQLSTATE and its hint. */
   constructor(
     message: string,
     readonly code: string | undefined,
