@@ -48,6 +48,7 @@ const MAIN_RUNTIME = [
   "RunNotFoundError",
   "RunStatusError",
   "RunTimeoutError",
+  "ScheduleError",
   "StartFlowError",
   "createClient",
   // Exact JSON.
@@ -58,6 +59,11 @@ const MAIN_RUNTIME = [
 
 /** The type exports of mod.ts. */
 const MAIN_TYPES = [
+  // Schedules through the client.
+  "Schedule",
+  "ScheduleChanges",
+  "ScheduleClient",
+  "ScheduleSpec",
   "AnyFlow",
   "AnyStepHandler",
   "AnySteps",
