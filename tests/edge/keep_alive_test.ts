@@ -43,6 +43,8 @@ Deno.test("pg_cron runs ensure_workers, pg_net's ping reaches the function, its 
       select jobname, schedule from cron.job order by jobname`;
     assert.deepEqual(jobs.map((j) => [j.jobname, j.schedule]), [
       ["pgflow_ensure_workers", "* * * * *"],
+      // With a keep-alive of a minute, schedules are ticked each minute by pg_cron (workers too).
+      ["pgflow_fire_due_schedules", "* * * * *"],
       ["pgflow_requeue_stalled_tasks", "* * * * *"],
     ]);
 
