@@ -68,8 +68,9 @@ export function logLeftAtUnload(tasks: RunningTasks, log: Logger): void {
 /**
  * Waits for in-flight tasks to finish and report, at most `timeoutMs`: a handler that ignores
  * `shutdownSignal`, or a report that cannot get through, never holds a stopping worker for ever.
- * Then names each task it abandons (stalled recovery takes them back once they have run past
- * their step's timeout + 30 s), and the stop goes on.
+ * Then names each task it abandons (its attempt ended as `interrupted`, which does not count, and
+ * the task queued again; stalled recovery takes back one whose report did not land), and the stop
+ * goes on.
  */
 export async function drainTasks(
   tasks: RunningTasks,
@@ -80,7 +81,7 @@ export async function drainTasks(
   log.info("shutdown: waiting for in-flight tasks", { inFlight, timeoutMs });
   const abandoned = await tasks.settle(timeoutMs);
   if (abandoned === undefined) return;
-  log.error("shutdown: in-flight tasks abandoned to stalled recovery", {
+  log.error("shutdown: in-flight tasks abandoned, their attempts ended as interrupted", {
     timeoutMs,
     abandoned: abandoned.length,
   });
