@@ -96,8 +96,8 @@ export interface RunningTasks {
   readonly checks: Promise<void>;
   /**
    * Tasks a read claimed after the platform began to unload: not started (the isolate may end
-   * before they could report), left to stalled recovery, which takes them back after their
-   * timeout + 30 s.
+   * before a handler could report), their attempts ended at once as `interrupted` (not counted;
+   * stalled recovery takes back one whose report did not land).
    */
   readonly leftAtUnload: number;
   /**
@@ -205,6 +205,13 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
       if (deps.unloading()) {
         leftAtUnload++;
         handlerDone();
+        // Not run: ended at once as interrupted (not counted, queued again for another worker),
+        // rather than left started for stalled recovery to count as a failure 30 s past its timeout.
+        await completer.report(task, {
+          kind: "fail",
+          error: "claimed as the platform began to unload; not started",
+          uncounted: { outcome: "interrupted", retryDelay: 0 },
+        }, log);
         return;
       }
       running.add(task);

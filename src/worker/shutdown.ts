@@ -55,13 +55,13 @@ export async function closePool(acquired: Acquired, log: Logger): Promise<void> 
 
 /**
  * The tasks a read claimed as the platform began to unload were not started: says how many (once
- * the read has ended), and that stalled recovery takes them back.
+ * the read has ended), and that they were queued again without costing an attempt.
  */
 export function logLeftAtUnload(tasks: RunningTasks, log: Logger): void {
   if (tasks.leftAtUnload === 0) return;
   log.warn("tasks claimed as the platform unloaded were not started", {
     count: tasks.leftAtUnload,
-    action: "none: stalled recovery takes them back after their timeout + 30 s",
+    action: "queued again as interrupted attempts (not counted)",
   });
 }
 

@@ -243,3 +243,48 @@ db.test("a stop whose handler ignores the signal past shutdownTimeoutMs still co
     await stopAll(workers);
   }
 });
+
+db.test("a task claimed as the platform unloads is not started, and queued again without costing an attempt", async ({ sql, url }) => {
+  let calls = 0;
+  const flow = new Flow<Record<string, never>>({ slug: "ra_unload", maxAttempts: 1 }).step(
+    { slug: "work" },
+    () => ++calls,
+  );
+  const workers: FlowWorker[] = [];
+  try {
+    // Polling in the database for up to 30 s: the read under way when the stop comes claims the
+    // run started right after it.
+    const { worker, logs } = await startWorker(workers, flow, {
+      connectionString: url,
+      wakeups: "poll",
+      maxPollSeconds: 30,
+    });
+    await waitFor(
+      async () =>
+        (await sql`select 1 from pg_stat_activity where query ~ 'read_and_claim' and state = 'active'
+                and pid <> pg_backend_pid()`)
+          .length > 0,
+      { what: "the worker's read to be under way" },
+    );
+    const stopped = worker.stop({ unloading: "WallClockTime" });
+    const run = await startRun(sql, "ra_unload", {});
+    await stopped;
+    const line = logs.find((l) =>
+      l.event === "tasks claimed as the platform unloaded were not started"
+    );
+    assert.equal(line?.fields.count, 1, "the read under way claimed the task");
+    assert.equal(calls, 0);
+    const [row] = await attempts(sql, run);
+    assert.deepEqual([row.attempt, row.outcome, row.error_message], [
+      1,
+      "interrupted",
+      "claimed as the platform began to unload; not started",
+    ]);
+    assert.equal((await taskRow(sql, run)).status, "queued");
+    await startWorker(workers, flow, { connectionString: url });
+    assert.equal((await waitForRun(sql, run)).status, "completed");
+    assert.equal(calls, 1);
+  } finally {
+    await stopAll(workers);
+  }
+});
