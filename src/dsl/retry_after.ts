@@ -6,10 +6,30 @@
  * @module
  */
 
-/** The longest delay a handler may ask for: one day, as SQL's `pgflow._max_retry_delay()`. */
+/**
+ * The longest delay a handler may ask for: one day, as SQL's `pgflow._max_retry_delay()`.
+ *
+ * @example
+ * ```ts
+ * import { MAX_RETRY_AFTER_MS, RetryAfter } from "@pgflow/shared";
+ *
+ * const asked = 3 * 86_400_000; // a server asking for three days
+ * const later = new RetryAfter({ afterMs: Math.min(asked, MAX_RETRY_AFTER_MS) });
+ * ```
+ */
 export const MAX_RETRY_AFTER_MS = 86_400_000;
 
-/** What {@link RetryAfter} is built from. */
+/**
+ * What {@link RetryAfter} is built from.
+ *
+ * @example
+ * ```ts
+ * import { RetryAfter, type RetryAfterOptions } from "@pgflow/shared";
+ *
+ * const options: RetryAfterOptions = { afterMs: 10_000, reason: "quota" };
+ * const later = new RetryAfter(options);
+ * ```
+ */
 export interface RetryAfterOptions {
   /** Milliseconds to wait before the retry: 0 to {@link MAX_RETRY_AFTER_MS}, rounded up to whole seconds. */
   readonly afterMs: number;
@@ -17,7 +37,18 @@ export interface RetryAfterOptions {
   readonly reason?: string;
 }
 
-/** The header a {@link RetryAfter.fromResponse} reads, as `Response.headers` gives it. */
+/**
+ * What {@link RetryAfter.fromResponse} reads of a response: its status and its `Retry-After`
+ * header (a `Response` is one).
+ *
+ * @example
+ * ```ts
+ * import { RetryAfter, type RetryAfterResponse } from "@pgflow/shared";
+ *
+ * const res: RetryAfterResponse = { status: 429, headers: new Headers({ "retry-after": "5" }) };
+ * console.log(RetryAfter.fromResponse(res).delaySeconds); // 5
+ * ```
+ */
 export interface RetryAfterResponse {
   /** The HTTP status, named in the attempt's history. */
   readonly status: number;

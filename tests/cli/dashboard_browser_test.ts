@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { Flow, type FlowWorker, routeFlow } from "../../mod.ts";
 import { openBrowser, type Page } from "../support/browser.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
-import { testDatabase, waitFor } from "../support/db.ts";
+import { testDatabase } from "../support/db.ts";
 import { runRow, startRun, startWorker, stopAll, waitForRun } from "../worker/helpers.ts";
 import { type DashboardProcess, startDashboardCli } from "./dashboard_cli.ts";
 
