@@ -105,6 +105,7 @@ export type {
   FlowOutputOf,
   IsTypedFlow,
   LeafSlug,
+  QueueWaitingTasks,
   RestartMode,
   RunEvent,
   RunEventBase,
@@ -121,4 +122,5 @@ export type {
   StepStateFor,
   StepStatus,
   TaskAttempt,
+  WaitingTasks,
 } from "./src/client/types.ts";

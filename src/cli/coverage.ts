@@ -22,7 +22,8 @@ export const COVERAGE_HELP =
 
 Lists, per queue, every (flow, step) pair that needs a handler (a persisted route, or tasks in
 flight), the work waiting for it and how many live workers serve it. Status, per pair:
-  MISSING  work is waiting (queued or started tasks in started runs) and no live worker serves it
+  MISSING  work is waiting (tasks waiting for capacity, queued or started, in started runs) and no
+           live worker serves it
   STALE    a live worker serves it, but a started task is held by a worker that is gone
   PARTIAL  a live worker serves it, but not every live worker on the queue does: the others read
            its messages and hand them back; give every worker on a queue the same handler set

@@ -1,8 +1,8 @@
 /**
  * `pgflow status [--database-url URL] [--stale-after SECONDS]`: one screen about a database: the
- * engine version, queues with their depth and live workers, runs by status, aliases and their
- * targets, and whether every (flow, step) pair that needs a handler has a live worker (the
- * coverage check).
+ * engine version, queues with their depth and live workers, tasks waiting for capacity, runs by
+ * status, aliases and their targets, and whether every (flow, step) pair that needs a handler has
+ * a live worker (the coverage check).
  *
  * @module
  */
@@ -22,7 +22,8 @@ import { CliError, result, UsageError } from "./output.ts";
 export const STATUS_HELP = `pgflow status [--database-url URL] [--stale-after SECONDS]
 
 Prints one screen about a database: the engine version (and whether it matches this CLI), every
-queue with its depth and live workers, runs by status, each alias and the version it starts (and
+queue with its depth and live workers, tasks waiting for a concurrency limit (per queue and key:
+how many, the oldest's wait, why), runs by status, each alias and the version it starts (and
 its other versions), and whether coverage is complete (every (flow, step) pair that needs a
 handler has a live worker; details: pgflow coverage).
 
@@ -127,6 +128,10 @@ export async function statusLines(
     );
     table.forEach((line, i) => row(i === 0 ? "queues" : "", line));
   }
+  // Flow control's waiting tasks exist only in an engine of this version.
+  if (!problem) {
+    waitingRows(await readWaiting(sql)).forEach((l, i) => row(i === 0 ? "waiting" : "", l));
+  }
   const runs = await sql<{ status: string; n: number }[]>`
     select status, count(*)::int as n from pgflow.runs group by status order by status`;
   row("runs", runs.length ? runs.map((r) => `${r.status} ${r.n}`).join(", ") : "none");
@@ -137,6 +142,39 @@ export async function statusLines(
   row("coverage", coverageLine(coverage));
   const ok = problem === undefined && coverageCounts(coverage).MISSING === 0;
   return { text: out.join("\n"), ok };
+}
+
+interface WaitingRow {
+  queue_name: string;
+  limit_scope: string;
+  limit_key: string;
+  waiting: number;
+  oldest_seconds: number;
+  reason: string;
+}
+
+/** Tasks waiting for capacity, per queue and (scope, key), oldest first. */
+function readWaiting(sql: Sql): Promise<WaitingRow[]> {
+  return sql<WaitingRow[]>`
+    select queue_name, limit_scope, limit_key, waiting::int,
+           floor(extract(epoch from now() - oldest_queued_at))::int as oldest_seconds, reason
+    from pgflow.waiting_tasks()`;
+}
+
+/** The waiting section: none, or a table of the keys with tasks waiting and why. */
+function waitingRows(rows: readonly WaitingRow[]): string[] {
+  if (rows.length === 0) return ["none (no task waits for a concurrency limit)"];
+  return formatTable(
+    ["queue", "scope", "key", "tasks", "oldest", "why"],
+    rows.map((w) => [
+      w.queue_name,
+      w.limit_scope,
+      w.limit_key === "" ? "-" : w.limit_key,
+      String(w.waiting),
+      `${w.oldest_seconds} s`,
+      w.reason,
+    ]),
+  );
 }
 
 /** The coverage verdict, the same one `pgflow coverage` exits with: incomplete iff a pair is MISSING. */

@@ -6,7 +6,13 @@
  */
 import { ClientClosedError, RunError } from "./errors.ts";
 import type { AnyRunState } from "./snapshot.ts";
-import type { CancelResult, RestartMode, RunStatus, RunSummary } from "./types.ts";
+import type {
+  CancelResult,
+  QueueWaitingTasks,
+  RestartMode,
+  RunStatus,
+  RunSummary,
+} from "./types.ts";
 
 /** A subscription to a run's wake-ups; `close` ends it. */
 export interface Subscription {
@@ -59,12 +65,16 @@ export const NO_SUCH_RUN = "P0002";
 
 /** A database the client talks to: postgres.js (`sql`) or supabase-js (`rpc`). */
 export interface Backend {
-  /** Starts a run of `flowSlug` (with `runId` when given) at `priority`. */
+  /**
+   * Starts a run of `flowSlug` (with `runId` when given) at `priority`, in the trace of
+   * `traceparent` when given (docs/telemetry.md).
+   */
   startFlow(
     flowSlug: string,
     input: string,
     runId: string | null,
     priority: number,
+    traceparent: string | null,
   ): Promise<StartResult>;
   /** Reads a run (`null`: no such run, or not readable). */
   getRun(runId: string): Promise<AnyRunState | null>;
@@ -85,6 +95,8 @@ export interface Backend {
   aliasTarget(alias: string): Promise<string | null>;
   /** Lists runs, newest first (`pgflow.list_runs`). */
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
+  /** Tasks waiting for capacity on `queue` (every queue: `null`), per `(scope, key)`. */
+  waitingTasks(queue: string | null): Promise<QueueWaitingTasks[]>;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */
   wakeSource(): Promise<WakeSource>;
   /** Ends what the client opened itself (never a pool it was given). */

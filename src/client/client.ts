@@ -17,13 +17,14 @@ import { sqlBackend } from "./sql_backend.ts";
 import { explainUnreachable } from "./unreachable.ts";
 import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
+import { activeTraceparent } from "../platform/telemetry.ts";
 import {
   checkListRunsOptions,
   checkStartOptions,
   resolveClientOptions,
   type ResolvedConnection,
 } from "./options.ts";
-import type { FlowInputOf, RunState, RunStatus, RunSummary } from "./types.ts";
+import type { FlowInputOf, QueueWaitingTasks, RunState, RunStatus, RunSummary } from "./types.ts";
 
 /**
  * Timing shared by every way of connecting: whole milliseconds, each within its range, or
@@ -229,6 +230,12 @@ export interface PgflowClient {
    * or steps (read one with `getRun`). Rejects with `ClientConfigError` for a bad filter.
    */
   listRuns(options?: ListRunsOptions): Promise<RunSummary[]>;
+  /**
+   * Tasks waiting for capacity (flow control; `pgflow.waiting_tasks`), per queue and
+   * `(scope, key)`: how many, since when, the key's tasks in flight, its limit and why they wait.
+   * Only `queue`'s when given.
+   */
+  waitingTasks(queue?: string): Promise<QueueWaitingTasks[]>;
   /** How the client hears about changes: `listen`, `realtime` or `poll` (decided on first use). */
   transport(): Promise<"listen" | "realtime" | "poll">;
   /**
@@ -309,7 +316,8 @@ export function createClient(options: ClientOptions): PgflowClient {
     }
     let result;
     try {
-      result = await backend.startFlow(flowSlug, text, runId, priority);
+      // The span active around this call (if any) becomes the run's trace: docs/telemetry.md.
+      result = await backend.startFlow(flowSlug, text, runId, priority, activeTraceparent());
     } catch (error) {
       if (closed.aborted) {
         throw new ClientClosedError("closed", `startFlow of ${flowSlug}`, runId, { cause: error });
@@ -377,6 +385,23 @@ export function createClient(options: ClientOptions): PgflowClient {
       } catch (error) {
         if (closed.aborted) {
           throw new ClientClosedError("closed", "listRuns", null, { cause: error });
+        }
+        throw error;
+      }
+    },
+    async waitingTasks(queue?: string): Promise<QueueWaitingTasks[]> {
+      if (queue !== undefined && (typeof queue !== "string" || queue === "")) {
+        throw new TypeError(
+          `waitingTasks: ${JSON.stringify(queue)} is not a queue name; pass a queue's name, or ` +
+            "nothing for every queue",
+        );
+      }
+      if (closed.aborted) throw new ClientClosedError("closed", "waitingTasks");
+      try {
+        return await backend.waitingTasks(queue ?? null);
+      } catch (error) {
+        if (closed.aborted) {
+          throw new ClientClosedError("closed", "waitingTasks", null, { cause: error });
         }
         throw error;
       }

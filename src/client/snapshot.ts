@@ -13,6 +13,7 @@ import type {
   StepState,
   StepStatus,
   TaskAttempt,
+  WaitingTasks,
 } from "./types.ts";
 import { parseJsonb } from "../util/json_parse.ts";
 
@@ -36,6 +37,17 @@ export interface RawRestart {
   readonly started_at: string;
 }
 
+/** Tasks waiting for capacity under one (scope, key), as `pgflow.get_run` lists them. */
+export interface RawWaiting {
+  readonly limit_scope: string;
+  readonly limit_key: string;
+  readonly tasks: number;
+  readonly since: string;
+  readonly in_flight: number;
+  readonly max_running: number | null;
+  readonly reason: string;
+}
+
 /** One step as `pgflow.get_run` returns it (snake_case, as stored). */
 export interface RawStep {
   readonly step_slug: string;
@@ -55,6 +67,8 @@ export interface RawStep {
   readonly cancelled_at?: string | null;
   readonly reused?: boolean;
   readonly attempts?: readonly RawAttempt[] | null;
+  // Absent from an engine older than flow control (issue 43): read as [].
+  readonly waiting?: readonly RawWaiting[] | null;
 }
 
 /** The run as `pgflow.get_run` returns it. */
@@ -144,6 +158,7 @@ export function toRunState(raw: unknown): AnyRunState | null {
       cancelledAt: s.cancelled_at ?? null,
       reused: s.reused ?? false,
       attempts: (s.attempts ?? []).map(toAttempt),
+      waiting: (s.waiting ?? []).map(toWaiting),
     })),
   };
 }
@@ -162,6 +177,22 @@ function toAttempt(a: RawAttempt): TaskAttempt {
     outcome: a.outcome,
     errorMessage: a.error_message,
     errorStack: a.error_stack,
+  };
+}
+
+/**
+ * Translates a step's waiting tasks as `pgflow.get_run` lists them, or a row of
+ * `pgflow.waiting_tasks` given the same names (the client's backends do).
+ */
+export function toWaiting(w: RawWaiting): WaitingTasks {
+  return {
+    limitScope: w.limit_scope,
+    limitKey: w.limit_key,
+    tasks: Number(w.tasks),
+    since: w.since,
+    inFlight: Number(w.in_flight),
+    maxRunning: w.max_running,
+    reason: w.reason,
   };
 }
 

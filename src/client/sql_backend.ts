@@ -16,7 +16,7 @@ import {
 } from "./backend.ts";
 import { schemaVersionProblem } from "../operations/schema_version.ts";
 import { ClientClosedError } from "./errors.ts";
-import { toRunState, toRunSummary } from "./snapshot.ts";
+import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
 import { listenSource } from "./transports/listen.ts";
 import { pollSource } from "./transports/poll.ts";
@@ -46,13 +46,13 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
     return ownsServerSession(info.kind) ? listenSource(sql) : pollSource();
   };
   return {
-    async startFlow(flowSlug, input, runId, priority): Promise<StartResult> {
+    async startFlow(flowSlug, input, runId, priority, traceparent): Promise<StartResult> {
       try {
         const [row] = await bounded(
           sql<{ run_id: string; flow_slug: string }[]>`
             select run_id, flow_slug
             from pgflow.start_flow(${flowSlug}, ${input}::text::jsonb, ${runId}::uuid,
-                                   ${priority}::integer)`,
+                                   ${priority}::integer, ${traceparent}::text)`,
           "start_flow",
           options.queryTimeoutMs,
         );
@@ -139,6 +139,23 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         return rows.map((r) => toRunSummary(r.run));
       } catch (error) {
         throw poolEnded(error, "listing runs", null);
+      }
+    },
+    async waitingTasks(queue) {
+      try {
+        const rows = await bounded(
+          sql<(RawWaiting & { queue_name: string })[]>`
+            select w.queue_name, w.limit_scope, w.limit_key, w.waiting::int as tasks,
+                   to_char(w.oldest_queued_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+                     as since,
+                   w.in_flight::int, w.max_running, w.reason
+            from pgflow.waiting_tasks(${queue}::text) w`,
+          "waiting_tasks",
+          options.queryTimeoutMs,
+        );
+        return rows.map((r) => ({ queueName: r.queue_name, ...toWaiting(r) }));
+      } catch (error) {
+        throw poolEnded(error, "listing waiting tasks", null);
       }
     },
     wakeSource() {

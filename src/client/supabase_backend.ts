@@ -7,7 +7,7 @@
  */
 import type { SupabaseClient } from "../platform/types.ts";
 import type { Backend, RestartedRun, StartResult, WakeSource } from "./backend.ts";
-import { toRunState, toRunSummary } from "./snapshot.ts";
+import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
 import { parseJson } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
 import { realtimeSource } from "./transports/realtime.ts";
@@ -31,14 +31,17 @@ export function supabaseBackend(
   const pgflow = supabase.schema("pgflow");
   const source: WakeSource = transport === "poll" ? pollSource() : realtimeSource(supabase);
   return {
-    async startFlow(flowSlug, input, runId, priority): Promise<StartResult> {
+    async startFlow(flowSlug, input, runId, priority, traceparent): Promise<StartResult> {
       const { data, error } = await pgflow.rpc("start_flow", {
         flow_slug: flowSlug,
         // parseJson, not JSON.parse: keys as given, numbers exact (supabase-js writes them back
         // with JSON.stringify, so PostgREST receives the text the client made).
         input: parseJson(input),
         run_id: runId,
-        priority,
+        // Only when set: a run at the default priority and outside a trace calls start_flow as
+        // before either existed.
+        ...(priority ? { priority } : {}),
+        ...(traceparent ? { traceparent } : {}),
       });
       if (error) {
         if (error.code === "23505" && runId !== null) return { exists: true };
@@ -103,7 +106,32 @@ export function supabaseBackend(
       if (error) throw new RpcError("list_runs", error);
       return ((data ?? []) as unknown[]).map(toRunSummary);
     },
+    async waitingTasks(queue) {
+      const { data, error } = await pgflow.rpc("waiting_tasks", { queue_name: queue });
+      if (error) throw new RpcError("waiting_tasks", error);
+      return ((data ?? []) as WaitingRow[]).map((r) => ({
+        queueName: r.queue_name,
+        ...toWaiting({ ...r, tasks: r.waiting, since: utcText(r.oldest_queued_at) }),
+      }));
+    },
     wakeSource: () => Promise.resolve(source),
     close: () => source.close(),
   };
+}
+
+/** A row of `pgflow.waiting_tasks` as PostgREST sends it. */
+type WaitingRow = Omit<RawWaiting, "tasks" | "since"> & {
+  queue_name: string;
+  waiting: number;
+  oldest_queued_at: string;
+};
+
+/**
+ * A timestamp as PostgREST writes it (`…123456+00:00` in a UTC session) in `get_run`'s form
+ * (`…123456Z`), so both backends give the same text; another offset is converted through a Date
+ * (to milliseconds).
+ */
+function utcText(value: string): string {
+  if (value.endsWith("+00:00")) return `${value.slice(0, -6)}Z`;
+  return new Date(value).toISOString();
 }

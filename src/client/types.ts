@@ -200,6 +200,52 @@ export interface TaskAttempt {
 }
 
 /**
+ * Tasks waiting for capacity under one flow-control limit, one `(scope, key)`: created without a
+ * message (neither queued nor lost), released when a unit of the key's capacity frees
+ * (docs/flow-control.md). `RunState` steps list theirs (`StepState.waiting`).
+ *
+ * @example
+ * ```ts
+ * import type { WaitingTasks } from "@pgflow/shared";
+ *
+ * // "2 tasks: concurrency slack-api key C042: 1 of 1 in flight"
+ * const line = (w: WaitingTasks) => `${w.tasks} tasks: ${w.reason}`;
+ * ```
+ */
+export interface WaitingTasks {
+  /** The limit's scope (`"slack-api"`, or `"<alias or flow>/<step>"`). */
+  readonly limitScope: string;
+  /** The key the task's input gave (`""`: the step has no key path, or it found nothing). */
+  readonly limitKey: string;
+  /** How many tasks wait. */
+  readonly tasks: number;
+  /** When the oldest of them was created (UTC, microseconds). */
+  readonly since: string;
+  /** The key's tasks holding capacity now (queued or started), of any run, flow or queue. */
+  readonly inFlight: number;
+  /** The scope's limit; `null` when none is set (its tasks are released at the next tick). */
+  readonly maxRunning: number | null;
+  /** Why they wait, e.g. `concurrency slack-api key C042: 1 of 1 in flight`. */
+  readonly reason: string;
+}
+
+/**
+ * Tasks waiting for capacity on one queue under one `(scope, key)`: what `client.waitingTasks`
+ * lists (`pgflow.waiting_tasks`).
+ *
+ * @example
+ * ```ts
+ * import type { QueueWaitingTasks } from "@pgflow/shared";
+ *
+ * const line = (w: QueueWaitingTasks) => `${w.queueName}: ${w.tasks} waiting since ${w.since}`;
+ * ```
+ */
+export interface QueueWaitingTasks extends WaitingTasks {
+  /** The queue their messages will be sent to. */
+  readonly queueName: string;
+}
+
+/**
  * How a run was started from another: `retry` (the same input, everything again) or `resume`
  * (what completed in the source is reused, the rest runs).
  *
@@ -284,6 +330,11 @@ export interface StepStateFor<F extends FlowCarrier, K extends string> {
    * 100 per step, the newest kept.
    */
   readonly attempts: readonly TaskAttempt[];
+  /**
+   * Its tasks waiting for capacity (flow control), per `(scope, key)`, oldest first; empty when
+   * none waits. A started step whose tasks all wait has not been handed to any worker yet.
+   */
+  readonly waiting: readonly WaitingTasks[];
 }
 
 /**

@@ -54,14 +54,8 @@ export interface FlowControlOptions {
 
 /**
  * The accepted range of flow control's numbers, the same as SQL's
- * `pgflow.flow_control_bounds()`.
- *
- * @example
- * ```ts
- * import { FLOW_CONTROL_BOUNDS } from "@pgflow/shared";
- *
- * console.log(FLOW_CONTROL_BOUNDS.concurrency.max); // 100000
- * ```
+ * `pgflow.flow_control_bounds()` (tests/sql/flow_control_compile_test.ts compares the two).
+ * Internal: the DSL and the client check options against it.
  */
 export const FLOW_CONTROL_BOUNDS: Readonly<Record<"priority" | "concurrency", OptionBounds>> =
   Object.freeze({

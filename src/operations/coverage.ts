@@ -10,7 +10,7 @@ import { pairKey, pairKeys } from "../util/pair_key.ts";
 
 /**
  * What a pair needs, as `pgflow.queue_coverage` decides it (the first that applies):
- * `MISSING` work is waiting (queued or started tasks in started runs) and no live worker serves
+ * `MISSING` work is waiting (tasks waiting for capacity, queued or started, in started runs) and no live worker serves
  * the pair; `STALE` a live worker serves it, but a started task is held by a worker that is gone
  * (stale heartbeat, stopped, or no row); `PARTIAL` a live worker serves it, but not every live
  * worker on the queue does (they read its messages and hand them back: give every worker on a

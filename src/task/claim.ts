@@ -49,6 +49,8 @@ export interface ClaimedTask {
   readonly inputBytes?: number;
   /** True when the input was over the read's `maxInputBytes` and left in the database (`input` is null). */
   readonly inputWithheld?: boolean;
+  /** The run's trace context (`runs.traceparent`), read only while spans are recorded. */
+  readonly traceparent?: string | null;
 }
 
 /**

@@ -11,6 +11,8 @@ import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
 import { settleOrTimeOut } from "./timeout_race.ts";
 import { RetryAfter } from "../dsl/retry_after.ts";
 import { StepTimedOut, WorkerShutdown } from "../dsl/abort_reasons.ts";
+import { context as otelContext } from "npm:@opentelemetry/api@1.9.0";
+import { startAttempt } from "../platform/telemetry.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
@@ -33,6 +35,8 @@ export interface ExecuteDeps {
   readonly logErrorMessages?: boolean;
   /** Largest output sent, and the bound the read applied to inputs (`PayloadTooLarge`). */
   readonly maxPayloadBytes?: number;
+  /** The worker's id, on each attempt's span (docs/telemetry.md). */
+  readonly workerId?: string;
 }
 
 /**
@@ -62,6 +66,12 @@ export async function executeTask(
     taskIndex: task.taskIndex,
     attempt: task.attempt,
   });
+  const attempt = startAttempt({
+    ...task,
+    queue: deps.queue,
+    workerId: deps.workerId ?? "",
+    enqueuedAt: message.enqueued_at,
+  });
   const started = performance.now();
   let result: TaskResult;
   // What the "task failed" line says about the error (see errorFields).
@@ -90,8 +100,12 @@ export async function executeTask(
         await checkRunInput(deps.resources.inputChecks, task.runId, registered.inputSchema);
       }
       const context = buildContext(deps.resources, deps.queue, task, message, signal);
+      // The handler's own spans (fetch, queries) are children of the attempt's.
       const output = await settleOrTimeOut(
-        Promise.resolve(registered.handler(task.input, context)),
+        Promise.resolve(otelContext.with(
+          attempt.context,
+          () => registered.handler(task.input, context),
+        )),
         signal,
       );
       flowCode = false;
@@ -129,6 +143,7 @@ export async function executeTask(
   // The handler's slot is free for the next task; the report below still counts as in flight.
   handlerDone();
   const receipt = await deps.completer.report(task, result, log);
+  attempt.end(receipt.outcome, ms / 1000, failFields.errorKind as string | undefined);
   if (receipt.unstorable !== undefined) {
     log.warn("output could not be stored", { code: receipt.unstorable.code });
     failFields = {

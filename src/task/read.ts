@@ -5,6 +5,7 @@ import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
 import { parseJsonb } from "../util/json_parse.ts";
 import type { CompletionArrays } from "./report.ts";
+import { tracingEnabled } from "../platform/telemetry.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {
@@ -62,6 +63,8 @@ interface Row {
   readonly input_bytes: number | null;
   readonly attempt: number | null;
   readonly next_read_qty: number | null;
+  /** The run's trace context: selected only while spans are recorded (see readColumns). */
+  readonly traceparent?: string | null;
   read_ct: number;
   enqueued_at: Date | string;
   vt: Date | string;
@@ -76,11 +79,22 @@ interface Row {
  * joined once per row by the read.
  */
 function readColumns(sql: Sql, maxInputBytes: number | undefined) {
+  // Asked once per process: without an exporter the read stays exactly as it was.
+  traced ??= tracingEnabled();
   return sql`msg_id::text as msg_id, read_ct, enqueued_at, vt, message::text as message,
     headers::text as headers, disposition, flow_slug, run_id, step_slug, task_index,
     case when octet_length(t.input) <= ${maxInputBytes ?? MAX_TEXT}::integer
-      then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty`;
+      then t.input end as input, octet_length(t.input) as input_bytes, attempt, next_read_qty
+    ${
+    traced
+      ? sql`, (select r.traceparent from pgflow.runs r
+               where r.run_id = c.run_id and c.disposition = 'claimed') as traceparent`
+      : sql``
+  }`;
 }
+
+/** Whether reads bring each claimed run's `traceparent` (spans are recorded). */
+let traced: boolean | undefined;
 
 /**
  * One `pgflow.read_and_claim` on `queue`: a single `pgmq.read_with_poll` (the only read of these
@@ -188,6 +202,7 @@ function decodeRead(rows: readonly Row[]): ReadAndClaimResult {
       input: row.input === null ? null : parseJsonb(row.input),
       attempt: row.attempt!,
       ...inputSize(row),
+      ...(row.traceparent == null ? {} : { traceparent: row.traceparent }),
     });
   }
   return {

@@ -172,6 +172,7 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
     activity,
     logErrorMessages: options.logErrorMessages,
     maxPayloadBytes: options.maxPayloadBytes,
+    workerId: deps.workerId,
   };
   const { completer } = execute;
   // The tasks in flight, by run: for ctx.signal, and for what a bounded drain abandons.

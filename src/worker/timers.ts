@@ -5,6 +5,7 @@ import type { ResolvedConfig } from "./config.ts";
 import { recoverStalledTasks } from "./recovery.ts";
 import { logSummaries } from "./summary.ts";
 import { beatUntilStopped } from "./worker_row.ts";
+import { QUEUE_SAMPLE_MS, sampleQueue } from "./queue_sample.ts";
 
 /** What a worker's timers need. */
 export interface TimerDeps {
@@ -23,13 +24,15 @@ export interface TimerDeps {
 
 /**
  * Starts a running worker's timers: the heartbeat (which notices a deprecation), the summary
- * line, and stalled-task recovery unless it is turned off. Each promise settles once `signal`
+ * line, stalled-task recovery unless it is turned off, and the queue's sample for the telemetry
+ * gauges while telemetry is on. Each promise settles once `signal`
  * aborts and its last tick has ended.
  */
 export function startTimers(deps: TimerDeps): Promise<void>[] {
   const { sql, log, config, signal } = deps;
   const timing = (intervalMs: number) => ({ intervalMs, timeoutMs: config.queryTimeoutMs });
   const recovery = recoverStalledTasks(sql, log, timing(config.stalledRecoveryIntervalMs), signal);
+  const queue = sampleQueue(sql, deps.worker.queueName, log, timing(QUEUE_SAMPLE_MS), signal);
   return [
     beatUntilStopped(sql, deps.worker.id, log, {
       ...timing(config.heartbeatIntervalMs),
@@ -45,5 +48,6 @@ export function startTimers(deps: TimerDeps): Promise<void>[] {
       signal,
     ),
     ...(recovery === undefined ? [] : [recovery]),
+    ...(queue === undefined ? [] : [queue]),
   ];
 }

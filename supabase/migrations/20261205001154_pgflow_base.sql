@@ -410,13 +410,18 @@ create table if not exists pgflow.runs (
   -- Added to each step's priority on the run's tasks that wait for capacity (docs/flow-control.md):
   -- a higher one is released first. Set at start (start_flow's priority), kept by a retry or resume.
   priority integer not null default 0,
+  -- The W3C trace context the run was started in (start_flow's traceparent), NULL when untraced:
+  -- a run outlives any process, so every attempt's and step's span finds its trace here
+  -- (docs/telemetry.md). Kept by a retry or resume, so a restart stays in the source's trace.
+  traceparent text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
   constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
   constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
   constraint runs_remaining_steps_range check (remaining_steps >= 0),
-  constraint runs_priority_range check (priority between -1000 and 1000)
+  constraint runs_priority_range check (priority between -1000 and 1000),
+  constraint runs_traceparent_format check (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')
 );
 
 create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);
@@ -2308,10 +2313,13 @@ $$;
 
 -- At commit (a deferred trigger, once per noted row; the first does the work): releases what the
 -- noted keys' capacity allows, taking their locks in lock-key order (the deadlock argument at the
--- top of this file).
+-- top of this file). security definer: a deferred trigger fires at commit, after the security
+-- definer function that changed the row (start_flow, cancel_run called by service_role) has
+-- returned, so it would otherwise run as the caller, who may not execute the release.
 create or replace function pgflow._release_noted()
 returns trigger
 language plpgsql
+security definer
 set search_path = ''
 as $$
 declare
@@ -2392,6 +2400,25 @@ begin
 end;
 $$;
 
+-- Why tasks of one (scope, key) wait, in words: "concurrency slack-api key C042: 3 of 3 in flight".
+-- One wording for waiting_tasks and get_run, so status, the dashboard, runs show and the client
+-- say the same thing.
+create or replace function pgflow.waiting_reason(
+  limit_scope text,
+  limit_key text,
+  in_flight bigint,
+  max_running integer
+)
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select format('concurrency %s%s: %s of %s in flight', waiting_reason.limit_scope,
+                case when waiting_reason.limit_key <> '' then ' key ' || waiting_reason.limit_key else '' end,
+                waiting_reason.in_flight, coalesce(waiting_reason.max_running::text, 'unlimited'))
+$$;
+
 -- Tasks waiting for capacity, per queue and (scope, key): how many, since when, and why, e.g.
 -- "concurrency slack-api key C042: 3 of 3 in flight". in_flight counts the key's tasks that hold
 -- capacity (queued or started), on any queue. The one place status, the dashboard and the client
@@ -2412,9 +2439,7 @@ stable
 set search_path = ''
 as $$
   select w.queue_name, w.limit_scope, w.limit_key, w.waiting, w.oldest, h.n, l.max_running,
-         format('concurrency %s%s: %s of %s in flight', w.limit_scope,
-                case when w.limit_key <> '' then ' key ' || w.limit_key else '' end,
-                h.n, coalesce(l.max_running::text, 'unlimited'))
+         pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
   from (select t.queue_name, t.limit_scope, t.limit_key, count(*) as waiting, min(t.queued_at) as oldest
         from pgflow.step_tasks t
         where t.status = 'waiting'
@@ -2440,8 +2465,13 @@ $$;
 --
 -- priority (from -1000 to 1000, default 0) ranks the run's tasks that wait for capacity: each is
 -- released before waiting tasks of a lower priority (docs/flow-control.md).
+--
+-- traceparent (a W3C trace context, '00-<trace id>-<span id>-<flags>', default NULL) puts the run
+-- in the caller's trace: workers make every attempt's and step's span a child of it, hours later
+-- and in other processes (docs/telemetry.md). A malformed one is refused, naming it.
 create or replace function pgflow.start_flow(
-  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0
+  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0,
+  traceparent text default null
 )
 returns pgflow.runs
 language plpgsql
@@ -2484,6 +2514,12 @@ begin
   if start_flow.priority is distinct from 0 then
     perform pgflow._check_run_priority(flow.flow_slug, start_flow.priority);
   end if;
+  if start_flow.traceparent is not null
+     and start_flow.traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' then
+    raise exception 'traceparent % is not a W3C trace context', quote_literal(start_flow.traceparent)
+      using errcode = '22023',
+            hint = 'pass ''00-<32 hex trace id>-<16 hex span id>-<2 hex flags>'' in lowercase, or NULL';
+  end if;
   -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
   if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
@@ -2495,8 +2531,9 @@ begin
                                       and s.forbidden_input_pattern is null))
   into step_count, roots, plain_roots
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority)
-  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority);
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority, traceparent)
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority,
+          start_flow.traceparent);
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,
@@ -3995,13 +4032,14 @@ begin
     reused_steps := '{}';
   end if;
 
-  -- The restart keeps the source's priority: its tasks wait again like the source's did.
+  -- The restart keeps the source's priority: its tasks wait again like the source's did; and its
+  -- trace context, so its spans join the source's trace.
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode,
-                           priority)
+                           priority, traceparent)
   values (new_run_id, p_source.flow_slug, p_source.input,
           (select count(*) from pgflow.steps s where s.flow_slug = p_source.flow_slug)
             - cardinality(reused_steps),
-          p_source.run_id, p_mode, p_source.priority);
+          p_source.run_id, p_mode, p_source.priority, p_source.traceparent);
 
   -- A step taken over is copied with its outcome; every other step waits for its dependencies
   -- that are not taken over (they run again here).
@@ -5660,8 +5698,9 @@ create or replace trigger step_states_status_notify
 -- and keep the order of events that happened within one millisecond, which a JavaScript Date
 -- would lose. Steps come in definition order, which puts every step after its dependencies.
 --
--- security invoker: the caller needs select on pgflow.runs, step_states, steps and task_attempts (service_role
--- has it, see 0900_privileges); a wrapper for other roles decides which runs they may read
+-- security invoker: the caller needs select on pgflow.runs, step_states, steps, step_tasks,
+-- task_attempts and concurrency_limits, and execute on waiting_reason (service_role has them, see
+-- 0900_privileges); a wrapper for other roles decides which runs they may read
 -- (docs/permissions.md).
 
 create or replace function pgflow.get_run(run_id uuid)
@@ -5710,6 +5749,30 @@ as $$
         'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'reused', ss.reused,
+        -- Its tasks waiting for capacity (flow control), per (scope, key), with the reason
+        -- waiting_tasks gives: a waiting task has no message, so it is neither queued nor lost.
+        -- Only a started step of a limited step can have any, so no other step reads its tasks.
+        'waiting', case when ss.status = 'started' and s.concurrency_scope is not null then coalesce((
+          select jsonb_agg(jsonb_build_object(
+            'limit_scope', w.limit_scope,
+            'limit_key', w.limit_key,
+            'tasks', w.n,
+            'since', to_char(w.oldest at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+            'in_flight', h.n,
+            'max_running', l.max_running,
+            'reason', pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
+          ) order by w.oldest, w.limit_scope, w.limit_key)
+          from (select t.limit_scope, t.limit_key, count(*) as n, min(t.queued_at) as oldest
+                from pgflow.step_tasks t
+                where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.status = 'waiting'
+                group by t.limit_scope, t.limit_key) w
+          cross join lateral (
+            select count(*) as n from pgflow.step_tasks t
+            where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key
+              and t.status in ('queued', 'started')
+          ) h
+          left join pgflow.concurrency_limits l on l.scope = w.limit_scope
+        ), '[]'::jsonb) else '[]'::jsonb end,
         -- The attempts that ended other than by completing (the newest 100 of the step).
         'attempts', coalesce((
           select jsonb_agg(jsonb_build_object(
@@ -5833,8 +5896,9 @@ revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
 -- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
--- access to tables or queues is needed), get_run, get_run_text and list_runs (read with the caller's select
--- rights) and select on the definition and run tables and the attempt history. Nothing else: it
+-- access to tables or queues is needed), get_run, get_run_text, list_runs and waiting_tasks (read
+-- with the caller's select rights) and select on the definition and run tables, the attempt
+-- history and the concurrency limits. Nothing else: it
 -- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
 -- migrating role that may not create roles skips this with a notice, and nothing is granted.
@@ -5849,7 +5913,7 @@ begin
   end if;
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
-    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer) to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer, text) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
@@ -5859,8 +5923,12 @@ begin
     -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
     grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),
       pgflow.listen_barrier(text[]) to service_role;
+    -- Waiting tasks and why they wait (flow control): get_run reads them for its steps, and a
+    -- client may list them per queue.
+    grant execute on function pgflow.waiting_tasks(text),
+      pgflow.waiting_reason(text, text, bigint, integer) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
   end if;
 end
 $$;

@@ -25,13 +25,18 @@ create table if not exists pgflow.runs (
   -- Added to each step's priority on the run's tasks that wait for capacity (docs/flow-control.md):
   -- a higher one is released first. Set at start (start_flow's priority), kept by a retry or resume.
   priority integer not null default 0,
+  -- The W3C trace context the run was started in (start_flow's traceparent), NULL when untraced:
+  -- a run outlives any process, so every attempt's and step's span finds its trace here
+  -- (docs/telemetry.md). Kept by a retry or resume, so a restart stays in the source's trace.
+  traceparent text,
   constraint runs_pkey primary key (run_id),
   constraint runs_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
   constraint runs_status_known check (status in ('started', 'completed', 'failed', 'cancelled')),
   constraint runs_restart_mode_known check (restart_mode in ('retry', 'resume')),
   constraint runs_restart_has_source check ((restart_mode is null) = (restart_of_run_id is null)),
   constraint runs_remaining_steps_range check (remaining_steps >= 0),
-  constraint runs_priority_range check (priority between -1000 and 1000)
+  constraint runs_priority_range check (priority between -1000 and 1000),
+  constraint runs_traceparent_format check (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')
 );
 
 create index if not exists runs_flow_status_idx on pgflow.runs (flow_slug, status);

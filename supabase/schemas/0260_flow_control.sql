@@ -152,10 +152,13 @@ $$;
 
 -- At commit (a deferred trigger, once per noted row; the first does the work): releases what the
 -- noted keys' capacity allows, taking their locks in lock-key order (the deadlock argument at the
--- top of this file).
+-- top of this file). security definer: a deferred trigger fires at commit, after the security
+-- definer function that changed the row (start_flow, cancel_run called by service_role) has
+-- returned, so it would otherwise run as the caller, who may not execute the release.
 create or replace function pgflow._release_noted()
 returns trigger
 language plpgsql
+security definer
 set search_path = ''
 as $$
 declare
@@ -236,6 +239,25 @@ begin
 end;
 $$;
 
+-- Why tasks of one (scope, key) wait, in words: "concurrency slack-api key C042: 3 of 3 in flight".
+-- One wording for waiting_tasks and get_run, so status, the dashboard, runs show and the client
+-- say the same thing.
+create or replace function pgflow.waiting_reason(
+  limit_scope text,
+  limit_key text,
+  in_flight bigint,
+  max_running integer
+)
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select format('concurrency %s%s: %s of %s in flight', waiting_reason.limit_scope,
+                case when waiting_reason.limit_key <> '' then ' key ' || waiting_reason.limit_key else '' end,
+                waiting_reason.in_flight, coalesce(waiting_reason.max_running::text, 'unlimited'))
+$$;
+
 -- Tasks waiting for capacity, per queue and (scope, key): how many, since when, and why, e.g.
 -- "concurrency slack-api key C042: 3 of 3 in flight". in_flight counts the key's tasks that hold
 -- capacity (queued or started), on any queue. The one place status, the dashboard and the client
@@ -256,9 +278,7 @@ stable
 set search_path = ''
 as $$
   select w.queue_name, w.limit_scope, w.limit_key, w.waiting, w.oldest, h.n, l.max_running,
-         format('concurrency %s%s: %s of %s in flight', w.limit_scope,
-                case when w.limit_key <> '' then ' key ' || w.limit_key else '' end,
-                h.n, coalesce(l.max_running::text, 'unlimited'))
+         pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
   from (select t.queue_name, t.limit_scope, t.limit_key, count(*) as waiting, min(t.queued_at) as oldest
         from pgflow.step_tasks t
         where t.status = 'waiting'

@@ -9,8 +9,13 @@
 --
 -- priority (from -1000 to 1000, default 0) ranks the run's tasks that wait for capacity: each is
 -- released before waiting tasks of a lower priority (docs/flow-control.md).
+--
+-- traceparent (a W3C trace context, '00-<trace id>-<span id>-<flags>', default NULL) puts the run
+-- in the caller's trace: workers make every attempt's and step's span a child of it, hours later
+-- and in other processes (docs/telemetry.md). A malformed one is refused, naming it.
 create or replace function pgflow.start_flow(
-  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0
+  flow_slug text, input jsonb, run_id uuid default null, priority integer default 0,
+  traceparent text default null
 )
 returns pgflow.runs
 language plpgsql
@@ -53,6 +58,12 @@ begin
   if start_flow.priority is distinct from 0 then
     perform pgflow._check_run_priority(flow.flow_slug, start_flow.priority);
   end if;
+  if start_flow.traceparent is not null
+     and start_flow.traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' then
+    raise exception 'traceparent % is not a W3C trace context', quote_literal(start_flow.traceparent)
+      using errcode = '22023',
+            hint = 'pass ''00-<32 hex trace id>-<16 hex span id>-<2 hex flags>'' in lowercase, or NULL';
+  end if;
   -- A generated id is new; a given one may be taken (the primary key would say so less clearly).
   if start_flow.run_id is not null and exists (select 1 from pgflow.runs r where r.run_id = new_run_id) then
     raise exception 'run % already exists', new_run_id using errcode = '23505';
@@ -64,8 +75,9 @@ begin
                                       and s.forbidden_input_pattern is null))
   into step_count, roots, plain_roots
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
-  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority)
-  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority);
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority, traceparent)
+  values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority,
+          start_flow.traceparent);
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,

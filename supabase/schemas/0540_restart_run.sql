@@ -102,13 +102,14 @@ begin
     reused_steps := '{}';
   end if;
 
-  -- The restart keeps the source's priority: its tasks wait again like the source's did.
+  -- The restart keeps the source's priority: its tasks wait again like the source's did; and its
+  -- trace context, so its spans join the source's trace.
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, restart_of_run_id, restart_mode,
-                           priority)
+                           priority, traceparent)
   values (new_run_id, p_source.flow_slug, p_source.input,
           (select count(*) from pgflow.steps s where s.flow_slug = p_source.flow_slug)
             - cardinality(reused_steps),
-          p_source.run_id, p_mode, p_source.priority);
+          p_source.run_id, p_mode, p_source.priority, p_source.traceparent);
 
   -- A step taken over is copied with its outcome; every other step waits for its dependencies
   -- that are not taken over (they run again here).

@@ -5,8 +5,9 @@ revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
 -- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
--- access to tables or queues is needed), get_run, get_run_text and list_runs (read with the caller's select
--- rights) and select on the definition and run tables and the attempt history. Nothing else: it
+-- access to tables or queues is needed), get_run, get_run_text, list_runs and waiting_tasks (read
+-- with the caller's select rights) and select on the definition and run tables, the attempt
+-- history and the concurrency limits. Nothing else: it
 -- cannot claim, complete or fail tasks, change definitions or touch workers. Where the role does not exist (plain Postgres) it is created
 -- without login, so the grant model is the same everywhere; grant it to your own backend role. A
 -- migrating role that may not create roles skips this with a notice, and nothing is granted.
@@ -21,7 +22,7 @@ begin
   end if;
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
-    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer) to service_role;
+    grant execute on function pgflow.start_flow(text, jsonb, uuid, integer, text) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;
@@ -31,8 +32,12 @@ begin
     -- A client that LISTENs for its runs says so, or nothing is sent (0045_listeners.sql).
     grant execute on function pgflow.listen_start(text[]), pgflow.listen_stop(text[]),
       pgflow.listen_barrier(text[]) to service_role;
+    -- Waiting tasks and why they wait (flow control): get_run reads them for its steps, and a
+    -- client may list them per queue.
+    grant execute on function pgflow.waiting_tasks(text),
+      pgflow.waiting_reason(text, text, bigint, integer) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
   end if;
 end
 $$;

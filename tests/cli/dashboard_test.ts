@@ -20,6 +20,7 @@ import { startDashboardCli } from "./dashboard_cli.ts";
 import { databaseState, runCli, servePublished, shown } from "./helpers.ts";
 import { compileNow } from "./deploy_helpers.ts";
 import { Flow } from "../../mod.ts";
+import { limitedFlow } from "../support/flow_control.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -1078,6 +1079,38 @@ db.test("the aliases panel: each alias, the version it starts, its other version
     assert.match(page, /<section id="aliases"[^>]*><h2>Aliases<\/h2>/);
     const script = await (await fetch(new URL("js/panels.js", dashboard.url))).text();
     assert.match(script, /renderAliases\(o\)/);
+  } finally {
+    await dashboard.shutdown();
+    await pool.end({ timeout: 5 });
+  }
+});
+
+db.test("the run view shows a step whose task waits for a concurrency limit as waiting, with since when and why", async ({ sql, url }) => {
+  await limitedFlow(sql, "dw_cc", "dw_cc_q", 1);
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const [r] =
+      await sql`select run_id::text from pgflow.start_flow('dw_cc', '{"channel":"C042"}')`;
+    ids.push(r.run_id);
+  }
+  const pool = createPool(url, { max: 1 });
+  const dashboard = startDashboard(pool, { port: 0 });
+  try {
+    const [released] = (await getRun(dashboard.url, ids[0])).steps;
+    assert.equal(released.status, "queued");
+    assert.equal(released.waits[0].kind, "unserved");
+    const [held] = (await getRun(dashboard.url, ids[1])).steps;
+    assert.equal(held.status, "waiting");
+    assert.equal(held.waits.length, 1, JSON.stringify(held.waits));
+    const [wait] = held.waits;
+    assert.equal(wait.kind, "capacity");
+    assert.ok(wait.kind === "capacity" && !Number.isNaN(Date.parse(wait.since)));
+    assert.deepEqual({ ...wait, since: "" }, {
+      kind: "capacity",
+      since: "",
+      reason: "concurrency dw_cc/s key C042: 1 of 1 in flight",
+      tasks: 1,
+    });
   } finally {
     await dashboard.shutdown();
     await pool.end({ timeout: 5 });

@@ -11,6 +11,7 @@ import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { startRun, startWorker, stopAll } from "../worker/helpers.ts";
 import { BAD_URLS, SECRET } from "../platform/bad_urls.ts";
 import { runCli, shown } from "./helpers.ts";
+import { limitedFlow } from "../support/flow_control.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -336,4 +337,26 @@ Deno.test("runs: a malformed --database-url is one usage line without the passwo
   assert.equal(refused.code, 1, shown(refused));
   assert.match(refused.stderr, /could not connect to 127\.0\.0\.1:1: connection refused/);
   assert.doesNotMatch(refused.stdout + refused.stderr, SECRET);
+});
+
+db.test("runs show: a step whose task waits for a concurrency limit is waiting, with its key, since when and why; --json has it", async ({ sql, url }) => {
+  await limitedFlow(sql, "runs_cc", "runs_cc_q", 1);
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const [r] = await sql`select run_id from pgflow.start_flow('runs_cc', '{"channel":"C042"}')`;
+    ids.push(r.run_id);
+  }
+  const first = await runs(url, "show", ids[0]);
+  assert.equal(first.code, 0, shown(first));
+  assert.match(first.stdout, /^\s+s\s+single\s+started\s+0\/1\s+\S+\s+-\s*$/m, "released: queued");
+  const second = await runs(url, "show", ids[1]);
+  assert.equal(second.code, 0, shown(second));
+  assert.match(
+    second.stdout,
+    /^\s+s\s+single\s+waiting\s+0\/1\s+\S+\s+-\s+1 task\(s\) waiting since \S+Z: concurrency runs_cc\/s key C042: 1 of 1 in flight$/m,
+  );
+  const json = await runs(url, "show", ids[1], "--json");
+  const { run } = JSON.parse(json.stdout);
+  assert.equal(run.steps[0].status, "started");
+  assert.equal(run.steps[0].waiting[0].reason, "concurrency runs_cc/s key C042: 1 of 1 in flight");
 });

@@ -10,6 +10,7 @@ import { testDatabase } from "../support/db.ts";
 import { databaseState, runCli, shown } from "./helpers.ts";
 import { compileNow } from "./deploy_helpers.ts";
 import { Flow } from "../../mod.ts";
+import { limitedFlow } from "../support/flow_control.ts";
 
 const db = testDatabase(import.meta.url);
 const empty = testDatabase(import.meta.url, { template: "empty" });
@@ -78,6 +79,29 @@ db.test("status shows queues, workers, runs and coverage; exit 1 until every pai
     partial.stdout,
     /1 pair\(s\) PARTIAL: .*\(status_work: status_v1\.classify \(1 live worker\(s\) serve it\)\).*same handlers/,
   );
+});
+
+db.test("status lists tasks waiting for a concurrency limit per queue and key, with the oldest's wait and why; coverage counts them as work", async ({ sql, url }) => {
+  const quiet = await runCli(["status", "--database-url", url]);
+  assert.match(quiet.stdout, /^waiting\s+none \(no task waits for a concurrency limit\)$/m);
+  await limitedFlow(sql, "status_cc", "status_cc_q", 1);
+  for (const channel of ["C042", "C042", "C042", "C777"]) {
+    await sql`select pgflow.start_flow('status_cc', ${sql.json({ channel })})`;
+  }
+  await sql`update pgflow.step_tasks set queued_at = queued_at - interval '90 seconds'
+            where flow_slug = 'status_cc' and status = 'waiting'`;
+  const r = await runCli(["status", "--database-url", url]);
+  assert.match(r.stdout, /^waiting\s+queue\s+scope\s+key\s+tasks\s+oldest\s+why$/m);
+  assert.match(
+    r.stdout,
+    /^\s+status_cc_q\s+status_cc\/s\s+C042\s+2\s+9\d s\s+concurrency status_cc\/s key C042: 1 of 1 in flight$/m,
+  );
+  assert.doesNotMatch(r.stdout, /C777/, "a key with nothing waiting is not listed");
+  // Two released messages on the queue, two tasks waiting: four tasks of work, no live worker.
+  assert.match(r.stdout, /^\s+status_cc_q\s+2\s+2\s/m);
+  assert.match(r.stdout, /^coverage\s+INCOMPLETE: .*status_cc_q: status_cc\.s/m);
+  const coverage = await runCli(["coverage", "--database-url", url, "--queue", "status_cc_q"]);
+  assert.match(coverage.stdout, /status_cc_q\s+status_cc\s+s\s+yes\s+4\s+0\s+0\s+0\s+MISSING/);
 });
 
 db.test(

@@ -118,7 +118,7 @@ Deno.test("waitFor's timeoutMs accepts exactly its range; waitFor, events and st
       client.startFlow("some_flow", {}, { runID: RUN_ID } as unknown as { runId: string }),
       (e: unknown) =>
         e instanceof ClientConfigError &&
-        e.message === `startFlow: unknown option "runID"; the options are runId`,
+        e.message === `startFlow: unknown option "runID"; the options are runId, priority`,
     );
   } finally {
     await client.close();

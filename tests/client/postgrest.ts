@@ -27,10 +27,13 @@ const RPC: Record<string, Record<string, string>> = {
     max_rows: "integer",
     restarted: "boolean",
   },
+  waiting_tasks: { queue_name: "text" },
 };
 
 /** Functions returning a set: PostgREST answers with an array of their rows. */
 const RETURNS_SET = new Set(["list_runs"]);
+/** Functions returning a table: each row is an object of its columns. */
+const RETURNS_TABLE = new Set(["waiting_tasks"]);
 
 /** Answers supabase-js rpc calls on schema pgflow as service_role, like PostgREST. */
 export function fakePostgrest(
@@ -59,6 +62,8 @@ export function fakePostgrest(
         return await tx.unsafe(
           RETURNS_SET.has(fn)
             ? `select coalesce(jsonb_agg(doc), '[]')::text as result from pgflow.${fn}(${list}) as r(doc)`
+            : RETURNS_TABLE.has(fn)
+            ? `select coalesce(jsonb_agg(to_jsonb(r)), '[]')::text as result from pgflow.${fn}(${list}) r`
             : `select to_jsonb(pgflow.${fn}(${list}))::text as result`,
           values as never[],
         );

@@ -29,6 +29,20 @@ Deno.test("@pgflow/shared/dsl loads the DSL and routing only: no postgres.js, no
   assert.deepEqual(outside, [], "dsl.ts loads nothing but src/dsl/, src/routing/, src/util/");
 });
 
+Deno.test("@pgflow/shared/testing loads no worker or CLI code; mod.ts never loads it", async () => {
+  const [modules, main] = await Promise.all([graphOf("testing.ts"), graphOf("mod.ts")]);
+  assert.ok(modules.includes("src/testing/run_progress.ts"), "the graph was read");
+  assert.ok(modules.includes("src/task/context.ts"), "the worker's context construction is reused");
+  // postgres.js and supabase-js are in this graph only as types (ctx.sql and ctx.supabase).
+  const outside = modules.filter((m) => /^src\/(worker|cli|operations)\//.test(m));
+  assert.deepEqual(outside, [], "testing.ts loads no worker, CLI or operations code");
+  assert.deepEqual(
+    main.filter((m) => m.startsWith("src/testing/")),
+    [],
+    "mod.ts loads src/testing/",
+  );
+});
+
 /**
  * What bench/ and local/ may import from src/ without an entry: the tools they drive or measure,
  * which no entry exports: the local Postgres launcher of `pgflow db` (servers for benchmarks and

@@ -131,6 +131,7 @@ const MAIN_TYPES = [
   "PoolOptions",
   "PreparedStatementsMode",
   "QueueNameOf",
+  "QueueWaitingTasks",
   "RestartMode",
   "RestartOptions",
   "RetryOptions",
@@ -179,6 +180,7 @@ const MAIN_TYPES = [
   "TypesOf",
   "UnwrapFlow",
   "WaitForOptions",
+  "WaitingTasks",
   "WakeupMode",
   "WhenMode",
   "WhenUnmetOption",
@@ -355,11 +357,12 @@ const config = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)) as {
   exports: Record<string, string>;
 };
 
-Deno.test("deno.json exports the main entry, the tools, the DSL and the CLI", () => {
+Deno.test("deno.json exports the main entry, the tools, the DSL, the testing helper and the CLI", () => {
   assert.deepEqual(config.exports, {
     ".": "./mod.ts",
     "./tools": "./tools.ts",
     "./dsl": "./dsl.ts",
+    "./testing": "./testing.ts",
     "./cli": "./src/cli/main.ts",
   });
 });
@@ -382,6 +385,25 @@ Deno.test("the tools entry exports the tools, none of them also in mod.ts", asyn
   );
   assert.deepEqual(both, [], "exported by both entries");
   for (const name of PRIVATE) assert.ok(!tools.runtime.includes(name), `tools export ${name}`);
+});
+
+Deno.test("the testing entry exports the in-memory runner and its types, none of them in mod.ts", async () => {
+  const [main, testing] = await Promise.all([exportsOf("mod.ts"), exportsOf("testing.ts")]);
+  assert.deepEqual(testing.runtime, ["fakeClock", "runFlowInMemory"]);
+  assert.deepEqual(testing.types, [
+    "HandlerOverride",
+    "InMemoryAttempt",
+    "InMemoryClock",
+    "InMemoryRunResult",
+    "InMemoryStepResult",
+    "InMemoryStepStatus",
+    "RunInMemoryOptions",
+    "SkipReason",
+  ]);
+  const both = [...testing.runtime, ...testing.types].filter((name) =>
+    main.runtime.includes(name) || main.types.includes(name)
+  );
+  assert.deepEqual(both, [], "exported by both entries");
 });
 
 Deno.test("the DSL entry exports the DSL and routing, names the main entry has too", async () => {

@@ -139,7 +139,7 @@ Deno.test("privileges, row security, policies, default privileges and comments a
     grant usage on sequence pgflow.deploy_fences_fence_id_seq to public;
     grant update (status) on pgflow.runs to service_role;
     grant usage on schema pgflow to public;
-    revoke execute on function pgflow.start_flow(text, jsonb, uuid, integer) from service_role;
+    revoke execute on function pgflow.start_flow(text, jsonb, uuid, integer, text) from service_role;
     alter table pgflow.steps enable row level security;
     alter table pgflow.deps force row level security;
     create policy runs_read on pgflow.runs for select to service_role using (true);
@@ -147,7 +147,7 @@ Deno.test("privileges, row security, policies, default privileges and comments a
     comment on schema pgflow is 'workflows';
     comment on table pgflow.flows is 'flow definitions';
     comment on column pgflow.flows.flow_slug is 'the concrete slug';
-    comment on function pgflow.start_flow(text, jsonb, uuid, integer) is 'starts a run';
+    comment on function pgflow.start_flow(text, jsonb, uuid, integer, text) is 'starts a run';
     comment on constraint flows_pkey on pgflow.flows is 'one row per slug';
     comment on policy runs_read on pgflow.runs is 'service_role reads runs';
   `);
@@ -155,13 +155,13 @@ Deno.test("privileges, row security, policies, default privileges and comments a
   assert.deepEqual(drift.map(keyOf), [
     "comment column pgflow.flows.flow_slug",
     "comment constraint pgflow.flows.flows_pkey",
-    "comment function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid, priority integer)",
+    "comment function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid, priority integer, traceparent text)",
     "comment policy pgflow.runs.runs_read",
     "comment schema pgflow",
     "comment table pgflow.flows",
     `default privileges in schema pgflow for role ${user} on tables`,
     "grant column pgflow.runs.status",
-    "grant function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid, priority integer)",
+    "grant function pgflow.start_flow(flow_slug text, input jsonb, run_id uuid, priority integer, traceparent text)",
     "grant schema pgflow",
     "grant sequence pgflow.deploy_fences_fence_id_seq",
     "policy pgflow.runs.runs_read",

@@ -5,7 +5,8 @@
  * so a flow definition needs neither; the platform (pools, environment, logs, and the DSL's
  * preset with the platform's handler context); compiling a flow; the task path, one folder from a
  * task's read to its report; operator reads; the worker, whose lifecycle starts the task path;
- * the client; and the CLI, which nothing else imports.
+ * the client; runs in memory for tests, which reuse the task path's input and context; and the
+ * CLI, which nothing else imports.
  */
 import assert from "node:assert/strict";
 import { importsOf, tsFiles } from "./imports.ts";
@@ -20,6 +21,7 @@ const LAYERS = [
   "operations",
   "worker",
   "client",
+  "testing",
   "cli",
 ] as const;
 

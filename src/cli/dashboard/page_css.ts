@@ -52,7 +52,7 @@ tr.link { cursor: pointer; } tr.link:hover { background: #eaeef2; }
 .badge { white-space: nowrap; padding: 0 .4em; border-radius: 3px; color: #fff; font-size: .85em; }
 .s-ok, .s-completed, .s-live { background: var(--ok); } .s-MISSING, .s-failed { background: var(--bad); }
 .s-STALE, .s-PARTIAL, .s-stuck { background: var(--warn); } .s-started { background: var(--run); }
-.s-idle, .s-created, .s-skipped, .s-not-started, .s-queued { background: var(--idle); }
+.s-idle, .s-created, .s-skipped, .s-not-started, .s-queued, .s-waiting { background: var(--idle); }
 /* Attempts that did not count: the handler was told "later", or its worker stopped. */
 .s-deferred, .s-interrupted { background: var(--idle); }
 .s-cancelled, .s-stopped, .s-stalled, .s-deprecated { background: var(--warn); }
@@ -68,7 +68,8 @@ svg.dag .node-completed rect { fill: #dafbe1; stroke: var(--ok); }
 svg.dag .node-failed rect { fill: #ffebe9; stroke: var(--bad); }
 svg.dag .node-skipped rect, svg.dag .node-not-started rect { fill: #eaeef2; stroke: var(--idle);
   stroke-dasharray: 4 3; }
-svg.dag .node-queued rect { fill: #f6f8fa; stroke: var(--run); stroke-dasharray: 4 3; }
+svg.dag .node-queued rect, svg.dag .node-waiting rect { fill: #f6f8fa; stroke: var(--run);
+  stroke-dasharray: 4 3; }
 svg.dag .node-cancelled rect, svg.dag .node-stopped rect { fill: #fff8c5; stroke: var(--warn); }
 svg.dag .node.reused rect { stroke: #8250df; stroke-dasharray: 2 2; }
 svg.dag text { font: 12px system-ui, sans-serif; fill: #1f2328; }

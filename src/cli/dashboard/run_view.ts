@@ -20,18 +20,20 @@ export type { StepWait } from "./waits.ts";
 /**
  * What the page shows as a step's state: the stored state, except that a step of a finished run
  * that never finished is `not-started` (no task of it ever ran) or `stopped` (a task ran when the
- * run ended), and a started step none of whose tasks has been picked up yet is `queued`.
+ * run ended), a started step none of whose tasks has been picked up yet is `queued`, and one
+ * whose unfinished tasks all wait for a concurrency limit (no message yet) is `waiting`.
  *
  * @example
  * ```ts
  * import type { ShownStepStatus } from "./run_view.ts";
  *
- * const ended = (s: ShownStepStatus) => s !== "created" && s !== "queued" && s !== "started";
+ * const ended = (s: ShownStepStatus) => !["created", "queued", "waiting", "started"].includes(s);
  * ```
  */
 export type ShownStepStatus =
   | "created"
   | "queued"
+  | "waiting"
   | "started"
   | "completed"
   | "failed"
@@ -184,6 +186,8 @@ export async function readRun(
       max_attempts: number;
       ran: number;
       running: number;
+      waiting: number;
+      open: number;
       error: string | null;
       skip_reason: string | null;
       output: string | null;
@@ -200,6 +204,7 @@ export async function readRun(
            coalesce(t.min_attempts, 0)::int as min_attempts,
            coalesce(t.max_attempts, 0)::int as max_attempts,
            coalesce(t.ran, 0)::int as ran, coalesce(t.running, 0)::int as running,
+           coalesce(t.waiting, 0)::int as waiting, coalesce(t.open, 0)::int as open,
            coalesce(ss.error_message, t.last_error) as error, ss.skip_reason,
            case when ss.status = 'completed'
                 then left(ss.output::text, ${OUTPUT_PREVIEW_CHARS + 1}) end as output
@@ -212,6 +217,8 @@ export async function readRun(
              -- A task ran if a worker ever took it: it has an attempt.
              count(*) filter (where st.attempts_count > 0) as ran,
              count(*) filter (where st.status in ('started', 'completed')) as running,
+             count(*) filter (where st.status = 'waiting') as waiting,
+             count(*) filter (where st.status in ('waiting', 'queued', 'started')) as open,
              (array_agg(st.error_message order by st.failed_at desc nulls last)
                 filter (where st.error_message is not null))[1] as last_error
       from pgflow.step_tasks st where st.run_id = ${runId}::uuid and st.step_slug = s.step_slug
@@ -247,6 +254,8 @@ export async function readRun(
         // no worker ever took is not shown as running.
         status = s.ran > 0 ? "stopped" : "not-started";
         endedAt = s.ran > 0 && run.ended_at !== null ? run.ended_at : null;
+      } else if (stored === "started" && s.waiting > 0 && s.waiting === s.open) {
+        status = "waiting";
       } else if (stored === "started" && s.running === 0 && s.ran === 0) {
         status = "queued";
       }

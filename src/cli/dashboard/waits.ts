@@ -1,6 +1,6 @@
 /**
  * Why each unfinished step of a started run has not finished: the dependencies it waits for; its
- * queued tasks and whether any live worker serves them (`pgflow.queue_coverage`, the verdict the
+ * tasks waiting for a concurrency limit (and why); its queued tasks and whether any live worker serves them (`pgflow.queue_coverage`, the verdict the
  * coverage check and `pgflow status` give); a message hidden until a retry's backoff or a start
  * delay is over (the message's visibility time in its PGMQ queue); the worker running a task.
  *
@@ -20,6 +20,8 @@ import type { ReadTx } from "./read_only.ts";
  *   them); absent when it could.
  * - `delayed`: hidden until `until`: a retry's backoff (`retry`), or the step's start delay.
  * - `running`: a worker took it at `since`; `workerLive` is false once its heartbeat went silent.
+ * - `capacity`: waiting for a concurrency limit since `since` (no message yet: neither queued nor
+ *   lost); `reason` says which and how full (`concurrency slack-api key C042: 1 of 1 in flight`).
  *
  * @example
  * ```ts
@@ -50,6 +52,12 @@ export type StepWait =
     readonly queue: string;
     readonly until: string;
     readonly retry: boolean;
+    readonly tasks: number;
+  }
+  | {
+    readonly kind: "capacity";
+    readonly since: string;
+    readonly reason: string;
     readonly tasks: number;
   }
   | {
@@ -107,6 +115,28 @@ export async function readWaits(
     if (b.deps !== null && b.deps.length > 0) {
       add(b.step_slug, { kind: "dependencies", deps: b.deps });
     }
+  }
+
+  const held = await tx<{ step_slug: string; n: number; since: Date; reason: string }[]>`
+    select w.step_slug, w.n, w.since,
+           pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running) as reason
+    from (select t.step_slug, t.limit_scope, t.limit_key, count(*)::int as n, min(t.queued_at) as since
+          from pgflow.step_tasks t where t.run_id = ${runId}::uuid and t.status = 'waiting'
+          group by t.step_slug, t.limit_scope, t.limit_key) w
+    cross join lateral (
+      select count(*) as n from pgflow.step_tasks t
+      where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key
+        and t.status in ('queued', 'started')
+    ) h
+    left join pgflow.concurrency_limits l on l.scope = w.limit_scope
+    order by w.step_slug, w.since, w.limit_scope, w.limit_key`;
+  for (const w of held) {
+    add(w.step_slug, {
+      kind: "capacity",
+      since: w.since.toISOString(),
+      reason: w.reason,
+      tasks: w.n,
+    });
   }
 
   const tasks = await tx<TaskRow[]>`

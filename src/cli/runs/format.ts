@@ -5,7 +5,14 @@
  *
  * @module
  */
-import type { RunRestart, RunState, RunSummary, TaskAttempt } from "../../client/types.ts";
+import type {
+  RunRestart,
+  RunState,
+  RunSummary,
+  StepState,
+  TaskAttempt,
+  WaitingTasks,
+} from "../../client/types.ts";
 
 /** Lines of stack shown per attempt in text (the JSON has it whole). */
 const STACK_LINES = 8;
@@ -108,7 +115,7 @@ export function formatRun(run: RunState): string[] {
     run.steps.map((s) => [
       s.stepSlug,
       s.stepType,
-      s.status,
+      shownStatus(s),
       s.initialTasks === null
         ? "-"
         : `${s.initialTasks - (s.remainingTasks ?? 0)}/${s.initialTasks}`,
@@ -118,6 +125,8 @@ export function formatRun(run: RunState): string[] {
         ? `reused from the source run${s.skipReason === null ? "" : ` (skipped: ${s.skipReason})`}`
         : s.skipReason !== null
         ? `skipped: ${s.skipReason}`
+        : s.waiting.length > 0
+        ? waitingNote(s.waiting)
         : s.error !== null
         ? oneLine(s.error, 80)
         : "",
@@ -131,6 +140,23 @@ export function formatRun(run: RunState): string[] {
   );
   for (const { step, a } of attempts) out.push(...formatAttempt(step, a));
   return out;
+}
+
+/**
+ * A started step every unfinished task of which waits for capacity is `waiting`: no worker can
+ * have it yet (it has no message), so it is neither queued nor lost.
+ */
+function shownStatus(s: StepState): string {
+  const waiting = s.waiting.reduce((n, w) => n + w.tasks, 0);
+  return s.status === "started" && waiting > 0 && waiting === s.remainingTasks
+    ? "waiting"
+    : s.status;
+}
+
+/** "2 task(s) waiting since …: concurrency slack-api key C042: 1 of 1 in flight", per key. */
+function waitingNote(waiting: readonly WaitingTasks[]): string {
+  return waiting.map((w) => `${w.tasks} task(s) waiting since ${w.since}: ${w.reason}`)
+    .join("; ");
 }
 
 function formatAttempt(step: string, a: TaskAttempt): string[] {

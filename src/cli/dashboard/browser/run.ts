@@ -30,6 +30,8 @@ function waitText(w: StepWait): string {
       }${unknown}`;
     case "delayed":
       return `${n}delayed until ${time(w.until)}${w.retry ? " (retry backoff)" : " (start delay)"}`;
+    case "capacity":
+      return `${n}waiting since ${time(w.since)}: ${w.reason}`;
     case "running":
       return `${n}running on worker ${shortId(w.workerId)} since ${time(w.since)}${
         w.workerLive ? "" : " (its worker is silent)"
