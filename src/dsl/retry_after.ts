@@ -20,6 +20,12 @@
 export const MAX_RETRY_AFTER_MS = 86_400_000;
 
 /**
+ * How many times one task may be deferred before each deferral counts as a failed attempt, as
+ * SQL's `pgflow._max_uncounted('deferred')`. Internal: not exported by the package.
+ */
+export const MAX_DEFERRALS = 100;
+
+/**
  * What {@link RetryAfter} is built from.
  *
  * @example

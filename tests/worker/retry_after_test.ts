@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { Flow, type FlowWorker, RetryAfter, StepTimedOut, WorkerShutdown } from "../../mod.ts";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
+import { MAX_DEFERRALS, MAX_RETRY_AFTER_MS } from "../../src/dsl/retry_after.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -105,6 +106,12 @@ db.test("RetryAfter: a handler that always defers ends at the cap, with an error
   } finally {
     await stopAll(workers);
   }
+});
+
+db.test("the bounds in TypeScript are SQL's", async ({ sql }) => {
+  const [row] = await sql`
+    select pgflow._max_uncounted('deferred') as deferrals, pgflow._max_retry_delay() as delay`;
+  assert.deepEqual([row.deferrals, row.delay * 1000], [MAX_DEFERRALS, MAX_RETRY_AFTER_MS]);
 });
 
 db.test("fail_task refuses an unknown outcome and a retry delay out of range, naming them", async ({ sql }) => {
