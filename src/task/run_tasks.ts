@@ -244,9 +244,10 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
     settle: async (ms) => {
       if (await settlesWithin(deps.slots.drain(), ms)) return undefined;
       const abandoned = cancellations.tasks();
-      // Only handlers still running: a result on its way must not be overtaken. The stop is not the handlers' fault: their attempts end uncounted and their tasks are
-      // queued again at once, rather than waiting out their timeout + 30 s for stalled recovery
-      // and costing an attempt. Bounded: a stop waits for nothing without a bound.
+      // The stop is not the handlers' fault: the attempts of those still running end uncounted
+      // and their tasks are queued again at once, rather than waiting out their timeout + 30 s
+      // for stalled recovery and costing an attempt. Only handlers still running: a result on its
+      // way must not be overtaken. Bounded: a stop waits for nothing without a bound.
       const reason = deps.shutdown.reason instanceof Error
         ? deps.shutdown.reason.message
         : "the worker stopped";
