@@ -77,6 +77,13 @@ export type {
   PgflowClient,
   StartFlowOptions,
 } from "./src/client/client.ts";
+export { ScheduleError } from "./src/client/schedules.ts";
+export type {
+  Schedule,
+  ScheduleChanges,
+  ScheduleClient,
+  ScheduleSpec,
+} from "./src/client/schedules.ts";
 export type {
   EventsOptions,
   FlowRun,

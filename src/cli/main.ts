@@ -28,6 +28,7 @@ import { migrate } from "./migrate.ts";
 import { CliError, result, UsageError } from "./output.ts";
 import { plan } from "./plan.ts";
 import { queues } from "./queues.ts";
+import { schedules } from "./schedules.ts";
 import { runs } from "./runs.ts";
 import { status } from "./status.ts";
 
@@ -51,12 +52,14 @@ commands:
             or many by filters
   aliases   list | activate aliases: where each points, and moving one (compare-and-swap)
   queues    list | drop queues: what uses each, and dropping one nothing uses
+  schedules list | create | pause | resume | delete schedules: a flow started on a cron
+            expression or an interval, one run per tick
   compile   compile the flows a module exports into a database, without starting a worker
   plan      what deploying a module's flows would do (create, verified, refused), changing nothing
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
-error (runs, aliases and queues add 3 nothing matched and 4 not confirmed). Progress goes to
-stderr, results to stdout.`;
+error (runs, aliases, queues and schedules add 3 nothing matched and 4 not confirmed). Progress
+goes to stderr, results to stdout.`;
 
 const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   init,
@@ -69,6 +72,7 @@ const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   runs,
   aliases,
   queues,
+  schedules,
   compile,
   plan,
 };

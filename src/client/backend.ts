@@ -5,6 +5,7 @@
  * @module
  */
 import { ClientClosedError, RunError } from "./errors.ts";
+import type { CallSchedule } from "./schedules.ts";
 import type { AnyRunState } from "./snapshot.ts";
 import type {
   CancelResult,
@@ -97,6 +98,8 @@ export interface Backend {
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
   /** Tasks waiting for capacity on `queue` (every queue: `null`), per `(scope, key)`. */
   waitingTasks(queue: string | null): Promise<QueueWaitingTasks[]>;
+  /** Calls one schedule function (`pgflow.create_schedule` …) with named arguments; its result. */
+  callSchedule: CallSchedule;
   /** Where wake-ups come from (decided on first use: it may need to look at the connection). */
   wakeSource(): Promise<WakeSource>;
   /** Ends what the client opened itself (never a pool it was given). */

@@ -15,6 +15,7 @@ import { checkedInput } from "./known_flows.ts";
 import { type FlowRun, runHandle } from "./run_handle.ts";
 import { sqlBackend } from "./sql_backend.ts";
 import { explainUnreachable } from "./unreachable.ts";
+import { type ScheduleClient, scheduleClient } from "./schedules.ts";
 import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
 import { activeTraceparent } from "../platform/telemetry.ts";
@@ -236,6 +237,11 @@ export interface PgflowClient {
    * Only `queue`'s when given.
    */
   waitingTasks(queue?: string): Promise<QueueWaitingTasks[]>;
+  /**
+   * Schedules of this database: a flow started on a cron expression or an interval, one run per
+   * tick (docs/schedules.md). Rejects with `ScheduleError` when the database refuses.
+   */
+  readonly schedules: ScheduleClient;
   /** How the client hears about changes: `listen`, `realtime` or `poll` (decided on first use). */
   transport(): Promise<"listen" | "realtime" | "poll">;
   /**
@@ -406,6 +412,10 @@ export function createClient(options: ClientOptions): PgflowClient {
         throw error;
       }
     },
+    schedules: scheduleClient(async (call, args) => {
+      if (closed.aborted) throw new ClientClosedError("closed", `schedules: ${call}`);
+      return await backend.callSchedule(call, args);
+    }, (flow) => slugOf(flow, "schedules")),
     async transport() {
       return (await backend.wakeSource()).name;
     },

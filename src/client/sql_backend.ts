@@ -17,6 +17,7 @@ import {
 import { schemaVersionProblem } from "../operations/schema_version.ts";
 import { ClientClosedError } from "./errors.ts";
 import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
+import { parseJsonb } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
 import { listenSource } from "./transports/listen.ts";
 import { pollSource } from "./transports/poll.ts";
@@ -124,6 +125,25 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         throw poolEnded(error, `reading alias ${alias}`, null);
       });
       return rows[0]?.flow_slug ?? null;
+    },
+    async callSchedule(call, args) {
+      // Names come from fixed unions (the call) and the client's own keys (the arguments); the
+      // values travel as parameters.
+      const names = Object.keys(args);
+      // jsonb travels as text: a string parameter typed jsonb would be written as a JSON string.
+      const cast = (type: string) => type === "jsonb" ? "text::jsonb" : type;
+      const list = names.map((name, i) => `${name} => $${i + 1}::${cast(args[name].type)}`)
+        .join(", ");
+      const [row] = await bounded(
+        sql.unsafe<{ j: string }[]>(
+          `select coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb)::text as j from pgflow.${call}(${list}) r`,
+          names.map((name) => args[name].value),
+        ),
+        call,
+        options.queryTimeoutMs,
+      );
+      const rows = parseJsonb(row.j) as unknown[];
+      return call === "list_schedules" ? rows : rows[0];
     },
     async listRuns(filter) {
       try {

@@ -94,6 +94,18 @@ export function supabaseBackend(
         .find((a) => a.alias === alias);
       return found?.flow_slug ?? null;
     },
+    async callSchedule(call, args) {
+      const body = Object.fromEntries(
+        Object.entries(args).map(([name, { type, value }]) => [
+          name,
+          // parseJson: the input exactly as the client wrote it (see start_flow above).
+          type === "jsonb" && typeof value === "string" ? parseJson(value) : value,
+        ]),
+      );
+      const { data, error } = await pgflow.rpc(call, body);
+      if (error) throw new RpcError(call, error);
+      return data;
+    },
     async listRuns(filter) {
       const { data, error } = await pgflow.rpc("list_runs", {
         flow_slug: filter.flowSlug,

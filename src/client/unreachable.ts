@@ -41,5 +41,6 @@ export function explainUnreachable(backend: Backend, url: string | undefined): B
     restartRun: explained(backend.restartRun),
     listRuns: explained(backend.listRuns),
     aliasTarget: explained(backend.aliasTarget),
+    callSchedule: explained(backend.callSchedule),
   };
 }

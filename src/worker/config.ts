@@ -76,6 +76,12 @@ export interface EdgeWorkerConfig {
   /** Milliseconds between stalled-task recovery passes (0 disables them); default 15000. */
   readonly stalledRecoveryIntervalMs?: number;
   /**
+   * Milliseconds between passes firing the due ticks of schedules (`pgflow.fire_due_schedules()`),
+   * so schedules run without pg_cron (0 disables them); default 1000. Every worker ticks; a tick
+   * still starts one run.
+   */
+  readonly scheduleTickIntervalMs?: number;
+  /**
    * Milliseconds any database call of the worker may go unanswered before it is abandoned and
    * its connection replaced; the poll gets `maxPollSeconds` × 1000 on top. Default 20000.
    */

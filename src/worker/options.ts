@@ -59,6 +59,7 @@ export const WORKER_OPTIONS: { readonly [K in NumericOptionName]: IntegerOption 
     maxPgConnections: { default: 4, min: 2, max: 100, unit: "" },
     heartbeatIntervalMs: { default: 5000, min: 100, max: 60_000, unit: "ms" },
     stalledRecoveryIntervalMs: { default: 15_000, min: 0, max: 3_600_000, unit: "ms" },
+    scheduleTickIntervalMs: { default: 1000, min: 0, max: 3_600_000, unit: "ms" },
     queryTimeoutMs: { default: DEFAULT_QUERY_TIMEOUT_MS, min: 500, max: 600_000, unit: "ms" },
     logSummaryIntervalMs: { default: 60_000, min: 100, max: 3_600_000, unit: "ms" },
     shutdownTimeoutMs: { default: 30_000, min: 0, max: 3_600_000, unit: "ms" },

@@ -3,6 +3,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import type { ResolvedConfig } from "./config.ts";
 import { recoverStalledTasks } from "./recovery.ts";
+import { tickSchedules } from "./schedule_ticks.ts";
 import { logSummaries } from "./summary.ts";
 import { beatUntilStopped } from "./worker_row.ts";
 import { QUEUE_SAMPLE_MS, sampleQueue } from "./queue_sample.ts";
@@ -24,8 +25,8 @@ export interface TimerDeps {
 
 /**
  * Starts a running worker's timers: the heartbeat (which notices a deprecation), the summary
- * line, stalled-task recovery unless it is turned off, and the queue's sample for the telemetry
- * gauges while telemetry is on. Each promise settles once `signal`
+ * line, stalled-task recovery and schedule ticks unless they are turned off, and the queue's sample
+ * for the telemetry gauges while telemetry is on. Each promise settles once `signal`
  * aborts and its last tick has ended.
  */
 export function startTimers(deps: TimerDeps): Promise<void>[] {
@@ -33,6 +34,7 @@ export function startTimers(deps: TimerDeps): Promise<void>[] {
   const timing = (intervalMs: number) => ({ intervalMs, timeoutMs: config.queryTimeoutMs });
   const recovery = recoverStalledTasks(sql, log, timing(config.stalledRecoveryIntervalMs), signal);
   const queue = sampleQueue(sql, deps.worker.queueName, log, timing(QUEUE_SAMPLE_MS), signal);
+  const schedules = tickSchedules(sql, log, timing(config.scheduleTickIntervalMs), signal);
   return [
     beatUntilStopped(sql, deps.worker.id, log, {
       ...timing(config.heartbeatIntervalMs),
@@ -49,5 +51,6 @@ export function startTimers(deps: TimerDeps): Promise<void>[] {
     ),
     ...(recovery === undefined ? [] : [recovery]),
     ...(queue === undefined ? [] : [queue]),
+    ...(schedules === undefined ? [] : [schedules]),
   ];
 }

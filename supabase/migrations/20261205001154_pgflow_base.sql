@@ -2377,8 +2377,9 @@ $$;
 -- The periodic release: releases, for every (scope, key) with waiting tasks, what its capacity
 -- allows now, in lock order. Every release that matters already happens in the transaction that
 -- freed the capacity; this pass is the safety net for capacity freed outside pgflow's functions
--- (a task row changed by hand) and the one place time-based releases will hook in. Workers call it
--- with stalled recovery; pg_cron may call it too. Returns how many tasks it released.
+-- (a task row changed by hand) and the one place time-based releases will hook in. It also fires
+-- schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
+-- many tasks it released.
 create or replace function pgflow.tick()
 returns integer
 language plpgsql
@@ -2396,6 +2397,9 @@ begin
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
   end loop;
+  -- Schedules' due ticks too (0270_schedules.sql), so whatever calls tick fires them; safe beside
+  -- every other ticker (one run per tick).
+  perform pgflow.fire_due_schedules();
   return released;
 end;
 $$;
@@ -2451,6 +2455,703 @@ as $$
   ) h
   left join pgflow.concurrency_limits l on l.scope = w.limit_scope
   order by w.queue_name, w.oldest, w.limit_scope, w.limit_key
+$$;
+
+-- ---- schemas/0265_cron.sql
+-- A five-field cron evaluator (minute hour day-of-month month day-of-week), for schedules
+-- (0270_schedules.sql). pg_cron's parser is not callable from SQL and pg_cron may be absent, so
+-- pgflow evaluates cron expressions itself.
+--
+-- A parsed expression is a bigint[] of six masks: bit v of element 1..5 is set when value v is
+-- allowed in that field (minutes 0-59, hours 0-23, days 1-31, months 1-12, weekdays 0-6 with
+-- Sunday 0), and element 6 holds two flags: 1 when the day-of-month field is restricted (not '*'),
+-- 2 when the day-of-week field is. As in Vixie cron and pg_cron, a day matches when either
+-- restricted day field matches, and when only one is restricted, that one decides.
+
+-- One field: comma-separated items, each '*', 'a', 'a-b', with an optional '/step' ('a/step'
+-- runs from a to the field's end). Values may be names (jan-dec, sun-sat). Fails naming the
+-- expression, the field and the item.
+create or replace function pgflow._cron_field(
+  p_expression text, p_field text, p_label text, p_lo integer, p_hi integer, p_names text[], p_name_base integer
+)
+returns bigint
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  item text;
+  parts text[];
+  range_text text;
+  step integer;
+  first_value integer;
+  last_value integer;
+  mask bigint := 0;
+  bounds text[];
+  v integer;
+begin
+  if p_field = '' then
+    raise exception 'cron expression % has an empty % field', quote_literal(p_expression), p_label
+      using errcode = '22023',
+        hint = 'write five fields: minute hour day-of-month month day-of-week, e.g. ''*/15 * * * *''';
+  end if;
+  foreach item in array pg_catalog.string_to_array(lower(p_field), ',') loop
+    parts := pg_catalog.regexp_match(item, '^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/([0-9]{1,3}))?$');
+    if parts is null then
+      raise exception 'cron expression %: % field item % is not a value, a range a-b or a step */n',
+        quote_literal(p_expression), p_label, quote_literal(item)
+        using errcode = '22023',
+          hint = format('the %s field takes %s to %s, ranges a-b, steps */n or a-b/n, lists a,b', p_label, p_lo, p_hi);
+    end if;
+    range_text := parts[1];
+    step := coalesce(parts[2]::integer, 1);
+    if step < 1 then
+      raise exception 'cron expression %: % field item % has step 0', quote_literal(p_expression), p_label, quote_literal(item)
+        using errcode = '22023', hint = 'a step is 1 or more, e.g. */5';
+    end if;
+    if range_text = '*' then
+      first_value := p_lo;
+      last_value := p_hi;
+    else
+      bounds := pg_catalog.string_to_array(range_text, '-');
+      for i in 1 .. pg_catalog.array_length(bounds, 1) loop
+        if bounds[i] ~ '^[0-9]{1,2}$' then
+          v := bounds[i]::integer;
+        elsif p_names is not null and pg_catalog.array_position(p_names, bounds[i]) is not null then
+          v := pg_catalog.array_position(p_names, bounds[i]) - 1 + p_name_base;
+        else
+          v := null;
+        end if;
+        if v is null or v < p_lo or v > p_hi then
+          raise exception 'cron expression %: % field value % is out of range', quote_literal(p_expression), p_label,
+            quote_literal(bounds[i])
+            using errcode = '22023', hint = format('the %s field takes %s to %s%s', p_label, p_lo, p_hi,
+              case when p_names is null then '' else format(' or names (%s)', pg_catalog.array_to_string(p_names, ', ')) end);
+        end if;
+        bounds[i] := v::text;
+      end loop;
+      first_value := bounds[1]::integer;
+      -- 'a/step' runs to the end of the field; a plain 'a' is the one value.
+      last_value := case when pg_catalog.array_length(bounds, 1) = 2 then bounds[2]::integer
+                         when parts[2] is not null then p_hi else first_value end;
+      if first_value > last_value then
+        raise exception 'cron expression %: % field range % runs backwards', quote_literal(p_expression), p_label,
+          quote_literal(item)
+          using errcode = '22023', hint = 'write the smaller value first, e.g. 1-5';
+      end if;
+    end if;
+    v := first_value;
+    while v <= last_value loop
+      mask := mask | (1::bigint << v);
+      v := v + step;
+    end loop;
+  end loop;
+  return mask;
+end;
+$$;
+
+-- Parses a cron expression into its masks (see the top of this file), or fails naming the
+-- expression and what is wrong. Accepts @hourly, @daily (@midnight), @weekly, @monthly and
+-- @yearly (@annually). Day-of-week 7 is Sunday, as 0 is.
+create or replace function pgflow._cron_parse(p_expression text)
+returns bigint[]
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  expression text := pg_catalog.btrim(coalesce(p_expression, ''));
+  fields text[];
+  weekdays bigint;
+begin
+  expression := case lower(expression)
+    when '@hourly' then '0 * * * *'
+    when '@daily' then '0 0 * * *'
+    when '@midnight' then '0 0 * * *'
+    when '@weekly' then '0 0 * * 0'
+    when '@monthly' then '0 0 1 * *'
+    when '@yearly' then '0 0 1 1 *'
+    when '@annually' then '0 0 1 1 *'
+    else expression end;
+  fields := pg_catalog.regexp_split_to_array(expression, '\s+');
+  if expression = '' or pg_catalog.array_length(fields, 1) <> 5 then
+    raise exception 'cron expression % has % fields, not 5', coalesce(quote_literal(p_expression), 'NULL'),
+      case when expression = '' then 0 else pg_catalog.array_length(fields, 1) end
+      using errcode = '22023',
+        hint = 'write five fields: minute hour day-of-month month day-of-week, e.g. ''*/15 * * * *''; '
+               'for seconds use an interval schedule (every => ''1 second'')';
+  end if;
+  weekdays := pgflow._cron_field(p_expression, fields[5], 'day-of-week', 0, 7,
+                                 array['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'], 0);
+  -- 7 is another name for Sunday.
+  if weekdays & (1::bigint << 7) <> 0 then
+    weekdays := (weekdays & ~(1::bigint << 7)) | 1;
+  end if;
+  return array[
+    pgflow._cron_field(p_expression, fields[1], 'minute', 0, 59, null, 0),
+    pgflow._cron_field(p_expression, fields[2], 'hour', 0, 23, null, 0),
+    pgflow._cron_field(p_expression, fields[3], 'day-of-month', 1, 31, null, 0),
+    pgflow._cron_field(p_expression, fields[4], 'month', 1, 12,
+                       array['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'], 1),
+    weekdays,
+    (case when fields[3] = '*' then 0 else 1 end) | (case when fields[5] = '*' then 0 else 2 end)
+  ];
+end;
+$$;
+
+-- The first local minute at or after p_local (p_forward) or at or before it that the parsed
+-- expression matches; null when none within eight years (e.g. '0 0 30 2 *'). It jumps a whole
+-- month, day or hour that cannot match, so one call takes at most a few hundred steps.
+create or replace function pgflow._cron_local(p_spec bigint[], p_local timestamp, p_forward boolean)
+returns timestamp
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  t timestamp := date_trunc('minute', p_local);
+  bound interval := interval '8 years';
+  day_ok boolean;
+  dom_ok boolean;
+  dow_ok boolean;
+begin
+  loop
+    if (p_forward and t > p_local + bound) or (not p_forward and t < p_local - bound) then
+      return null;
+    end if;
+    if p_spec[4] & (1::bigint << extract(month from t)::integer) = 0 then
+      t := case when p_forward then date_trunc('month', t) + interval '1 month'
+                else date_trunc('month', t) - interval '1 minute' end;
+      continue;
+    end if;
+    dom_ok := p_spec[3] & (1::bigint << extract(day from t)::integer) <> 0;
+    dow_ok := p_spec[5] & (1::bigint << extract(dow from t)::integer) <> 0;
+    day_ok := case when p_spec[6] = 3 then dom_ok or dow_ok else dom_ok and dow_ok end;
+    if not day_ok then
+      t := case when p_forward then date_trunc('day', t) + interval '1 day'
+                else date_trunc('day', t) - interval '1 minute' end;
+      continue;
+    end if;
+    if p_spec[2] & (1::bigint << extract(hour from t)::integer) = 0 then
+      t := case when p_forward then date_trunc('hour', t) + interval '1 hour'
+                else date_trunc('hour', t) - interval '1 minute' end;
+      continue;
+    end if;
+    if p_spec[1] & (1::bigint << extract(minute from t)::integer) = 0 then
+      t := t + case when p_forward then interval '1 minute' else interval '-1 minute' end;
+      continue;
+    end if;
+    return t;
+  end loop;
+end;
+$$;
+
+-- The next time strictly after p_after (p_forward) or the latest at or before it, as an instant,
+-- of a cron expression read on the wall clock of p_time_zone. A local time that a daylight-saving
+-- change skips fires when that wall-clock time would have been (Postgres reads 02:30 in a skipped
+-- hour as 03:30), never twice at one instant; one that occurs twice fires once, at its second
+-- occurrence. Null when the expression never matches.
+create or replace function pgflow._cron_tick(
+  p_spec bigint[], p_time_zone text, p_at timestamptz, p_forward boolean
+)
+returns timestamptz
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  local_time timestamp := p_at at time zone p_time_zone;
+  instant timestamptz;
+begin
+  local_time := case when p_forward then date_trunc('minute', local_time) + interval '1 minute'
+                     else date_trunc('minute', local_time) end;
+  -- Around a daylight-saving change a local minute can map before p_at (forward) or after it
+  -- (backward): step past it. A handful of steps at most.
+  for i in 1 .. 200 loop
+    local_time := pgflow._cron_local(p_spec, local_time, p_forward);
+    if local_time is null then
+      return null;
+    end if;
+    instant := local_time at time zone p_time_zone;
+    if (p_forward and instant > p_at) or (not p_forward and instant <= p_at) then
+      return instant;
+    end if;
+    local_time := local_time + case when p_forward then interval '1 minute' else interval '-1 minute' end;
+  end loop;
+  return null;
+end;
+$$;
+
+-- The next n times a cron expression fires after a moment, in a time zone: for operators checking
+-- an expression before they schedule it (pgflow schedules create prints them).
+--   select * from pgflow.cron_next_times('0 9 * * mon-fri', 'Europe/Paris', now(), 3);
+create or replace function pgflow.cron_next_times(
+  expression text, time_zone text default 'UTC', after timestamptz default now(), n integer default 5
+)
+returns setof timestamptz
+language plpgsql
+stable
+security definer
+set search_path = ''
+as $$
+declare
+  spec bigint[] := pgflow._cron_parse(expression);
+  t timestamptz := after;
+begin
+  perform pgflow._check_time_zone(time_zone);
+  for i in 1 .. least(greatest(coalesce(n, 0), 0), 1000) loop
+    t := pgflow._cron_tick(spec, time_zone, t, true);
+    exit when t is null;
+    return next t;
+  end loop;
+end;
+$$;
+
+-- A time zone name Postgres knows from its time zone database (pg_timezone_names: 'UTC',
+-- 'Europe/Paris'), or an error naming it. Abbreviations ('CEST') and offsets ('+02') are refused:
+-- they carry no daylight-saving rules, and '+02' means two hours west of Greenwich in POSIX.
+create or replace function pgflow._check_time_zone(p_time_zone text)
+returns text
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  if p_time_zone is null
+     or not exists (select 1 from pg_catalog.pg_timezone_names z where z.name = p_time_zone) then
+    raise exception 'time zone % is not known to this database', coalesce(quote_literal(p_time_zone), 'NULL')
+      using errcode = '22023',
+        hint = 'use an IANA name such as ''UTC'', ''Europe/Paris'' or ''America/New_York'' (select name from pg_timezone_names lists them)';
+  end if;
+  return p_time_zone;
+end;
+$$;
+
+-- ---- schemas/0270_schedules.sql
+-- Schedules: a flow (or an alias) started on a cron expression or a fixed interval, exactly one
+-- run per tick whatever fires the ticks (pg_cron's one job, every worker, an operator by hand), and
+-- missed ticks after an outage handled by the schedule's catch-up policy. The guide is
+-- docs/schedules.md.
+--
+-- Exactly once: a tick is fired only by the transaction that inserts its (schedule, tick time)
+-- row into schedule_ticks, whose primary key refuses a second one; the schedule's row lock and
+-- next_tick_at, which only moves forward, keep concurrent, retried and clock-stepped tickers from
+-- even trying.
+
+create table if not exists pgflow.schedules (
+  schedule_name text not null,
+  -- A flow slug or an alias: resolved by start_flow at each tick, so a schedule on an alias
+  -- follows its activations.
+  flow_slug text not null,
+  -- Exactly one of cron (five fields, read on time_zone's wall clock) and every (whole seconds,
+  -- ticks at multiples of it since the Unix epoch).
+  cron text,
+  every interval,
+  time_zone text not null default 'UTC',
+  input jsonb not null default '{}',
+  -- When set, each run's input is input plus this key holding the tick's time (ISO 8601, UTC).
+  tick_key text,
+  -- After an outage, the latest catch_up due ticks start runs and older ones are skipped (counted
+  -- in skipped_ticks). Ticks less than 10 seconds late always start runs: a late ticker is not an
+  -- outage.
+  catch_up integer not null default 1,
+  paused boolean not null default false,
+  -- The first tick not yet considered; only moves forward, so no tick is considered twice.
+  next_tick_at timestamptz,
+  last_tick_at timestamptz,
+  last_run_id uuid,
+  last_error text,
+  skipped_ticks bigint not null default 0,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  constraint schedules_pkey primary key (schedule_name),
+  constraint schedules_name_is_valid check (pgflow.is_valid_slug(schedule_name)),
+  constraint schedules_one_timing check ((cron is null) <> (every is null)),
+  constraint schedules_catch_up_range check (catch_up between 1 and 1000),
+  constraint schedules_tick_key_needs_object check (tick_key is null or jsonb_typeof(input) = 'object')
+);
+
+-- The tickers' search: only active schedules whose next tick has come.
+create index if not exists schedules_due_idx on pgflow.schedules (next_tick_at) where not paused;
+
+-- One row per fired tick: the idempotency key of a run started by a schedule. Kept a day, for
+-- history (pgflow schedules list, the dashboard); next_tick_at keeps older ticks from firing again.
+create table if not exists pgflow.schedule_ticks (
+  schedule_name text not null,
+  tick_at timestamptz not null,
+  run_id uuid,
+  -- Why the run did not start (the flow was deleted, its input was refused): the tick is spent.
+  error text,
+  fired_at timestamptz not null default clock_timestamp(),
+  constraint schedule_ticks_pkey primary key (schedule_name, tick_at),
+  constraint schedule_ticks_schedule_fkey foreign key (schedule_name)
+    references pgflow.schedules (schedule_name) on delete cascade
+);
+
+-- The tick of a schedule strictly after p_at (p_forward), or the latest at or before it.
+create or replace function pgflow._schedule_tick(s pgflow.schedules, p_at timestamptz, p_forward boolean)
+returns timestamptz
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  seconds numeric;
+  k numeric;
+begin
+  if s.every is not null then
+    seconds := extract(epoch from s.every);
+    k := pg_catalog.floor(extract(epoch from p_at) / seconds);
+    return pg_catalog.to_timestamp(((k + case when p_forward then 1 else 0 end) * seconds)::double precision);
+  end if;
+  return pgflow._cron_tick(pgflow._cron_parse(s.cron), s.time_zone, p_at, p_forward);
+end;
+$$;
+
+-- Checks a schedule's definition, failing with the bad value and the fix.
+create or replace function pgflow._check_schedule(s pgflow.schedules)
+returns void
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  seconds numeric;
+begin
+  if not pgflow.is_valid_slug(s.schedule_name) then
+    raise exception 'schedule name % is not valid', coalesce(quote_literal(s.schedule_name), 'NULL')
+      using errcode = '22023',
+        hint = 'use letters, digits and single underscores, starting with a letter (at most 128 characters)';
+  end if;
+  if not exists (select 1 from pgflow.flows f where f.flow_slug = s.flow_slug)
+     and not exists (select 1 from pgflow.aliases a where a.alias = s.flow_slug) then
+    raise exception 'schedule %: flow or alias % does not exist', s.schedule_name, coalesce(quote_literal(s.flow_slug), 'NULL')
+      using errcode = '22023', hint = 'compile the flow first (a worker''s start or pgflow compile), or name an alias';
+  end if;
+  if (s.cron is null) = (s.every is null) then
+    raise exception 'schedule %: give exactly one of cron and every', s.schedule_name
+      using errcode = '22023',
+        hint = 'cron => ''*/5 * * * *'' (minutes and up, on a time zone''s clock) or every => ''10 seconds''';
+  end if;
+  perform pgflow._check_time_zone(s.time_zone);
+  if s.cron is not null then
+    if pgflow._cron_tick(pgflow._cron_parse(s.cron), s.time_zone, now(), true) is null then
+      raise exception 'cron expression % never fires', quote_literal(s.cron)
+        using errcode = '22023', hint = 'check the day-of-month and month fields (''0 0 30 2 *'' asks for 30 February)';
+    end if;
+  else
+    seconds := extract(epoch from s.every);
+    if extract(month from s.every) <> 0 or extract(year from s.every) <> 0
+       or seconds <> pg_catalog.trunc(seconds) or seconds < 1 or seconds > 366 * 86400 then
+      raise exception 'every % is not a whole number of seconds from 1 second to 366 days', s.every
+        using errcode = '22023',
+          hint = 'use e.g. ''1 second'', ''30 seconds'', ''2 hours''; for months or wall-clock times use cron';
+    end if;
+  end if;
+  if s.input is null then
+    raise exception 'schedule %: input must not be SQL NULL', s.schedule_name
+      using errcode = '22023', hint = 'pass ''{}''::jsonb for a run without input';
+  end if;
+  if s.tick_key is not null and (s.tick_key = '' or jsonb_typeof(s.input) <> 'object') then
+    raise exception 'schedule %: tick_key % needs a non-empty key and an input that is a JSON object, not %',
+      s.schedule_name, quote_literal(s.tick_key), jsonb_typeof(s.input)
+      using errcode = '22023', hint = 'pass an object input (''{}'' at least), or no tick_key';
+  end if;
+  if s.catch_up is null or s.catch_up not between 1 and 1000 then
+    raise exception 'schedule %: catch_up % is not from 1 to 1000', s.schedule_name, coalesce(s.catch_up::text, 'NULL')
+      using errcode = '22023',
+        hint = '1 (the default) starts only the latest missed tick after an outage; N starts up to the N latest';
+  end if;
+end;
+$$;
+
+-- A schedule as list_schedules and the write functions return it.
+create or replace function pgflow._schedule_json(s pgflow.schedules)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'schedule', s.schedule_name, 'flow', s.flow_slug, 'cron', s.cron,
+    'every_seconds', extract(epoch from s.every)::bigint, 'time_zone', s.time_zone,
+    'input', s.input, 'tick_key', s.tick_key, 'catch_up', s.catch_up, 'paused', s.paused,
+    'next_tick_at', case when s.paused then null else s.next_tick_at end,
+    'last_tick_at', s.last_tick_at, 'last_run_id', s.last_run_id, 'last_error', s.last_error,
+    'skipped_ticks', s.skipped_ticks, 'created_at', s.created_at, 'updated_at', s.updated_at)
+$$;
+
+-- Creates a schedule. The first tick is the first one after now: creating a schedule never starts
+-- a run for a time already past.
+--   select pgflow.create_schedule('nightly_report', 'report', cron => '0 2 * * *',
+--                                 time_zone => 'Europe/Paris', input => '{"full": true}');
+-- security definer, like start_flow: a role granted only these functions (service_role) manages
+-- schedules without write access to pgflow's tables.
+create or replace function pgflow.create_schedule(
+  schedule_name text,
+  flow_slug text,
+  cron text default null,
+  input jsonb default '{}',
+  time_zone text default 'UTC',
+  every interval default null,
+  tick_key text default null,
+  catch_up integer default 1,
+  paused boolean default false
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  s pgflow.schedules;
+begin
+  s.schedule_name := create_schedule.schedule_name;
+  s.flow_slug := create_schedule.flow_slug;
+  s.cron := create_schedule.cron;
+  s.every := create_schedule.every;
+  s.time_zone := create_schedule.time_zone;
+  s.input := create_schedule.input;
+  s.tick_key := create_schedule.tick_key;
+  s.catch_up := create_schedule.catch_up;
+  perform pgflow._check_schedule(s);
+  insert into pgflow.schedules as x (schedule_name, flow_slug, cron, every, time_zone, input, tick_key, catch_up,
+                                     paused, next_tick_at)
+  values (s.schedule_name, s.flow_slug, s.cron, s.every, s.time_zone, s.input, s.tick_key, s.catch_up,
+          coalesce(create_schedule.paused, false), pgflow._schedule_tick(s, clock_timestamp(), true))
+  on conflict on constraint schedules_pkey do nothing
+  returning * into s;
+  if not found then
+    raise exception 'schedule % already exists', create_schedule.schedule_name
+      using errcode = '23505', hint = 'change it with pgflow.update_schedule, or delete it first';
+  end if;
+  return pgflow._schedule_json(s);
+end;
+$$;
+
+-- The schedule's row, locked, or an error naming it.
+create or replace function pgflow._lock_schedule(p_schedule_name text)
+returns pgflow.schedules
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  s pgflow.schedules;
+begin
+  select * into s from pgflow.schedules x where x.schedule_name = p_schedule_name for update;
+  if not found then
+    raise exception 'schedule % does not exist', coalesce(quote_literal(p_schedule_name), 'NULL')
+      using errcode = 'P0002', hint = 'pgflow.list_schedules() lists them';
+  end if;
+  return s;
+end;
+$$;
+
+-- Changes a schedule: a null argument leaves that part as it is (tick_key => '' removes the key;
+-- cron replaces every and every replaces cron). Its next tick is recomputed from now, never before
+-- the last tick considered, so a change never fires a tick twice nor one already past.
+create or replace function pgflow.update_schedule(
+  schedule_name text,
+  flow_slug text default null,
+  cron text default null,
+  input jsonb default null,
+  time_zone text default null,
+  every interval default null,
+  tick_key text default null,
+  catch_up integer default null
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  s pgflow.schedules := pgflow._lock_schedule(update_schedule.schedule_name);
+begin
+  if update_schedule.cron is not null and update_schedule.every is not null then
+    raise exception 'schedule %: give cron or every, not both', s.schedule_name
+      using errcode = '22023', hint = 'cron replaces an every schedule and every replaces a cron one';
+  end if;
+  s.flow_slug := coalesce(update_schedule.flow_slug, s.flow_slug);
+  if update_schedule.cron is not null then
+    s.cron := update_schedule.cron;
+    s.every := null;
+  elsif update_schedule.every is not null then
+    s.every := update_schedule.every;
+    s.cron := null;
+  end if;
+  s.input := coalesce(update_schedule.input, s.input);
+  s.time_zone := coalesce(update_schedule.time_zone, s.time_zone);
+  s.tick_key := case when update_schedule.tick_key = '' then null else coalesce(update_schedule.tick_key, s.tick_key) end;
+  s.catch_up := coalesce(update_schedule.catch_up, s.catch_up);
+  perform pgflow._check_schedule(s);
+  update pgflow.schedules x
+  set flow_slug = s.flow_slug, cron = s.cron, every = s.every, input = s.input, time_zone = s.time_zone,
+      tick_key = s.tick_key, catch_up = s.catch_up,
+      next_tick_at = pgflow._schedule_tick(s, greatest(clock_timestamp(), s.last_tick_at), true),
+      updated_at = now()
+  where x.schedule_name = s.schedule_name
+  returning * into s;
+  return pgflow._schedule_json(s);
+end;
+$$;
+
+-- Pauses a schedule: no tick fires until it is resumed, and the ticks of the pause are not runs
+-- (resuming is not an outage to catch up on).
+create or replace function pgflow.pause_schedule(schedule_name text)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  s pgflow.schedules := pgflow._lock_schedule(pause_schedule.schedule_name);
+begin
+  update pgflow.schedules x set paused = true, updated_at = now()
+  where x.schedule_name = s.schedule_name
+  returning * into s;
+  return pgflow._schedule_json(s);
+end;
+$$;
+
+-- Resumes a paused schedule from its next tick after now (a running one is left as it is).
+create or replace function pgflow.resume_schedule(schedule_name text)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  s pgflow.schedules := pgflow._lock_schedule(resume_schedule.schedule_name);
+begin
+  if s.paused then
+    update pgflow.schedules x
+    set paused = false, updated_at = now(),
+        next_tick_at = pgflow._schedule_tick(s, greatest(clock_timestamp(), s.last_tick_at), true)
+    where x.schedule_name = s.schedule_name
+    returning * into s;
+  end if;
+  return pgflow._schedule_json(s);
+end;
+$$;
+
+-- Deletes a schedule and its tick history; the runs it started stay. False when there was none.
+create or replace function pgflow.delete_schedule(schedule_name text)
+returns boolean
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  delete from pgflow.schedules x where x.schedule_name = delete_schedule.schedule_name;
+  return found;
+end;
+$$;
+
+-- Every schedule, by name.
+create or replace function pgflow.list_schedules()
+returns setof jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select pgflow._schedule_json(s) from pgflow.schedules s order by s.schedule_name
+$$;
+
+-- Fires every due tick of every active schedule: one run per tick, then the schedule's next tick.
+-- Called by pg_cron's one job (schedule_maintenance), by every worker about once a second, or by
+-- hand; any number of callers at once is safe. now is the clock it fires by (tests pass their
+-- own). Returns how many runs it started.
+--
+-- Per schedule: the latest due tick and every tick less than 10 seconds late fire; of older ones
+-- (an outage: nobody ticked) only as many as catch_up allows, the latest first, the rest counted in
+-- skipped_ticks. A run that cannot start (flow deleted, input refused) spends its tick, recorded
+-- with its error, without holding up the other schedules.
+create or replace function pgflow.fire_due_schedules(now timestamptz default clock_timestamp())
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  on_time constant interval := interval '10 seconds';
+  s pgflow.schedules;
+  latest timestamptz;
+  oldest_due timestamptz;
+  ticks timestamptz[];
+  t timestamptz;
+  skipped bigint;
+  new_run_id uuid;
+  failure text;
+  started integer := 0;
+begin
+  -- skip locked: a schedule another ticker is firing is its business; once it commits,
+  -- next_tick_at has moved past what it fired (read committed re-checks the row when locking).
+  for s in
+    select * from pgflow.schedules x
+    where not x.paused and x.next_tick_at <= fire_due_schedules.now
+    order by x.next_tick_at
+    for update skip locked
+  loop
+    latest := pgflow._schedule_tick(s, fire_due_schedules.now, false);
+    ticks := array[]::timestamptz[];
+    t := latest;
+    while t is not null and t >= s.next_tick_at
+          and (cardinality(ticks) < s.catch_up or fire_due_schedules.now - t < on_time) loop
+      ticks := t || ticks;
+      t := pgflow._schedule_tick(s, t - interval '1 microsecond', false);
+    end loop;
+    skipped := 0;
+    if t is not null and t >= s.next_tick_at then
+      -- Ticks from next_tick_at to t were missed: count them (bounded; an outage of months on a
+      -- minute schedule is counted as 100000).
+      oldest_due := s.next_tick_at;
+      skipped := 1;
+      while oldest_due < t and skipped < 100000 loop
+        oldest_due := pgflow._schedule_tick(s, oldest_due, true);
+        skipped := skipped + 1;
+      end loop;
+    end if;
+    foreach t in array ticks loop
+      insert into pgflow.schedule_ticks (schedule_name, tick_at) values (s.schedule_name, t)
+      on conflict on constraint schedule_ticks_pkey do nothing;
+      continue when not found;
+      begin
+        select r.run_id into new_run_id
+        from pgflow.start_flow(s.flow_slug,
+          case when s.tick_key is null then s.input
+               else s.input || jsonb_build_object(s.tick_key,
+                      to_char(t at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) end) r;
+        update pgflow.schedule_ticks k set run_id = new_run_id
+        where k.schedule_name = s.schedule_name and k.tick_at = t;
+        s.last_run_id := new_run_id;
+        s.last_error := null;
+        started := started + 1;
+      exception when others then
+        get stacked diagnostics failure = message_text;
+        update pgflow.schedule_ticks k set error = failure
+        where k.schedule_name = s.schedule_name and k.tick_at = t;
+        s.last_error := format('tick %s: %s', t, failure);
+      end;
+    end loop;
+    update pgflow.schedules x
+    set next_tick_at = pgflow._schedule_tick(s, latest, true),
+        last_tick_at = latest, last_run_id = s.last_run_id, last_error = s.last_error,
+        skipped_ticks = x.skipped_ticks + skipped
+    where x.schedule_name = s.schedule_name;
+    delete from pgflow.schedule_ticks k
+    where k.schedule_name = s.schedule_name and k.tick_at < latest - interval '1 day';
+  end loop;
+  return started;
+end;
 $$;
 
 -- ---- schemas/0300_start_flow.sql
@@ -5548,8 +6249,9 @@ begin
 end;
 $$;
 
--- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
--- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive's
+-- Schedules ensure_workers, requeue_stalled_tasks and fire_due_schedules with pg_cron (Supabase
+-- has it; elsewhere the worker's own periodic recovery and schedule ticks, and an external
+-- keep-alive, do the same job). The keep-alive's
 -- schedule is _keep_alive_schedule's, checked before anything else; seconds need pg_cron 1.5 or
 -- later (older versions run a job at most once a minute: Debian 12's postgresql-15-cron is 1.4).
 create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
@@ -5587,6 +6289,10 @@ begin
   execute 'select cron.schedule($1, $2, $3)'
   using 'pgflow_requeue_stalled_tasks', case when sub_minute then '15 seconds' else '* * * * *' end,
         'select pgflow.requeue_stalled_tasks()';
+  -- One job fires every schedule's ticks (0270_schedules.sql); workers tick too, harmlessly.
+  execute 'select cron.schedule($1, $2, $3)'
+  using 'pgflow_fire_due_schedules', case when sub_minute then '1 seconds' else '* * * * *' end,
+        'select pgflow.fire_due_schedules()';
 end;
 $$;
 
@@ -5929,6 +6635,25 @@ begin
       pgflow.waiting_reason(text, text, bigint, integer) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
+  end if;
+end
+$$;
+
+-- ---- schemas/0910_schedule_privileges.sql
+-- Who may manage schedules (docs/permissions.md): service_role, as it may start runs. The write
+-- functions are security definer (0270_schedules.sql), so it needs no write access to the tables;
+-- it reads them to list schedules and their ticks. Firing ticks (fire_due_schedules) stays with the
+-- owner: pg_cron's job and the workers run as the owner. 0900 created service_role where it could.
+do $$
+begin
+  if exists (select 1 from pg_roles where rolname = 'service_role') then
+    grant execute on function
+      pgflow.create_schedule(text, text, text, jsonb, text, interval, text, integer, boolean),
+      pgflow.update_schedule(text, text, text, jsonb, text, interval, text, integer),
+      pgflow.pause_schedule(text), pgflow.resume_schedule(text), pgflow.delete_schedule(text),
+      pgflow.list_schedules(), pgflow.cron_next_times(text, text, timestamptz, integer)
+      to service_role;
+    grant select on pgflow.schedules, pgflow.schedule_ticks to service_role;
   end if;
 end
 $$;

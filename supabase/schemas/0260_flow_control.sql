@@ -216,8 +216,9 @@ $$;
 -- The periodic release: releases, for every (scope, key) with waiting tasks, what its capacity
 -- allows now, in lock order. Every release that matters already happens in the transaction that
 -- freed the capacity; this pass is the safety net for capacity freed outside pgflow's functions
--- (a task row changed by hand) and the one place time-based releases will hook in. Workers call it
--- with stalled recovery; pg_cron may call it too. Returns how many tasks it released.
+-- (a task row changed by hand) and the one place time-based releases will hook in. It also fires
+-- schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
+-- many tasks it released.
 create or replace function pgflow.tick()
 returns integer
 language plpgsql
@@ -235,6 +236,9 @@ begin
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
   end loop;
+  -- Schedules' due ticks too (0270_schedules.sql), so whatever calls tick fires them; safe beside
+  -- every other ticker (one run per tick).
+  perform pgflow.fire_due_schedules();
   return released;
 end;
 $$;

@@ -76,8 +76,9 @@ begin
 end;
 $$;
 
--- Schedules ensure_workers and requeue_stalled_tasks with pg_cron (Supabase has it; elsewhere the
--- worker's own periodic recovery and an external keep-alive do the same job). The keep-alive's
+-- Schedules ensure_workers, requeue_stalled_tasks and fire_due_schedules with pg_cron (Supabase
+-- has it; elsewhere the worker's own periodic recovery and schedule ticks, and an external
+-- keep-alive, do the same job). The keep-alive's
 -- schedule is _keep_alive_schedule's, checked before anything else; seconds need pg_cron 1.5 or
 -- later (older versions run a job at most once a minute: Debian 12's postgresql-15-cron is 1.4).
 create or replace function pgflow.schedule_maintenance(keep_alive interval default '5 seconds')
@@ -115,5 +116,9 @@ begin
   execute 'select cron.schedule($1, $2, $3)'
   using 'pgflow_requeue_stalled_tasks', case when sub_minute then '15 seconds' else '* * * * *' end,
         'select pgflow.requeue_stalled_tasks()';
+  -- One job fires every schedule's ticks (0270_schedules.sql); workers tick too, harmlessly.
+  execute 'select cron.schedule($1, $2, $3)'
+  using 'pgflow_fire_due_schedules', case when sub_minute then '1 seconds' else '* * * * *' end,
+        'select pgflow.fire_due_schedules()';
 end;
 $$;

@@ -71,6 +71,7 @@ db.test("get_run returns the run with every step in definition order, null for a
     "step_index",
     "step_slug",
     "step_type",
+    "waiting",
   ]);
   const [{ missing }] = await sql`select pgflow.get_run(gen_random_uuid()) as missing`;
   assert.equal(missing, null);

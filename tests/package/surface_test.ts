@@ -52,6 +52,7 @@ const MAIN_RUNTIME = [
   "RunNotFoundError",
   "RunStatusError",
   "RunTimeoutError",
+  "ScheduleError",
   "StartFlowError",
   "createClient",
   // Exact JSON.
@@ -64,6 +65,11 @@ const MAIN_RUNTIME = [
 const MAIN_TYPES = [
   "RetryAfterOptions",
   "RetryAfterResponse",
+  // Schedules through the client.
+  "Schedule",
+  "ScheduleChanges",
+  "ScheduleClient",
+  "ScheduleSpec",
   "AnyFlow",
   "AnyStepHandler",
   "AnySteps",

@@ -297,6 +297,7 @@ const INT_OPTIONS: Record<string, [number, number]> = {
   maxPgConnections: [2, 100],
   heartbeatIntervalMs: [100, 60_000],
   stalledRecoveryIntervalMs: [0, 3_600_000],
+  scheduleTickIntervalMs: [0, 3_600_000],
 };
 
 Deno.test("3,000 generated worker configs: each is accepted or rejected naming option and value", () => {

@@ -53,6 +53,7 @@ export const PAGE_HTML: string = `<!doctype html>
   <section id="coverage" class="wide"><h2>Coverage</h2><div class="body"></div></section>
   <section id="stuck" class="wide"><h2>Stuck tasks</h2><div class="body"></div></section>
   <section id="aliases" class="wide"><h2>Aliases</h2><div class="body"></div></section>
+  <section id="schedules" class="wide"><h2>Schedules</h2><div class="body"></div></section>
   <section id="runs"><h2>Runs by flow</h2><div class="body"></div></section>
   <section id="failures"><h2>Recent failures</h2><div class="body"></div></section>
   <section id="recent" class="wide"><h2>Runs</h2>

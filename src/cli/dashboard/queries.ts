@@ -10,6 +10,7 @@ import { type AliasInfo, readAliases } from "../deploy/aliases.ts";
 import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
 import { hasLineage, readRestarts } from "./restarts.ts";
+import { readSchedules, type ScheduleInfo } from "./schedules.ts";
 
 /** Thresholds of the overview. */
 export interface OverviewOptions {
@@ -102,6 +103,8 @@ export interface Overview {
   readonly workers: readonly WorkerInfo[];
   /** Aliases by name: the version each starts, and the versions that carry it. */
   readonly aliases: readonly AliasInfo[];
+  /** Schedules by name: timing, next and last tick, last run, skipped ticks. */
+  readonly schedules: readonly ScheduleInfo[];
 }
 
 /** A live worker. */
@@ -128,7 +131,7 @@ const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : Strin
 
 /**
  * Reads the overview: queues, coverage, run counts, recent failures, stuck tasks, live workers,
- * aliases.
+ * aliases, schedules.
  * (The runs themselves are searched: `search.ts`.)
  *
  * @example
@@ -150,6 +153,7 @@ export async function readOverview(tx: ReadTx, options: OverviewOptions): Promis
     stuck: await readStuck(tx, options),
     workers: await readWorkers(tx, options.staleAfterSeconds),
     aliases: await readAliases(tx),
+    schedules: await readSchedules(tx),
   };
 }
 

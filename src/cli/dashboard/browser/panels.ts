@@ -1,6 +1,6 @@
 /**
- * The overview's panels (Queues, Live workers, Coverage, Aliases, Runs by flow, Stuck tasks,
- * Recent failures) and the run search's results, each rebuilt from the latest answer.
+ * The overview's panels (Queues, Live workers, Coverage, Aliases, Schedules, Runs by flow, Stuck
+ * tasks, Recent failures) and the run search's results, each rebuilt from the latest answer.
  *
  * @module
  */
@@ -183,6 +183,36 @@ function renderAliases(o: OverviewAnswer): void {
   );
 }
 
+function renderSchedules(o: OverviewAnswer): void {
+  fill(
+    "schedules",
+    orEmpty(o.schedules, () =>
+      table(
+        ["schedule", "starts", "timing", "next tick", "last tick", "last run", num("skipped")],
+        o.schedules.map((s) => ({
+          data: { schedule: s.name },
+          cells: [
+            name(s.name),
+            name(s.flow),
+            prose(s.timing),
+            s.paused
+              ? el("span", { className: "badge s-cancelled" }, "paused")
+              : s.nextTickAt === null
+              ? "-"
+              : time(s.nextTickAt),
+            s.lastTickAt === null ? "-" : time(s.lastTickAt),
+            s.lastError !== null
+              ? el("span", { className: "badge s-failed", title: s.lastError }, "not started")
+              : s.lastRunId === null
+              ? "-"
+              : runLink(s.lastRunId),
+            s.skippedTicks,
+          ],
+        })),
+      ), "No schedules."),
+  );
+}
+
 let flowsShown = "";
 
 function renderRunCounts(o: OverviewAnswer): void {
@@ -301,6 +331,7 @@ export function renderOverview(o: OverviewAnswer): void {
   renderWorkers(o);
   renderCoverage(o);
   renderAliases(o);
+  renderSchedules(o);
   renderRunCounts(o);
   renderStuck(o);
   renderFailures(o);
