@@ -154,9 +154,11 @@ export type StepStatus =
   | "cancelled";
 
 /**
- * How an attempt of a task ended other than by completing: `failed` (its handler threw),
- * `stalled` (stalled recovery took it back from a worker that went silent) or `cancelled` (its run
- * was cancelled while it ran).
+ * How an attempt of a task ended other than by completing: `failed` (its handler threw, or ran
+ * past its step's timeout), `stalled` (stalled recovery took it back from a worker that went
+ * silent), `cancelled` (its run was cancelled while it ran), `deferred` (its handler threw
+ * `RetryAfter`) or `interrupted` (its worker shut down under it). The last two do not count toward
+ * `maxAttempts`.
  *
  * @example
  * ```ts
@@ -165,7 +167,7 @@ export type StepStatus =
  * const outcome: AttemptOutcome = "stalled";
  * ```
  */
-export type AttemptOutcome = "failed" | "stalled" | "cancelled";
+export type AttemptOutcome = "failed" | "stalled" | "cancelled" | "deferred" | "interrupted";
 
 /**
  * One attempt of a task that ended other than by completing (`pgflow.task_attempts`): a completed

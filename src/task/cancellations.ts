@@ -3,6 +3,10 @@ import type { Logger } from "../platform/logger.ts";
 import { bounded } from "../platform/deadline.ts";
 import { databaseErrorText } from "../platform/pg_message.ts";
 import type { ClaimedTask } from "./claim.ts";
+import { StepTimedOut } from "../dsl/abort_reasons.ts";
+
+/** setTimeout's longest delay; a step timeout beyond it (24.8 days) is left to stalled recovery. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * How often a worker with tasks in flight asks whether their runs were cancelled: one small keyed
@@ -28,10 +32,14 @@ export class RunCancellations {
   }
 
   /**
-   * Tracks `task` until `done` is called; its signal aborts when its run is cancelled or `shutdown`
-   * aborts.
+   * Tracks `task` until `done` is called; its signal aborts when its run is cancelled, `shutdown`
+   * aborts, or `timeoutSeconds` (its step's effective timeout) pass, with a {@link StepTimedOut}.
    */
-  track(task: ClaimedTask, shutdown: AbortSignal): { signal: AbortSignal; done(): void } {
+  track(
+    task: ClaimedTask,
+    shutdown: AbortSignal,
+    timeoutSeconds?: number,
+  ): { signal: AbortSignal; done(): void } {
     const runId = task.runId;
     const controller = new AbortController();
     let tasks = this.#byRun.get(runId);
@@ -43,9 +51,18 @@ export class RunCancellations {
     const onShutdown = () => controller.abort(shutdown.reason);
     if (shutdown.aborted) onShutdown();
     else shutdown.addEventListener("abort", onShutdown, { once: true });
+    const timeoutMs = timeoutSeconds === undefined ? Infinity : timeoutSeconds * 1000;
+    const deadline = timeoutMs > MAX_TIMER_MS ? undefined : setTimeout(
+      () =>
+        controller.abort(
+          new StepTimedOut(`${task.flowSlug}.${task.stepSlug}`, timeoutSeconds!, task.attempt),
+        ),
+      timeoutMs,
+    );
     return {
       signal: controller.signal,
       done: () => {
+        clearTimeout(deadline);
         shutdown.removeEventListener("abort", onShutdown);
         held.delete(controller);
         if (held.size === 0 && this.#byRun.get(runId) === held) this.#byRun.delete(runId);

@@ -11,6 +11,7 @@ import {
   completionArrays,
   failTask,
   isUnstorableOutput,
+  type UncountedEnd,
   unstorableOutputMessage,
 } from "./report.ts";
 
@@ -23,6 +24,8 @@ export type TaskResult =
     readonly stack?: string;
     /** Fail the whole run now, without a retry (a run input that failed its schema). */
     readonly failRun?: boolean;
+    /** An attempt that does not count toward `maxAttempts` (deferred, interrupted). */
+    readonly uncounted?: UncountedEnd;
   };
 
 /**
@@ -130,7 +133,20 @@ export class Completer {
     try {
       if (result.kind === "fail") {
         return {
-          outcome: await this.#fail(task, result.error, log, result.stack, result.failRun),
+          outcome: await this.#retried(
+            "fail_task",
+            log,
+            () =>
+              failTask(
+                this.#sql,
+                task,
+                result.error,
+                this.#timeoutMs,
+                result.stack,
+                result.failRun,
+                result.uncounted,
+              ),
+          ),
         };
       }
       try {
@@ -198,12 +214,8 @@ export class Completer {
     return result;
   }
 
-  #fail(task: AttemptIdentity, error: string, log: Logger, stack?: string, failRun = false) {
-    return this.#retried(
-      "fail_task",
-      log,
-      () => failTask(this.#sql, task, error, this.#timeoutMs, stack, failRun),
-    );
+  #fail(task: AttemptIdentity, error: string, log: Logger) {
+    return this.#retried("fail_task", log, () => failTask(this.#sql, task, error, this.#timeoutMs));
   }
 
   #retried<T>(

@@ -8,6 +8,9 @@ import { checkRunInput, RunInputRejected } from "./input_check.ts";
 import type { HandlerRegistry } from "./registry.ts";
 import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
 import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
+import { settleOrTimeOut } from "./timeout_race.ts";
+import { RetryAfter } from "../dsl/retry_after.ts";
+import { StepTimedOut, WorkerShutdown } from "../dsl/abort_reasons.ts";
 import { context as otelContext } from "npm:@opentelemetry/api@1.9.0";
 import { startAttempt } from "../platform/telemetry.ts";
 
@@ -98,9 +101,12 @@ export async function executeTask(
       }
       const context = buildContext(deps.resources, deps.queue, task, message, signal);
       // The handler's own spans (fetch, queries) are children of the attempt's.
-      const output = await otelContext.with(
-        attempt.context,
-        () => registered.handler(task.input, context),
+      const output = await settleOrTimeOut(
+        Promise.resolve(otelContext.with(
+          attempt.context,
+          () => registered.handler(task.input, context),
+        )),
+        signal,
       );
       flowCode = false;
       if (step.kind === "array" && !Array.isArray(output)) {
@@ -120,10 +126,13 @@ export async function executeTask(
         ),
       };
     } catch (error) {
-      result = error instanceof RunInputRejected
-        ? { kind: "fail", error: errorMessage(error), failRun: true }
-        : { kind: "fail", error: errorMessage(error), stack: errorStack(error) };
+      result = failureOf(error, signal);
       failFields = errorFields(error);
+      if (signal?.reason instanceof StepTimedOut && result.kind === "fail") {
+        // The engine's own words: they name the step, the timeout and the attempt, nothing else.
+        flowCode = false;
+        failFields = { errorKind: "StepTimedOut", error: result.error };
+      }
       if (flowCode && !deps.logErrorMessages) {
         const { error: _text, ...described } = failFields;
         failFields = described;
@@ -153,6 +162,15 @@ export async function executeTask(
       return;
     case "retried":
       deps.activity?.task("retried", ms);
+      if (result.kind === "fail" && result.uncounted !== undefined) {
+        // Not a failure of the handler: it was told "later", or its worker is stopping.
+        log.info(`task ${result.uncounted.outcome}`, {
+          ms,
+          retryDelay: result.uncounted.retryDelay,
+          ...failFields,
+        });
+        return;
+      }
       log.warn("task failed", { ms, outcome: receipt.outcome, ...failFields });
       return;
     case "failed":
@@ -164,4 +182,37 @@ export async function executeTask(
       log.warn("task failed", { ms, outcome: receipt.outcome, ...failFields });
       return;
   }
+}
+
+/**
+ * What a handler's error makes of its attempt: a `RetryAfter` defers it (it does not count), an
+ * error after its worker began to shut down interrupts it (it does not count either), an error
+ * after its step's timeout fails it with the timeout as the reason; any other fails it.
+ */
+function failureOf(error: unknown, signal: AbortSignal | undefined): TaskResult {
+  if (error instanceof RunInputRejected) {
+    return { kind: "fail", error: errorMessage(error), failRun: true };
+  }
+  if (error instanceof RetryAfter) {
+    return {
+      kind: "fail",
+      error: errorMessage(error),
+      uncounted: { outcome: "deferred", retryDelay: error.delaySeconds },
+    };
+  }
+  const reason: unknown = signal?.aborted ? signal.reason : undefined;
+  if (reason instanceof StepTimedOut) {
+    return { kind: "fail", error: reason.message, stack: errorStack(error) };
+  }
+  if (reason instanceof WorkerShutdown) {
+    return {
+      kind: "fail",
+      error: error === reason
+        ? reason.message
+        : `${reason.message}; the handler ended with: ${errorMessage(error)}`,
+      stack: errorStack(error),
+      uncounted: { outcome: "interrupted", retryDelay: 0 },
+    };
+  }
+  return { kind: "fail", error: errorMessage(error), stack: errorStack(error) };
 }

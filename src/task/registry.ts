@@ -13,7 +13,12 @@ export interface RegisteredStep {
   readonly handler: AnyStepHandler;
   /** The flow's input schema, if it has one: the run input is checked before the handler runs. */
   readonly inputSchema: StandardSchemaV1 | undefined;
+  /** The step's effective timeout in seconds: its own, else the flow's, else SQL's default. */
+  readonly timeoutSeconds: number;
 }
+
+/** SQL's timeout for a flow that sets none (`pgflow.flow_option_default('timeout')`). */
+export const DEFAULT_TIMEOUT_SECONDS = 60;
 
 /**
  * Handlers by (flow, step): a claimed task is dispatched by the flow and step the claim returned,
@@ -31,6 +36,7 @@ export class HandlerRegistry {
           step,
           handler: step.handler,
           inputSchema: flow.inputSchema,
+          timeoutSeconds: step.options.timeout ?? flow.options.timeout ?? DEFAULT_TIMEOUT_SECONDS,
         });
       }
     }

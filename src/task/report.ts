@@ -71,10 +71,22 @@ export async function completeTasks(
 export type FailOutcome = "retried" | "failed" | "ignored";
 
 /**
+ * An attempt that ends without counting toward `maxAttempts`: `deferred` (the handler threw
+ * `RetryAfter`: retried after `retryDelay` seconds) or `interrupted` (its worker shut down under
+ * it: retried at once). SQL bounds how many of each one task may have (`pgflow._max_uncounted`).
+ */
+export interface UncountedEnd {
+  readonly outcome: "deferred" | "interrupted";
+  /** Whole seconds before the retry. */
+  readonly retryDelay: number;
+}
+
+/**
  * `pgflow.fail_task`: SQL decides between a retry and exhaustion, and says which it was. `stack`
  * (the error's stack trace) goes to the attempt's history row; SQL keeps 4,000 characters of it.
  * With `failRun` the run fails at once with `message` (no retry, no `whenExhausted`): for a run
- * input that failed its schema, which no retry can change.
+ * input that failed its schema, which no retry can change. With `uncounted` the attempt does not
+ * count toward `maxAttempts` (see {@link UncountedEnd}); SQL answers `queued` for it too.
  */
 export async function failTask(
   sql: Sql,
@@ -83,10 +95,19 @@ export async function failTask(
   timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS,
   stack?: string,
   failRun = false,
+  uncounted?: UncountedEnd,
 ): Promise<FailOutcome> {
   const storedStack = stack?.slice(0, 4_000) ?? null;
-  // Only a failing run names fail_run: the everyday call stays the statement it always was.
-  const query = failRun
+  // Only a failing run names fail_run, only an uncounted end its outcome: the everyday call stays
+  // the statement it always was.
+  const query = uncounted !== undefined
+    ? sql<{ status: string }[]>`
+      select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
+                                          ${task.taskIndex}::integer, ${message},
+                                          ${task.attempt}::integer, ${storedStack}::text,
+                                          outcome => ${uncounted.outcome}::text,
+                                          retry_delay => ${uncounted.retryDelay}::integer)`
+    : failRun
     ? sql<{ status: string }[]>`
       select status from pgflow.fail_task(${task.runId}::uuid, ${task.stepSlug},
                                           ${task.taskIndex}::integer, ${message},

@@ -96,13 +96,15 @@ export interface RunningTasks {
   readonly checks: Promise<void>;
   /**
    * Tasks a read claimed after the platform began to unload: not started (the isolate may end
-   * before they could report), left to stalled recovery, which takes them back after their
-   * timeout + 30 s.
+   * before a handler could report), their attempts ended at once as `interrupted` (not counted;
+   * stalled recovery takes back one whose report did not land).
    */
   readonly leftAtUnload: number;
   /**
    * Waits at most `ms` for the tasks in flight to finish and report; resolves with `undefined`
-   * when they did, else with those still in flight, which stalled recovery takes back.
+   * when they did, else with those still in flight, whose attempts it ends as `interrupted` (not
+   * counted; queued again at once), waiting at most `queryTimeoutMs` for those reports. A report
+   * that does not land leaves the task to stalled recovery.
    */
   settle(ms: number): Promise<readonly ClaimedTask[] | undefined>;
 }
@@ -181,6 +183,8 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
       : carryReleasedWork(wakeups, polling, deps.flows, deps.supported),
   );
   let leftAtUnload = 0;
+  // Tasks whose handlers have not returned yet (a task reporting its result is not among them).
+  const running = new Set<ClaimedTask>();
   const loop = runPollLoop({
     sql,
     queue: deps.queue,
@@ -202,12 +206,29 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
       if (deps.unloading()) {
         leftAtUnload++;
         handlerDone();
+        // Not run: ended at once as interrupted (not counted, queued again for another worker),
+        // rather than left started for stalled recovery to count as a failure 30 s past its timeout.
+        await completer.report(task, {
+          kind: "fail",
+          error: "claimed as the platform began to unload; not started",
+          uncounted: { outcome: "interrupted", retryDelay: 0 },
+        }, log);
         return;
       }
-      const tracked = cancellations.track(task, deps.shutdown);
+      running.add(task);
+      const ended = () => {
+        running.delete(task);
+        handlerDone();
+      };
+      const tracked = cancellations.track(
+        task,
+        deps.shutdown,
+        execute.registry.get(task.flowSlug, task.stepSlug)?.timeoutSeconds,
+      );
       try {
-        await executeTask(execute, task, message, handlerDone, tracked.signal);
+        await executeTask(execute, task, message, ended, tracked.signal);
       } finally {
+        running.delete(task);
         tracked.done();
       }
     },
@@ -220,7 +241,27 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
     get leftAtUnload() {
       return leftAtUnload;
     },
-    settle: async (ms) =>
-      (await settlesWithin(deps.slots.drain(), ms)) ? undefined : cancellations.tasks(),
+    settle: async (ms) => {
+      if (await settlesWithin(deps.slots.drain(), ms)) return undefined;
+      const abandoned = cancellations.tasks();
+      // The stop is not the handlers' fault: the attempts of those still running end uncounted
+      // and their tasks are queued again at once, rather than waiting out their timeout + 30 s
+      // for stalled recovery and costing an attempt. Only handlers still running: a result on its
+      // way must not be overtaken. Bounded: a stop waits for nothing without a bound.
+      const reason = deps.shutdown.reason instanceof Error
+        ? deps.shutdown.reason.message
+        : "the worker stopped";
+      await settlesWithin(
+        Promise.all([...running].map((task) =>
+          completer.report(task, {
+            kind: "fail",
+            error: `${reason}; the handler did not end within the shutdown timeout of ${ms} ms`,
+            uncounted: { outcome: "interrupted", retryDelay: 0 },
+          }, log)
+        )),
+        options.queryTimeoutMs,
+      );
+      return abandoned;
+    },
   };
 }

@@ -23,6 +23,7 @@ import type { ClaimedTask } from "../task/claim.ts";
 import { FlowInputCache } from "../task/flow_input.ts";
 import { checkRunInput, RunInputChecks, RunInputRejected } from "../task/input_check.ts";
 import { errorMessage, outputJson } from "../task/result.ts";
+import { RetryAfter } from "../dsl/retry_after.ts";
 import { jsonText } from "../util/json_write.ts";
 import {
   InMemoryRun,
@@ -144,11 +145,17 @@ export interface InMemoryAttempt {
   readonly attempt: number;
   /** When it started on the run's clock, in milliseconds. */
   readonly startedAt: number;
-  /** How it ended. */
-  readonly outcome: "completed" | "failed";
+  /**
+   * How it ended: `deferred` when its handler threw `RetryAfter` (the attempt does not count toward
+   * `maxAttempts`, and the next one comes after the delay asked).
+   */
+  readonly outcome: "completed" | "failed" | "deferred";
   /** The error text the engine would store (`step_tasks.error_message`), for a failed attempt. */
   readonly error?: string;
-  /** Seconds until the next attempt, when the failure is retried (base_delay * 2^(attempt-1)). */
+  /**
+   * Seconds until the next attempt, when the failure is retried (base_delay * 2^(n-1) for the
+   * n-th counted failure) or the attempt deferred (its delay).
+   */
   readonly retryDelay?: number;
 }
 
@@ -313,6 +320,16 @@ export async function runFlowInMemory<F extends FlowCarrier>(
       run.taskCompleted(task, stored);
     } catch (error) {
       const text = errorMessage(error);
+      if (error instanceof RetryAfter) {
+        const ended = run.taskDeferred(task, text, error.delaySeconds);
+        record.push({
+          ...base,
+          outcome: ended.outcome,
+          error: ended.error,
+          ...(ended.retryDelay === undefined ? {} : { retryDelay: ended.retryDelay }),
+        });
+        continue;
+      }
       const retryDelay = run.taskFailed(task, text, error instanceof RunInputRejected);
       record.push({
         ...base,

@@ -13,6 +13,7 @@ import type { StepDefinition } from "../dsl/types.ts";
 import type { WhenMode } from "../dsl/options.ts";
 import { isExactNumber } from "../util/json_parse.ts";
 import { jsonbContains } from "./containment.ts";
+import { MAX_DEFERRALS } from "../dsl/retry_after.ts";
 
 /**
  * A step's status at the end of a run in memory, as `pgflow.step_states.status` would say.
@@ -48,6 +49,8 @@ export interface QueuedTask {
   readonly input: Json;
   /** The attempt it runs next (1-based). */
   attempt: number;
+  /** Its attempts so far that did not count toward `maxAttempts` (deferred). */
+  uncounted?: number;
   /** Clock time (ms) from which it may run. */
   visibleAt: number;
 }
@@ -206,13 +209,19 @@ export class InMemoryRun {
    * queued again, `undefined` when its attempts are exhausted. `failRun` fails the run at once
    * (an input that fails the flow's schema).
    */
-  taskFailed(task: QueuedTask, error: string, failRun = false): number | undefined {
+  taskFailed(
+    task: QueuedTask,
+    error: string,
+    failRun = false,
+    retryDelay?: number,
+  ): number | undefined {
     if (failRun) {
       this.failRun(task.step.slug, error);
       return undefined;
     }
-    if (task.attempt < this.maxAttempts(task.step)) {
-      const delay = this.retryDelaySeconds(task.step, task.attempt);
+    const counted = task.attempt - (task.uncounted ?? 0);
+    if (counted < this.maxAttempts(task.step)) {
+      const delay = retryDelay ?? this.retryDelaySeconds(task.step, counted);
       this.queue.push({
         ...task,
         attempt: task.attempt + 1,
@@ -228,6 +237,35 @@ export class InMemoryRun {
       this.startReadySteps();
     }
     return undefined;
+  }
+
+  /**
+   * A handler threw `RetryAfter`: `_task_uncounted`. The task is queued again after `delay`
+   * seconds without the attempt counting, up to {@link MAX_DEFERRALS} times; past that the
+   * deferral is a failed attempt naming the bound (`outcome` says which it was).
+   */
+  taskDeferred(
+    task: QueuedTask,
+    error: string,
+    delay: number,
+  ): { outcome: "deferred" | "failed"; error: string; retryDelay?: number } {
+    const soFar = task.uncounted ?? 0;
+    if (soFar >= MAX_DEFERRALS) {
+      const text = `deferred ${soFar} times, the most one task may be without it counting as a ` +
+        `failed attempt; ${error}`;
+      return {
+        outcome: "failed",
+        error: text,
+        retryDelay: this.taskFailed(task, text, false, delay),
+      };
+    }
+    this.queue.push({
+      ...task,
+      attempt: task.attempt + 1,
+      uncounted: soFar + 1,
+      visibleAt: this.#now() + delay * 1000,
+    });
+    return { outcome: "deferred", error, retryDelay: delay };
   }
 
   /** `_complete_step`: completes the step, releases its dependents, counts it off the run. */

@@ -55,21 +55,22 @@ export async function closePool(acquired: Acquired, log: Logger): Promise<void> 
 
 /**
  * The tasks a read claimed as the platform began to unload were not started: says how many (once
- * the read has ended), and that stalled recovery takes them back.
+ * the read has ended), and that they were queued again without costing an attempt.
  */
 export function logLeftAtUnload(tasks: RunningTasks, log: Logger): void {
   if (tasks.leftAtUnload === 0) return;
   log.warn("tasks claimed as the platform unloaded were not started", {
     count: tasks.leftAtUnload,
-    action: "none: stalled recovery takes them back after their timeout + 30 s",
+    action: "queued again as interrupted attempts (not counted)",
   });
 }
 
 /**
  * Waits for in-flight tasks to finish and report, at most `timeoutMs`: a handler that ignores
  * `shutdownSignal`, or a report that cannot get through, never holds a stopping worker for ever.
- * Then names each task it abandons (stalled recovery takes them back once they have run past
- * their step's timeout + 30 s), and the stop goes on.
+ * Then names each task it abandons (its attempt ended as `interrupted`, which does not count, and
+ * the task queued again; stalled recovery takes back one whose report did not land), and the stop
+ * goes on.
  */
 export async function drainTasks(
   tasks: RunningTasks,
@@ -80,7 +81,7 @@ export async function drainTasks(
   log.info("shutdown: waiting for in-flight tasks", { inFlight, timeoutMs });
   const abandoned = await tasks.settle(timeoutMs);
   if (abandoned === undefined) return;
-  log.error("shutdown: in-flight tasks abandoned to stalled recovery", {
+  log.error("shutdown: in-flight tasks abandoned, their attempts ended as interrupted", {
     timeoutMs,
     abandoned: abandoned.length,
   });

@@ -1,3 +1,4 @@
+import { WorkerShutdown } from "../dsl/abort_reasons.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { createLogger, type Logger, markLogged } from "../platform/logger.ts";
 import { ActivityLog } from "../platform/activity.ts";
@@ -177,7 +178,7 @@ export class Worker implements FlowWorker {
     // A stop during a drain upgrades it: handlers are now told to finish.
     if (abortHandlers && this.#state === "draining" && !this.#shutdown.signal.aborted) {
       this.#log.info("shutdown: signalling handlers", {});
-      this.#shutdown.abort();
+      this.#shutdown.abort(this.#shutdownReason());
     }
     this.#stopping ??= this.#stopSequence(abortHandlers);
     return this.#stopping;
@@ -198,7 +199,7 @@ export class Worker implements FlowWorker {
     log.info("shutdown: polling stopped", {});
     if (abortHandlers) {
       log.info("shutdown: signalling handlers", {});
-      this.#shutdown.abort();
+      this.#shutdown.abort(this.#shutdownReason());
     }
     // Every wait below has a bound, so a stop ends whatever state the database left the worker
     // in; one that runs out is logged, naming what was left behind.
@@ -240,6 +241,15 @@ export class Worker implements FlowWorker {
     await waitAtMost(wakeupsClosed, this.#config.queryTimeoutMs + END_MARGIN_MS, "the LISTEN", log);
     await closePool(this.#acquired, this.#log);
     this.#stopped();
+  }
+
+  /** What every handler's `ctx.signal` says when this worker stops. */
+  #shutdownReason(): WorkerShutdown {
+    return new WorkerShutdown(
+      this.#unloading === undefined
+        ? "stop() was called"
+        : `the platform is unloading: ${this.#unloading}`,
+    );
   }
 
   #stopped(): void {

@@ -483,6 +483,11 @@ create table if not exists pgflow.step_tasks (
   -- decompressed the whole array per task: a 100,000-element map spent minutes in its claims.
   input jsonb,
   attempts_count integer not null default 0,
+  -- Attempts that did not count toward maxAttempts: deferred by the handler (Retry-After) or
+  -- interrupted by its worker's shutdown (0515_uncounted_attempts.sql). attempts_count stays the
+  -- number of claims, so each claim keeps its own attempt number (reports and history name it);
+  -- what maxAttempts and the backoff count is attempts_count - uncounted_attempts.
+  uncounted_attempts integer not null default 0,
   output jsonb,
   error_message text,
   last_worker_id uuid,
@@ -506,7 +511,8 @@ create table if not exists pgflow.step_tasks (
   -- A waiting task has no message: it is sent when the task is released.
   constraint step_tasks_waiting_has_no_message check (status <> 'waiting' or message_id is null),
   constraint step_tasks_limit_key_has_scope check (limit_key is null or limit_scope is not null),
-  constraint step_tasks_attempts_range check (attempts_count >= 0)
+  constraint step_tasks_attempts_range check (attempts_count >= 0),
+  constraint step_tasks_uncounted_range check (uncounted_attempts between 0 and attempts_count)
 );
 
 -- A message id means nothing without its queue: (queue_name, message_id) identifies one task.
@@ -535,7 +541,8 @@ create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_sc
 -- which step_tasks_started_idx finds. A pruned worker's id stays on the tasks it ran.
 
 -- Attempt history: one row per attempt of a task that ended other than by completing it (a handler
--- error, stalled recovery taking it back, its run cancelled while it ran). The attempt that
+-- error, stalled recovery taking it back, its run cancelled while it ran, a handler asking to be
+-- retried later (deferred), its worker shutting down under it (interrupted)). The attempt that
 -- completed a task is the task row itself (status, attempts_count, started_at, completed_at,
 -- last_worker_id), so the completion path writes nothing here. Never inputs, outputs or bodies:
 -- the error's text and a bounded stack trace. Deleted with its task (pruning, delete_flow).
@@ -553,7 +560,7 @@ create table if not exists pgflow.task_attempts (
   constraint task_attempts_pkey primary key (run_id, step_slug, task_index, attempt),
   constraint task_attempts_task_fkey foreign key (run_id, step_slug, task_index)
     references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade,
-  constraint task_attempts_outcome_known check (outcome in ('failed', 'stalled', 'cancelled')),
+  constraint task_attempts_outcome_known check (outcome in ('failed', 'stalled', 'cancelled', 'deferred', 'interrupted')),
   constraint task_attempts_attempt_range check (attempt >= 1),
   constraint task_attempts_error_bounded check (length(error_message) <= 2000 and length(error_stack) <= 4000)
 );
@@ -4319,13 +4326,16 @@ begin
   from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
   where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
 
-  if task.attempts_count < max_attempts then
+  -- Deferred and interrupted attempts (0515) do not count: maxAttempts and the backoff see only
+  -- the attempts that ran to a failure.
+  if task.attempts_count - task.uncounted_attempts < max_attempts then
     -- base_delay * 2^(attempt - 1): the first retry waits base_delay, each later one twice as long.
     -- The message is made visible again first, and the retry happens only if PGMQ still had it: a
     -- message purged or deleted outside pgflow would leave the task queued with nothing to claim,
     -- and its run waiting forever.
     perform 1 from pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
-      least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
+      least(base_delay::numeric * power(2::numeric, task.attempts_count - task.uncounted_attempts - 1),
+            2147483647)::integer));
     if found then
       perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
       update pgflow.step_tasks t
@@ -4362,9 +4372,14 @@ $$;
 -- nothing, and the attempt is required (see complete_task). error_stack (the handler error's stack
 -- trace, at most 4,000 characters kept) goes to the attempt's history row only. fail_run: the run
 -- fails at once with this error, no retry and no whenExhausted (a run input that fails its schema).
+-- outcome: 'failed' (the default: the attempt counts), or an attempt that does not count toward
+-- maxAttempts (pgflow._task_uncounted): 'deferred' (the handler asked to be retried after
+-- retry_delay seconds, e.g. an HTTP 429's Retry-After) or 'interrupted' (its worker shut down
+-- under it; retried at once). retry_delay replaces the backoff, in whole seconds.
 create or replace function pgflow.fail_task(
   run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null,
-  error_stack text default null, fail_run boolean default false
+  error_stack text default null, fail_run boolean default false, outcome text default 'failed',
+  retry_delay integer default null
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -4381,6 +4396,20 @@ begin
       fail_task.task_index, fail_task.run_id
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could fail a newer attempt';
+  end if;
+  if fail_task.outcome is null or fail_task.outcome not in ('failed', 'deferred', 'interrupted') then
+    raise exception 'fail_task: outcome must be failed, deferred or interrupted, not %',
+      coalesce(quote_literal(fail_task.outcome), 'NULL')
+      using errcode = '22023', hint = 'pass failed, or one of the attempts that do not count';
+  end if;
+  if fail_task.retry_delay is not null
+     and fail_task.retry_delay not between 0 and pgflow._max_retry_delay() then
+    raise exception 'fail_task: retry_delay must be 0 to % seconds, not %', pgflow._max_retry_delay(),
+      fail_task.retry_delay
+      using errcode = '22023', hint = 'a handler that must wait longer should fail, or start a new run later';
+  end if;
+  if fail_task.outcome = 'deferred' and fail_task.retry_delay is null then
+    raise exception 'fail_task: a deferred attempt needs its retry_delay' using errcode = '22004';
   end if;
   select * into run from pgflow.runs r where r.run_id = fail_task.run_id for update;
   if not found or run.status <> 'started' then
@@ -4402,9 +4431,85 @@ begin
     return next task;
     return;
   end if;
+  if fail_task.outcome <> 'failed' then
+    return next pgflow._task_uncounted(task, fail_task.outcome,
+                                       coalesce(fail_task.error_message, 'unknown error'),
+                                       fail_task.error_stack, coalesce(fail_task.retry_delay, 0));
+    return;
+  end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
-                                  coalesce(fail_task.error_message, 'unknown error'), null, 'failed',
-                                  fail_task.error_stack);
+                                  coalesce(fail_task.error_message, 'unknown error'),
+                                  fail_task.retry_delay, 'failed', fail_task.error_stack);
+end;
+$$;
+
+-- ---- schemas/0515_uncounted_attempts.sql
+-- Attempts that do not count toward maxAttempts. A handler that was told "not now" (HTTP 429 with
+-- Retry-After) did nothing wrong, and neither did one whose worker shut down under it: neither
+-- should bring its task closer to failing. Each is still an attempt in the history, with its own
+-- outcome, so an operator sees it.
+
+-- The longest retry delay a handler may ask for, in seconds (one day). A server asking for more is
+-- not a rate limit a task should sit out holding its concurrency; the worker refuses it when the
+-- handler builds the error, and fail_task refuses it from anyone else.
+create or replace function pgflow._max_retry_delay()
+returns integer
+language sql
+immutable
+parallel safe
+set search_path = ''
+as $$ select 86400 $$;
+
+-- How many attempts of one task may end uncounted, per outcome. Without a bound a handler that
+-- always defers, or always outlives its worker (an Edge isolate's wall clock), would be retried for
+-- ever; past it, each such attempt counts as a failed one, with an error naming the bound.
+create or replace function pgflow._max_uncounted(p_outcome text)
+returns integer
+language sql
+immutable
+parallel safe
+set search_path = ''
+as $$ select case p_outcome when 'deferred' then 100 when 'interrupted' then 10 end $$;
+
+-- Ends a started attempt without counting it: its message is made visible again after p_delay
+-- seconds, the attempt is kept in the history with p_outcome ('deferred' or 'interrupted'), and
+-- the task is queued with the same number of counted attempts. Past the bound of its outcome, or
+-- with its message gone, the attempt is failed as a counted one (pgflow._task_failed) with the
+-- reason, retried after the same delay while attempts remain. The caller holds the run's lock and
+-- has checked that the attempt is the task's current, started one.
+create or replace function pgflow._task_uncounted(
+  p_task pgflow.step_tasks, p_outcome text, p_error text, p_stack text, p_delay integer
+)
+returns pgflow.step_tasks
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  task pgflow.step_tasks := p_task;
+  so_far integer;
+begin
+  -- Counted in the history rather than on the task: it is only read here, on a path that is rare.
+  select count(*) into so_far from pgflow.task_attempts a
+  where a.run_id = task.run_id and a.step_slug = task.step_slug and a.task_index = task.task_index
+    and a.outcome = p_outcome;
+  if so_far >= pgflow._max_uncounted(p_outcome) then
+    return pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
+      format('%s %s times, the most one task may be without it counting as a failed attempt; %s',
+             p_outcome, so_far, p_error), p_delay, 'failed', p_stack);
+  end if;
+  perform 1 from pgmq.set_vt(task.queue_name, task.message_id, p_delay);
+  if not found then
+    -- _task_failed says why nothing can deliver a retry.
+    return pgflow._task_failed(task.run_id, task.step_slug, task.task_index, p_error, p_delay,
+                               'failed', p_stack);
+  end if;
+  perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
+  update pgflow.step_tasks t
+  set status = 'queued', uncounted_attempts = t.uncounted_attempts + 1, queued_at = now()
+  where t.run_id = task.run_id and t.step_slug = task.step_slug and t.task_index = task.task_index
+  returning * into task;
+  return task;
 end;
 $$;
 

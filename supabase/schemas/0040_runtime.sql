@@ -98,6 +98,11 @@ create table if not exists pgflow.step_tasks (
   -- decompressed the whole array per task: a 100,000-element map spent minutes in its claims.
   input jsonb,
   attempts_count integer not null default 0,
+  -- Attempts that did not count toward maxAttempts: deferred by the handler (Retry-After) or
+  -- interrupted by its worker's shutdown (0515_uncounted_attempts.sql). attempts_count stays the
+  -- number of claims, so each claim keeps its own attempt number (reports and history name it);
+  -- what maxAttempts and the backoff count is attempts_count - uncounted_attempts.
+  uncounted_attempts integer not null default 0,
   output jsonb,
   error_message text,
   last_worker_id uuid,
@@ -121,7 +126,8 @@ create table if not exists pgflow.step_tasks (
   -- A waiting task has no message: it is sent when the task is released.
   constraint step_tasks_waiting_has_no_message check (status <> 'waiting' or message_id is null),
   constraint step_tasks_limit_key_has_scope check (limit_key is null or limit_scope is not null),
-  constraint step_tasks_attempts_range check (attempts_count >= 0)
+  constraint step_tasks_attempts_range check (attempts_count >= 0),
+  constraint step_tasks_uncounted_range check (uncounted_attempts between 0 and attempts_count)
 );
 
 -- A message id means nothing without its queue: (queue_name, message_id) identifies one task.
@@ -150,7 +156,8 @@ create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_sc
 -- which step_tasks_started_idx finds. A pruned worker's id stays on the tasks it ran.
 
 -- Attempt history: one row per attempt of a task that ended other than by completing it (a handler
--- error, stalled recovery taking it back, its run cancelled while it ran). The attempt that
+-- error, stalled recovery taking it back, its run cancelled while it ran, a handler asking to be
+-- retried later (deferred), its worker shutting down under it (interrupted)). The attempt that
 -- completed a task is the task row itself (status, attempts_count, started_at, completed_at,
 -- last_worker_id), so the completion path writes nothing here. Never inputs, outputs or bodies:
 -- the error's text and a bounded stack trace. Deleted with its task (pruning, delete_flow).
@@ -168,7 +175,7 @@ create table if not exists pgflow.task_attempts (
   constraint task_attempts_pkey primary key (run_id, step_slug, task_index, attempt),
   constraint task_attempts_task_fkey foreign key (run_id, step_slug, task_index)
     references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade,
-  constraint task_attempts_outcome_known check (outcome in ('failed', 'stalled', 'cancelled')),
+  constraint task_attempts_outcome_known check (outcome in ('failed', 'stalled', 'cancelled', 'deferred', 'interrupted')),
   constraint task_attempts_attempt_range check (attempt >= 1),
   constraint task_attempts_error_bounded check (length(error_message) <= 2000 and length(error_stack) <= 4000)
 );

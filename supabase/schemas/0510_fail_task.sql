@@ -43,13 +43,16 @@ begin
   from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug
   where s.flow_slug = task.flow_slug and s.step_slug = task.step_slug;
 
-  if task.attempts_count < max_attempts then
+  -- Deferred and interrupted attempts (0515) do not count: maxAttempts and the backoff see only
+  -- the attempts that ran to a failure.
+  if task.attempts_count - task.uncounted_attempts < max_attempts then
     -- base_delay * 2^(attempt - 1): the first retry waits base_delay, each later one twice as long.
     -- The message is made visible again first, and the retry happens only if PGMQ still had it: a
     -- message purged or deleted outside pgflow would leave the task queued with nothing to claim,
     -- and its run waiting forever.
     perform 1 from pgmq.set_vt(task.queue_name, task.message_id, coalesce(p_retry_delay,
-      least(base_delay::numeric * power(2::numeric, task.attempts_count - 1), 2147483647)::integer));
+      least(base_delay::numeric * power(2::numeric, task.attempts_count - task.uncounted_attempts - 1),
+            2147483647)::integer));
     if found then
       perform pgflow._record_attempt(task, p_outcome, p_error, p_stack);
       update pgflow.step_tasks t
@@ -86,9 +89,14 @@ $$;
 -- nothing, and the attempt is required (see complete_task). error_stack (the handler error's stack
 -- trace, at most 4,000 characters kept) goes to the attempt's history row only. fail_run: the run
 -- fails at once with this error, no retry and no whenExhausted (a run input that fails its schema).
+-- outcome: 'failed' (the default: the attempt counts), or an attempt that does not count toward
+-- maxAttempts (pgflow._task_uncounted): 'deferred' (the handler asked to be retried after
+-- retry_delay seconds, e.g. an HTTP 429's Retry-After) or 'interrupted' (its worker shut down
+-- under it; retried at once). retry_delay replaces the backoff, in whole seconds.
 create or replace function pgflow.fail_task(
   run_id uuid, step_slug text, task_index integer, error_message text, attempt integer default null,
-  error_stack text default null, fail_run boolean default false
+  error_stack text default null, fail_run boolean default false, outcome text default 'failed',
+  retry_delay integer default null
 )
 returns setof pgflow.step_tasks
 language plpgsql
@@ -105,6 +113,20 @@ begin
       fail_task.task_index, fail_task.run_id
       using errcode = '22004',
         hint = 'pass the attempt start_tasks or read_and_claim returned with the task; without it a late report could fail a newer attempt';
+  end if;
+  if fail_task.outcome is null or fail_task.outcome not in ('failed', 'deferred', 'interrupted') then
+    raise exception 'fail_task: outcome must be failed, deferred or interrupted, not %',
+      coalesce(quote_literal(fail_task.outcome), 'NULL')
+      using errcode = '22023', hint = 'pass failed, or one of the attempts that do not count';
+  end if;
+  if fail_task.retry_delay is not null
+     and fail_task.retry_delay not between 0 and pgflow._max_retry_delay() then
+    raise exception 'fail_task: retry_delay must be 0 to % seconds, not %', pgflow._max_retry_delay(),
+      fail_task.retry_delay
+      using errcode = '22023', hint = 'a handler that must wait longer should fail, or start a new run later';
+  end if;
+  if fail_task.outcome = 'deferred' and fail_task.retry_delay is null then
+    raise exception 'fail_task: a deferred attempt needs its retry_delay' using errcode = '22004';
   end if;
   select * into run from pgflow.runs r where r.run_id = fail_task.run_id for update;
   if not found or run.status <> 'started' then
@@ -126,8 +148,14 @@ begin
     return next task;
     return;
   end if;
+  if fail_task.outcome <> 'failed' then
+    return next pgflow._task_uncounted(task, fail_task.outcome,
+                                       coalesce(fail_task.error_message, 'unknown error'),
+                                       fail_task.error_stack, coalesce(fail_task.retry_delay, 0));
+    return;
+  end if;
   return next pgflow._task_failed(task.run_id, task.step_slug, task.task_index,
-                                  coalesce(fail_task.error_message, 'unknown error'), null, 'failed',
-                                  fail_task.error_stack);
+                                  coalesce(fail_task.error_message, 'unknown error'),
+                                  fail_task.retry_delay, 'failed', fail_task.error_stack);
 end;
 $$;

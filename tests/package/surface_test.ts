@@ -16,7 +16,11 @@ const MAIN_RUNTIME = [
   "ENGINE_VERSION",
   "Flow",
   "FlowDefinitionError",
+  "MAX_RETRY_AFTER_MS",
   "MAX_SLUG_LENGTH",
+  "RetryAfter",
+  "StepTimedOut",
+  "WorkerShutdown",
   "validateSlug",
   // Routing.
   "MAX_QUEUE_NAME_LENGTH",
@@ -59,6 +63,8 @@ const MAIN_RUNTIME = [
 
 /** The type exports of mod.ts. */
 const MAIN_TYPES = [
+  "RetryAfterOptions",
+  "RetryAfterResponse",
   // Schedules through the client.
   "Schedule",
   "ScheduleChanges",
@@ -231,6 +237,10 @@ const TOOLS_TYPES = [
 const DSL_RUNTIME = [
   "Flow",
   "FlowDefinitionError",
+  "MAX_RETRY_AFTER_MS",
+  "RetryAfter",
+  "StepTimedOut",
+  "WorkerShutdown",
   "MAX_QUEUE_NAME_LENGTH",
   "MAX_SLUG_LENGTH",
   "RoutingError",
@@ -246,6 +256,8 @@ const DSL_RUNTIME = [
 
 /** The type exports of the DSL entry. */
 const DSL_TYPES = [
+  "RetryAfterOptions",
+  "RetryAfterResponse",
   "AnyFlow",
   "AnyStepHandler",
   "AnySteps",

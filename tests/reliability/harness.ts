@@ -303,7 +303,7 @@ export async function checkInvariants(sql: Sql, foreign: ForeignMessage[] = []):
     join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
     join pgflow.flows f on f.flow_slug = t.flow_slug
     where t.flow_slug = any (${flows})
-      and t.attempts_count > coalesce(s.opt_max_attempts, f.opt_max_attempts)`;
+      and t.attempts_count - t.uncounted_attempts > coalesce(s.opt_max_attempts, f.opt_max_attempts)`;
   list("tasks with more attempts than allowed", overAttempts);
   const phantom = await sql`
     select e.* from public.rel_exec e
@@ -367,7 +367,8 @@ export async function checkInvariants(sql: Sql, foreign: ForeignMessage[] = []):
       (select count(*)::int from pgflow.step_tasks where flow_slug = any (${flows})) as tasks,
       (select count(*)::int from public.rel_exec) as executions,
       (select count(*)::int from public.rel_exec where failed) as "injectedFailures",
-      -- An attempt that neither completed nor failed by its handler was taken back by recovery.
+      -- An attempt that neither completed nor failed by its handler was taken back by recovery
+      -- (or interrupted by its worker's stop).
       (select coalesce(sum(t.attempts_count - (t.status = 'completed')::int - (
          select count(*) from public.rel_exec e where e.run_id = t.run_id and e.step_slug = t.step_slug
            and e.task_index = t.task_index and e.failed)), 0)::int

@@ -341,3 +341,37 @@ db.test("a report without its attempt is refused, naming what to pass, and chang
   const [done] = await sql`select status from pgflow.runs where run_id = ${run.run_id}`;
   assert.equal(done.status, "completed");
 });
+
+db.test("fail_task deferred: the message is hidden for exactly retry_delay, the attempt is kept and does not count", async ({ sql }) => {
+  // maxAttempts 1 and baseDelay 600: a counted failure would fail the run, a backoff would be 600 s.
+  await defineFlow(sql, "defer_sql", [{ slug: "s" }], { maxAttempts: 1, baseDelay: 600 });
+  const [run] = await sql`select * from pgflow.start_flow('defer_sql', '{}')`;
+  const worker = await registerWorker(sql, "defer_sql");
+  for (const attempt of [1, 2]) {
+    const [claimed] = await readAndStart(sql, "defer_sql", worker, [["defer_sql", "s"]]);
+    assert.equal(claimed.attempt, attempt);
+    const [task] = await sql`
+      select status from pgflow.fail_task(${run.run_id}, 's', 0, 'retry after 5 s', ${attempt},
+                                          outcome => 'deferred', retry_delay => 5)`;
+    assert.equal(task.status, "queued");
+    // The vt was set 5 s from the clock in fail_task's transaction, just before the history row.
+    const [hidden] = await sql`
+      select extract(epoch from m.vt - a.ended_at)::float8 as seconds
+      from pgflow.task_attempts a, pgmq.q_defer_sql m
+      where a.run_id = ${run.run_id} and a.attempt = ${attempt}`;
+    assert.ok(hidden.seconds > 4.9 && hidden.seconds <= 5, `vt - ended_at = ${hidden.seconds} s`);
+    await makeVisible(sql, "defer_sql");
+  }
+  const [row] = await sql`
+    select status, attempts_count, uncounted_attempts from pgflow.step_tasks
+    where run_id = ${run.run_id}`;
+  assert.deepEqual({ ...row }, { status: "queued", attempts_count: 2, uncounted_attempts: 2 });
+  const outcomes = await sql`
+    select attempt, outcome from pgflow.task_attempts where run_id = ${run.run_id} order by attempt`;
+  assert.deepEqual(outcomes.map((o) => [o.attempt, o.outcome]), [[1, "deferred"], [2, "deferred"]]);
+  // The deferrals left maxAttempts 1 untouched: the first failure that counts exhausts it.
+  const [claimed] = await readAndStart(sql, "defer_sql", worker, [["defer_sql", "s"]]);
+  await sql`select pgflow.fail_task(${run.run_id}, 's', 0, 'boom', ${claimed.attempt})`;
+  const [ended] = await sql`select status from pgflow.runs where run_id = ${run.run_id}`;
+  assert.equal(ended.status, "failed");
+});

@@ -3,7 +3,7 @@
  * after maxAttempts, the worker's context, and outputs after their JSON round trip.
  */
 import assert from "node:assert/strict";
-import { Flow, type StandardSchemaV1 } from "../../mod.ts";
+import { Flow, RetryAfter, type StandardSchemaV1 } from "../../mod.ts";
 import { fakeClock, runFlowInMemory } from "../../testing.ts";
 
 Deno.test("dependencies get the object of their dependencies' outputs; the run output is the leaves'", async () => {
@@ -210,4 +210,40 @@ Deno.test("an input that fails the flow's schema fails the run without a retry",
   assert.equal(result.status, "failed");
   assert.equal(result.steps.a.attempts.length, 1);
   assert.match(result.error!, /input failed its schema/);
+});
+
+Deno.test("RetryAfter defers on the fake clock without counting the attempt, up to 100 times", async () => {
+  const flow = new Flow<{ deferrals: number }>({ slug: "mem_defer", maxAttempts: 2, baseDelay: 60 })
+    .step({ slug: "call" }, (input, ctx) => {
+      if (ctx.attempt <= input.deferrals) throw new RetryAfter({ afterMs: 1_500 });
+      if (ctx.attempt === input.deferrals + 1) throw new Error("one real failure");
+      return ctx.attempt;
+    });
+  const clock = fakeClock(0);
+  const result = await runFlowInMemory(flow, { deferrals: 2 }, { clock });
+  // Two deferrals, then a counted failure (1 of maxAttempts 2) and a success.
+  assert.equal(result.status, "completed");
+  assert.deepEqual(
+    result.steps.call.attempts.map((a) => [a.attempt, a.startedAt, a.outcome, a.retryDelay]),
+    [
+      [1, 0, "deferred", 2],
+      [2, 2_000, "deferred", 2],
+      [3, 4_000, "failed", 60],
+      [4, 64_000, "completed", undefined],
+    ],
+  );
+  // A handler that always defers: 100 deferrals, then each deferral counts.
+  const always = await runFlowInMemory(flow, { deferrals: 1_000 }, { clock: fakeClock(0) });
+  assert.equal(always.status, "failed");
+  const attempts = always.steps.call.attempts;
+  assert.equal(attempts.filter((a) => a.outcome === "deferred").length, 100);
+  assert.deepEqual(attempts.slice(100).map((a) => [a.attempt, a.outcome]), [
+    [101, "failed"],
+    [102, "failed"],
+  ]);
+  assert.equal(
+    always.error,
+    "deferred 100 times, the most one task may be without it counting as a failed attempt; " +
+      "retry after 2 s",
+  );
 });

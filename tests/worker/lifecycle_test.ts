@@ -111,13 +111,18 @@ db.test("stop: a handler that ignores the signal is abandoned after shutdownTime
       [["warn", run, "deaf", 1]],
     );
     const summary = logs.find((l) =>
-      l.event === "shutdown: in-flight tasks abandoned to stalled recovery"
+      l.event === "shutdown: in-flight tasks abandoned, their attempts ended as interrupted"
     );
     assert.equal(summary?.level, "error");
     assert.deepEqual([summary?.fields.timeoutMs, summary?.fields.abandoned], [300, 1]);
-    // Left started, for stalled recovery.
-    const [task] = await sql`select status from pgflow.step_tasks where run_id = ${run}::uuid`;
-    assert.equal(task.status, "started");
+    // Queued again at once, the attempt kept as interrupted and not counted.
+    const [task] = await sql`
+      select status, attempts_count - uncounted_attempts as counted from pgflow.step_tasks
+      where run_id = ${run}::uuid`;
+    assert.deepEqual([task.status, task.counted], ["queued", 0]);
+    const [attempt] =
+      await sql`select outcome from pgflow.task_attempts where run_id = ${run}::uuid`;
+    assert.equal(attempt.outcome, "interrupted");
   } finally {
     release();
   }

@@ -53,6 +53,8 @@ tr.link { cursor: pointer; } tr.link:hover { background: #eaeef2; }
 .s-ok, .s-completed, .s-live { background: var(--ok); } .s-MISSING, .s-failed { background: var(--bad); }
 .s-STALE, .s-PARTIAL, .s-stuck { background: var(--warn); } .s-started { background: var(--run); }
 .s-idle, .s-created, .s-skipped, .s-not-started, .s-queued, .s-waiting { background: var(--idle); }
+/* Attempts that did not count: the handler was told "later", or its worker stopped. */
+.s-deferred, .s-interrupted { background: var(--idle); }
 .s-cancelled, .s-stopped, .s-stalled, .s-deprecated { background: var(--warn); }
 .s-running { background: var(--run); } .s-reused { background: #8250df; }
 svg.spark { vertical-align: middle; }
