@@ -110,6 +110,8 @@ interface ExactResult {
   tasksPerSec: number;
   recovered: number;
   rerun: number;
+  /** Seconds from the start to the kill, and tasks completed by then. */
+  killedAt: { seconds: number; completed: number };
 }
 
 async function exact(tasks: number, keys: number): Promise<ExactResult> {
@@ -127,6 +129,7 @@ async function exact(tasks: number, keys: number): Promise<ExactResult> {
     let maxStarted = 0;
     const sampler = (async () => {
       while (sampling) {
+        const at = wallMs();
         const [{ m }] = await watch<{ m: number }[]>`
           select coalesce(max(n), 0)::int as m from (
             select count(*) as n from pgflow.step_tasks
@@ -134,7 +137,8 @@ async function exact(tasks: number, keys: number): Promise<ExactResult> {
             group by limit_scope, limit_key) x`;
         samples++;
         maxStarted = Math.max(maxStarted, m);
-        await sleep(10);
+        // Every 10 ms, or back to back when the count itself takes longer.
+        await sleep(Math.max(0, 10 - (wallMs() - at)));
       }
     })();
 
@@ -147,7 +151,8 @@ async function exact(tasks: number, keys: number): Promise<ExactResult> {
     // Killed mid-batch: its claimed tasks stay started until stalled recovery takes them back.
     procs[0].child.kill("SIGKILL");
     await procs[0].child.status;
-    console.error(`exact: worker process ${procs[0].child.pid} killed at ${await completed()}`);
+    const killedAt = { seconds: (wallMs() - t0) / 1000, completed: await completed() };
+    console.error(`exact: worker process ${procs[0].child.pid} killed at ${killedAt.completed}`);
     procs = [spawnWorkers(db.url), procs[1]];
     await procs[0].ready;
     const deadline = wallMs() + 600_000;
@@ -212,6 +217,7 @@ async function exact(tasks: number, keys: number): Promise<ExactResult> {
       tasksPerSec: tasks / seconds,
       recovered: check.recovered,
       rerun: check.rerun,
+      killedAt,
     };
   } finally {
     await watch.end({ timeout: 5 });
@@ -370,7 +376,10 @@ if (which.includes("exact")) {
       ` ${r.seconds.toFixed(1)} s, ${
         r.tasksPerSec.toFixed(0)
       } tasks/s; ${r.recovered} tasks recovered` +
-      ` (stalled), ${r.rerun} handler runs of a later attempt; every task completed once`,
+      ` (stalled), ${r.rerun} handler runs of a later attempt; every task completed once;` +
+      ` one sample every ${(r.seconds * 1000 / r.samples).toFixed(1)} ms;` +
+      ` before the kill ${r.killedAt.completed} tasks in ${r.killedAt.seconds.toFixed(1)} s` +
+      ` (${(r.killedAt.completed / r.killedAt.seconds).toFixed(0)} tasks/s)`,
   );
 }
 if (which.includes("cost")) {
