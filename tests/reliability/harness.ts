@@ -78,7 +78,11 @@ async function execute(ctx: HandlerCtx): Promise<void> {
   // A query without parameters, as handlers write them: postgres.js pipelines these, which a
   // transaction pooler cannot route unless the pool holds them back (docs/connections.md).
   await ctx.sql`select 1`;
-  const [row] = await ctx.sql<{ failed: boolean }[]>`
+  // In an explicit transaction: postgres.js resolves a statement at its CommandComplete, which a
+  // backend terminated before the implicit commit still sends (with its FATAL), so an autocommit
+  // insert could be rolled back after the handler saw it succeed; COMMIT answers only once done.
+  const [row] = await ctx.sql.begin((tx) =>
+    tx<{ failed: boolean }[]>`
     insert into public.rel_exec (run_id, step_slug, task_index, attempt, failed)
     select t.run_id, t.step_slug, t.task_index, t.attempts_count,
            abs(hashtext(concat_ws(':', ${load.seed}::text, t.run_id, t.step_slug, t.task_index,
@@ -86,7 +90,8 @@ async function execute(ctx: HandlerCtx): Promise<void> {
     from pgflow.step_tasks t
     where t.run_id = ${t.run_id}::uuid and t.step_slug = ${t.step_slug}
       and t.task_index = ${t.task_index}
-    returning failed`;
+    returning failed`
+  );
   if (row === undefined) {
     throw new Error(`task ${t.run_id}/${t.step_slug}/${t.task_index} not found`);
   }
@@ -317,6 +322,20 @@ export async function checkInvariants(sql: Sql, foreign: ForeignMessage[] = []):
       where e.run_id = t.run_id and e.step_slug = t.step_slug and e.task_index = t.task_index
         and not e.failed)`;
   list("completed tasks no successful execution explains", unbacked);
+  for (const t of unbacked.slice(0, 3)) {
+    // What a failure here needs to be explained: the task row, its attempts, its executions.
+    const detail = await sql`
+      select (select to_jsonb(x) - 'input' - 'output' from pgflow.step_tasks x
+              where x.run_id = ${t.run_id} and x.step_slug = ${t.step_slug}
+                and x.task_index = ${t.task_index}) as task,
+             (select jsonb_agg(to_jsonb(a) - 'error_stack' order by a.attempt) from pgflow.task_attempts a
+              where a.run_id = ${t.run_id} and a.step_slug = ${t.step_slug}
+                and a.task_index = ${t.task_index}) as attempts,
+             (select jsonb_agg(to_jsonb(e) order by e.at) from public.rel_exec e
+              where e.run_id = ${t.run_id} and e.step_slug = ${t.step_slug}
+                and e.task_index = ${t.task_index}) as executions`;
+    problems.push(`  detail: ${JSON.stringify(detail[0])}`);
+  }
 
   // No message left in a queue for a terminal task; each such message is in the archive.
   for (const queue of QUEUES) {

@@ -72,7 +72,13 @@ Deno.test("workers ride out a Postgres restart and finish every run", async () =
     console.log([...events]);
     assert.ok(events.size > 0, "the workers saw the outage");
     await stopAll(workers);
-    const figures = await checkInvariants(sql);
+    const figures = await checkInvariants(sql).catch((error: Error) => {
+      // The workers' lines about the runs named, so a failure explains itself.
+      const named = new Set(error.message.match(/[0-9a-f]{8}-[0-9a-f-]{27}/g) ?? []);
+      const lines = logs.flat().filter((l) => named.has(String(l.fields.runId)));
+      console.log(JSON.stringify(lines.slice(0, 60), null, 0));
+      throw error;
+    });
     console.log(JSON.stringify({ seed, backdated, ...figures }));
     assert.equal(figures.runs, 20);
   } finally {
