@@ -160,7 +160,9 @@ db.test("roots with a condition, a map, a concurrency limit, and a flow without 
       select run_ids from pgflow.start_flows(${flow}, ${sql.json(inputs as never)})`;
     assert.equal(ids.length, inputs.length, flow);
     for (const [i, input] of inputs.entries()) {
-      const [one] = await sql`select run_id from pgflow.start_flow(${flow}, ${sql.json(input as never)})`;
+      const [one] = await sql`select run_id from pgflow.start_flow(${flow}, ${
+        sql.json(input as never)
+      })`;
       assert.deepEqual(
         comparable(await runShape(sql, ids[i])),
         comparable(await runShape(sql, one.run_id)),
