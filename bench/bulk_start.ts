@@ -12,9 +12,10 @@
  * - `clientBulk`: one `client.startFlows` call.
  *
  * Prints, per way, the median time (spread) of the rounds, runs/s, the WAL written and the ratio
- * to `bulk`, as markdown. Nothing is asserted.
+ * to `bulk`, as markdown; with `--write`, into `bench/results.md`'s bulk block. Nothing is
+ * asserted.
  *
- * `deno run -A bench/bulk_start.ts [--runs 10000] [--rounds 3]`
+ * `deno run -A bench/bulk_start.ts [--runs 10000] [--rounds 3] [--ways single,client,loop,bulk,clientBulk]`
  *
  * @module
  */
@@ -22,6 +23,7 @@ import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
 import { createClient } from "../mod.ts";
 import { median } from "./stats.ts";
+import { writeResultsBlock } from "./results_block.ts";
 
 const arg = (name: string, fallback: number): number => {
   const i = Deno.args.indexOf(name);
@@ -29,9 +31,23 @@ const arg = (name: string, fallback: number): number => {
 };
 const RUNS = arg("--runs", 10_000);
 const ROUNDS = arg("--rounds", 3);
+const WRITE = Deno.args.includes("--write");
+const out: string[] = [];
+const print = (line = "") => {
+  console.log(line);
+  out.push(line);
+};
 
 type Way = "single" | "client" | "loop" | "bulk" | "clientBulk";
-const WAYS: readonly Way[] = ["single", "client", "loop", "bulk", "clientBulk"];
+const ALL_WAYS: readonly Way[] = ["single", "client", "loop", "bulk", "clientBulk"];
+/** `--ways single,bulk`: only these (default: all but `client`, which is `single` and a client). */
+const waysArg = Deno.args.indexOf("--ways");
+const WAYS: readonly Way[] = waysArg >= 0
+  ? Deno.args[waysArg + 1].split(",").map((w) => {
+    if (!ALL_WAYS.includes(w as Way)) throw new Error(`--ways: ${w} is not one of ${ALL_WAYS}`);
+    return w as Way;
+  })
+  : ALL_WAYS.filter((w) => w !== "client");
 const LABEL: Record<Way, string> = {
   single: "`start_flow` per run, a transaction each (SQL, awaited in turn)",
   client: "`client.startFlow` per run, awaited in turn",
@@ -108,16 +124,16 @@ try {
       await sql`select pgflow.delete_flow_and_data(${slug})`;
     }
   }
-  const bulk = median(seconds.bulk);
-  console.log(
-    `\n| starting ${
+  const bulk = median(seconds.bulk.length > 0 ? seconds.bulk : seconds.clientBulk);
+  print(
+    `| starting ${
       RUNS.toLocaleString("en")
     } single-step runs (durable server, ${ROUNDS} rounds) | s | runs/s | WAL MB | × bulk time |`,
   );
-  console.log("|---|---:|---:|---:|---:|");
-  for (const way of WAYS) {
+  print("|---|---:|---:|---:|---:|");
+  for (const way of ALL_WAYS.filter((w) => WAYS.includes(w))) {
     const s = median(seconds[way]);
-    console.log(
+    print(
       `| ${LABEL[way]} | ${s.toFixed(2)} (${spread(seconds[way], 2)}) | ${
         Math.round(RUNS / s)
       } | ` +
@@ -125,13 +141,18 @@ try {
     );
   }
   const ratio = median(seconds.single) / bulk;
-  console.log(`\n| target | measured | met |\n|---|---:|---:|`);
-  console.log(
+  print();
+  print("| target | measured | met |");
+  print("|---|---:|---:|");
+  print(
     `| bulk start of ${RUNS.toLocaleString("en")} runs ≥ 10× faster than as many single starts | ` +
       `${ratio.toFixed(1)}× (${median(seconds.single).toFixed(2)} vs ${bulk.toFixed(2)} s) | ${
         ratio >= 10 ? "yes" : "**no**"
       } |`,
   );
+  if (WRITE) {
+    writeResultsBlock("bulk", `deno run -A bench/bulk_start.ts ${Deno.args.join(" ")}`, out);
+  }
 } finally {
   await client.close();
   await sql.end({ timeout: 5 });
