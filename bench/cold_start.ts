@@ -8,7 +8,10 @@
  * idle after the first task, and after a drain of `--drain` tasks. Prints markdown; nothing is
  * asserted. One process at a time, on a durable throw-away server (or `DATABASE_URL`).
  *
- * `deno run -A bench/cold_start.ts [--rounds 7] [--drain 2000]`
+ * With `--supabase-env`, the worker's environment has `SUPABASE_URL` and a service key (never
+ * used to connect), as on Supabase, where a worker prepares `ctx.supabase` at startup.
+ *
+ * `deno run -A bench/cold_start.ts [--rounds 7] [--drain 2000] [--supabase-env] [--write]`
  *
  * @module
  */
@@ -17,6 +20,7 @@ import { openPgflowDatabase } from "../local/database.ts";
 import { Flow } from "../mod.ts";
 import { ensureFlowCompiled } from "../tools.ts";
 import { median } from "./stats.ts";
+import { writeResultsBlock } from "./results_block.ts";
 import { sleep } from "./clock.ts";
 
 const arg = (name: string, fallback: number): number => {
@@ -26,6 +30,13 @@ const arg = (name: string, fallback: number): number => {
 const ROUNDS = arg("--rounds", 7);
 const DRAIN = arg("--drain", 2_000);
 const SLUG = "bench_cold";
+const SUPABASE_ENV = Deno.args.includes("--supabase-env");
+const WRITE = Deno.args.includes("--write");
+const out: string[] = [];
+const print = (line = "") => {
+  console.log(line);
+  out.push(line);
+};
 
 /** The phases, each from the previous mark to its own. */
 const PHASES: readonly [string, string][] = [
@@ -78,6 +89,9 @@ try {
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",
+      env: SUPABASE_ENV
+        ? { SUPABASE_URL: "http://127.0.0.1:9", SUPABASE_SERVICE_ROLE_KEY: "bench-not-a-key" }
+        : {},
     });
   // A first process fills Deno's module cache (and the OS's file cache): the rounds are warm.
   for (let round = -1; round < ROUNDS; round++) {
@@ -124,35 +138,48 @@ try {
     await reader.cancel();
     await process.status;
   }
-  console.log(
-    `\n| cold start of a worker process (${ROUNDS} rounds, warm cache) | ms p50 | lowest–highest |`,
+  print(
+    `| cold start of a worker process (${ROUNDS} rounds, warm cache${
+      SUPABASE_ENV ? ", Supabase's environment" : ""
+    }) | ms p50 | lowest–highest |`,
   );
-  console.log("|---|---:|---:|");
+  print("|---|---:|---:|");
   for (const [key, label] of PHASES) {
     const xs = phases.get(key)!;
-    console.log(
+    print(
       `| ${label} | ${median(xs).toFixed(0)} | ${Math.min(...xs).toFixed(0)}–${
         Math.max(...xs).toFixed(0)
       } |`,
     );
   }
-  console.log(
+  print(
     `| **spawn → first claimed task** | **${median(totals).toFixed(0)}** | ${
       Math.min(...totals).toFixed(0)
     }–${Math.max(...totals).toFixed(0)} |`,
   );
-  console.log(`\n| server connections of one worker at its defaults | count |\n|---|---:|`);
-  console.log(`| after its first task (idle) | ${median(idleConnections)} |`);
+  print();
+  print("| server connections of one worker at its defaults | count |");
+  print("|---|---:|");
+  print(`| after its first task (idle) | ${median(idleConnections)} |`);
   if (busyConnections.length > 0) {
-    console.log(`| after draining ${DRAIN} tasks | ${busyConnections[0]} |`);
+    print(`| after draining ${DRAIN} tasks | ${busyConnections[0]} |`);
   }
   const total = median(totals);
-  console.log(`\n| target | measured | met |\n|---|---:|---:|`);
-  console.log(
+  print();
+  print("| target | measured | met |");
+  print("|---|---:|---:|");
+  print(
     `| cold start to the first claimed task ≤ 300 ms | ${total.toFixed(0)} ms | ${
       total <= 300 ? "yes" : "**no**"
     } |`,
   );
+  if (WRITE) {
+    writeResultsBlock(
+      SUPABASE_ENV ? "cold-supabase" : "cold",
+      `deno run -A bench/cold_start.ts ${Deno.args.join(" ")}`,
+      out,
+    );
+  }
 } finally {
   await sql.end({ timeout: 5 });
   await db.close();
