@@ -242,38 +242,42 @@ try {
     }
   }
 
-  // Claim cost with 1 and with 200 live workers registered on one queue.
-  const claimFlow = new Flow<unknown>({ slug: "growth_claim" }).step({ slug: "work" }, () => null);
-  await ensureFlowCompiled(sql, claimFlow);
-  const pairs = JSON.stringify([["growth_claim", "work"]]);
-  const measuring = crypto.randomUUID();
-  await sql`select pgflow.register_worker(${measuring}::uuid, 'growth_claim', 'growth', ${pairs}::text::jsonb)`;
-  const others = Array.from({ length: 199 }, () => crypto.randomUUID());
+  // Claim cost on a queue with 1 live worker and on one with 200 (the same flow twice, a queue
+  // each), measured alternately so a drift of the machine falls on both. Every worker's heartbeat
+  // is renewed before each call: all stay live throughout.
+  const queues = { "1": "growth_claim_1", "200": "growth_claim_200" } as const;
+  const measuring: Record<"1" | "200", string> = { "1": "", "200": "" };
+  const everyone: string[] = [];
+  for (const [live, queue] of Object.entries(queues) as ["1" | "200", string][]) {
+    await ensureFlowCompiled(
+      sql,
+      new Flow<unknown>({ slug: queue }).step({ slug: "work" }, () => null),
+    );
+    const pairs = JSON.stringify([[queue, "work"]]);
+    const ids = Array.from({ length: Number(live) }, () => crypto.randomUUID());
+    await sql`select count(pgflow.register_worker(w, ${queue}, 'growth', ${pairs}::text::jsonb))
+              from unnest(${ids}::uuid[]) w`;
+    measuring[live] = ids[0];
+    everyone.push(...ids);
+    await sql`select pgflow.start_flows(${queue},
+                (select jsonb_agg('{}'::jsonb) from generate_series(1, ${
+      (CLAIM_CALLS + 2) * 10
+    }::int)))`;
+  }
   const claimMs: Record<"1" | "200", number[]> = { "1": [], "200": [] };
-  await sql`select pgflow.start_flows('growth_claim',
-              (select jsonb_agg('{}'::jsonb) from generate_series(1, ${
-    (CLAIM_CALLS + 2) * 20
-  }::int)))`;
   for (let call = 0; call <= CLAIM_CALLS; call++) {
-    // Alternating: 1 live worker (the others stopped), then 200 live (registered again).
     for (const live of call % 2 === 0 ? ["1", "200"] as const : ["200", "1"] as const) {
-      if (live === "200") {
-        await sql`select count(pgflow.register_worker(w, 'growth_claim', 'growth', ${pairs}::text::jsonb))
-                  from unnest(${others}::uuid[]) w`;
-      } else {
-        await sql`select pgflow.mark_worker_stopped(w) from unnest(${others}::uuid[]) w`;
-      }
-      await sql`select pgflow.heartbeat(${measuring}::uuid)`;
+      await sql`select count(pgflow.heartbeat(w)) from unnest(${everyone}::uuid[]) w`;
       const t0 = wallMs();
-      const rows = await sql`select * from pgflow.read_and_claim('growth_claim', ${measuring}::uuid,
-                               30, 10, 1, 50)`;
+      const rows = await sql`select * from pgflow.read_and_claim(${queues[live]},
+                               ${measuring[live]}::uuid, 30, 10, 1, 50)`;
       const ms = wallMs() - t0;
       if (rows.length === 0) throw new Error("the claim found no task");
       if (call > 0) claimMs[live].push(ms);
       await sql`select count(*) from pgflow.step_tasks t
                 cross join lateral pgflow.complete_task(t.run_id, t.step_slug, t.task_index,
                                                         'null'::jsonb, t.attempts_count) c
-                where t.flow_slug = 'growth_claim' and t.status = 'started'`;
+                where t.flow_slug = ${queues[live]} and t.status = 'started'`;
     }
   }
   const one = median(claimMs["1"]);
