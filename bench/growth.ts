@@ -190,12 +190,15 @@ try {
         "(/proc/<pid>/clear_refs); where it does not, it only grows from one row to the next.)",
     );
 
-    // The chart: per-element time of the map against its size, from the table above.
+    // The chart: per-element time of the map against its size, from the table above, scaled to
+    // the largest from 1,000 elements up (where the target is); a smaller map's fixed cost per
+    // run is off the scale and says so.
     print("\n```text");
-    print("map: µs per element (to the run's end ÷ N), one # per 2 % of the largest");
-    const widest = Math.max(...maps.map((m) => m.perElementUs));
+    print("map: µs per element (to the run's end ÷ N); 50 # = the largest from 1,000 elements up");
+    const widest = Math.max(...maps.filter((m) => m.n >= 1_000).map((m) => m.perElementUs));
     for (const m of maps) {
-      const bar = "#".repeat(Math.max(1, Math.round(50 * m.perElementUs / widest)));
+      const width = Math.round(50 * m.perElementUs / widest);
+      const bar = width > 60 ? `${"#".repeat(60)}…` : "#".repeat(Math.max(1, width));
       print(`${m.n.toLocaleString("en").padStart(8)} | ${bar} ${m.perElementUs.toFixed(0)}`);
     }
     print("```");
