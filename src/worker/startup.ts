@@ -65,11 +65,6 @@ export interface Ready {
 export async function startUp(acquired: Acquired, input: StartupInput): Promise<Ready | undefined> {
   const { config, log, target } = input;
   const timeoutMs = config.queryTimeoutMs;
-  // Loading supabase-js (where the environment has Supabase's settings) takes longer than the
-  // database steps below together: it loads beside them instead of after them. Its failure is
-  // reported where it is awaited; until then it must not count as unhandled.
-  const supabaseReady = prepareSupabaseClient(input.env);
-  supabaseReady.catch(() => {});
   const db = acquired.db = await connectWorker(config);
   const sql = db.sql;
   log.info("database connection", { ...db.connection, preparedStatements: db.prepared });
@@ -78,7 +73,7 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
   await compileDefinitions(sql, target.definitions, log, timeoutMs);
   if (input.stopRequested()) return undefined;
   const supported = acquired.supported = await resolveSupportSet(sql, target, timeoutMs);
-  const supabase = await supabaseReady;
+  const supabase = await prepareSupabaseClient(input.env);
   if (input.stopRequested()) return undefined;
   // The support set is recorded with the worker so the coverage check can see what it serves.
   await registerWorker(sql, input, supported, timeoutMs);
