@@ -3271,6 +3271,48 @@ $$;
 -- ---- schemas/0310_start_flows.sql
 -- Starting many runs of one flow in one call: a bulk import, a backfill, a fan-out from a client.
 
+-- What start_flows checks before it starts anything, raising with the bad value named: the flow
+-- (an alias is resolved before a slug: no flow may take an alias's name unless it carries that
+-- alias; started_as is the alias, else NULL), the priority (the default, nearly every run, is not
+-- checked against the bounds) and the traceparent. The same checks, in the same words, as
+-- start_flow's own: start_flow keeps its copy inline, since a nested call on its path (once per
+-- run) measured slower.
+create or replace function pgflow._start_target(
+  p_name text, p_priority integer, p_traceparent text, out flow pgflow.flows, out started_as text
+)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  target text;
+begin
+  select a.flow_slug into target from pgflow.aliases a where a.alias = p_name;
+  if found then
+    started_as := p_name;
+  else
+    target := p_name;
+  end if;
+  select * into flow from pgflow.flows f where f.flow_slug = target;
+  if not found and started_as is not null then
+    raise exception 'alias % points at flow %, which does not exist', started_as, target
+      using errcode = '22023', hint = 'compile that version, or activate another (pgflow.activate_alias)';
+  end if;
+  if not found then
+    raise exception 'flow % does not exist', coalesce(quote_literal(p_name), 'NULL')
+      using errcode = '22023', hint = 'check the slug, or start a worker for the flow so it is compiled';
+  end if;
+  if p_priority is distinct from 0 then
+    perform pgflow._check_run_priority(flow.flow_slug, p_priority);
+  end if;
+  if p_traceparent is not null and p_traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' then
+    raise exception 'traceparent % is not a W3C trace context', quote_literal(p_traceparent)
+      using errcode = '22023',
+            hint = 'pass ''00-<32 hex trace id>-<16 hex span id>-<2 hex flags>'' in lowercase, or NULL';
+  end if;
+end;
+$$;
+
 -- Sends one message per run for each of the given root steps (one task each), in send_batch calls
 -- of at most 1,000, and inserts each task with its queue snapshot and message id in the same
 -- transaction; announces each queue that got messages visible at once. The set-based twin of
@@ -3346,8 +3388,8 @@ as $$
 #variable_conflict use_column
 declare
   max_inputs constant integer := 100000;
+  checked record;
   flow pgflow.flows;
-  target text;
   started_as text;
   run_count integer;
   bad_index bigint;
@@ -3358,21 +3400,10 @@ declare
   map_root boolean;
   one_run uuid;
 begin
-  select a.flow_slug into target from pgflow.aliases a where a.alias = start_flows.flow_slug;
-  if found then
-    started_as := start_flows.flow_slug;
-  else
-    target := start_flows.flow_slug;
-  end if;
-  select * into flow from pgflow.flows f where f.flow_slug = target;
-  if not found and started_as is not null then
-    raise exception 'alias % points at flow %, which does not exist', started_as, target
-      using errcode = '22023', hint = 'compile that version, or activate another (pgflow.activate_alias)';
-  end if;
-  if not found then
-    raise exception 'flow % does not exist', coalesce(quote_literal(start_flows.flow_slug), 'NULL')
-      using errcode = '22023', hint = 'check the slug, or start a worker for the flow so it is compiled';
-  end if;
+  select * into checked
+  from pgflow._start_target(start_flows.flow_slug, start_flows.priority, start_flows.traceparent);
+  flow := checked.flow;
+  started_as := checked.started_as;
   if jsonb_typeof(start_flows.inputs) is distinct from 'array' then
     raise exception 'flow %: inputs must be a JSON array of run inputs, got %', flow.flow_slug,
       coalesce(jsonb_typeof(start_flows.inputs), 'SQL NULL')
@@ -3382,15 +3413,6 @@ begin
   if run_count > max_inputs then
     raise exception 'flow %: % inputs in one call, at most % are accepted', flow.flow_slug, run_count, max_inputs
       using errcode = '54000', hint = 'split the inputs into several start_flows calls';
-  end if;
-  if start_flows.priority is distinct from 0 then
-    perform pgflow._check_run_priority(flow.flow_slug, start_flows.priority);
-  end if;
-  if start_flows.traceparent is not null
-     and start_flows.traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' then
-    raise exception 'traceparent % is not a W3C trace context', quote_literal(start_flows.traceparent)
-      using errcode = '22023',
-            hint = 'pass ''00-<32 hex trace id>-<16 hex span id>-<2 hex flags>'' in lowercase, or NULL';
   end if;
   run_flow_slug := flow.flow_slug;
   run_ids := '{}';
