@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { testDatabase } from "../support/db.ts";
+import { asRole, ensureClientRoles } from "../support/roles.ts";
 import {
   allNotified,
   defineFlow,
@@ -216,16 +217,8 @@ db.test("a refused call names what is wrong (the element's index for a bad eleme
 
 db.test("privileges: service_role may start_flows, as it may start_flow; anon and authenticated may not", async ({ sql }) => {
   await defineFlow(sql, "sfs_priv", [{ slug: "a" }]);
-  for (const role of ["anon", "authenticated"]) {
-    await sql.unsafe(
-      `do $$ begin create role ${role} nologin; exception when duplicate_object then null; end $$`,
-    );
-  }
-  const as = (role: string, query: string) =>
-    sql.begin(async (tx) => {
-      await tx.unsafe(`set local role ${role}`);
-      return await tx.unsafe(query);
-    });
+  await ensureClientRoles(sql);
+  const as = (role: string, query: string) => asRole(sql, role, query);
   for (const role of ["anon", "authenticated"]) {
     await assert.rejects(
       as(role, `select * from pgflow.start_flows('sfs_priv', '[{}]')`),
