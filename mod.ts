@@ -76,6 +76,7 @@ export type {
   ListRunsOptions,
   PgflowClient,
   StartFlowOptions,
+  StartFlowsOptions,
 } from "./src/client/client.ts";
 export { ScheduleError } from "./src/client/schedules.ts";
 export type {

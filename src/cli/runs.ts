@@ -18,7 +18,7 @@ import { formatRun, formatRunList, runJson } from "./runs/format.ts";
 import { INPUT_FLAGS, readInput } from "./runs/input.ts";
 import { parseIdPrefix, parseLimit, parseRunId, parseSince, parseStatus } from "./runs/parse.ts";
 import { describeRef, parseRunRef, resolveRunRef, type RunRef } from "./runs/resolve.ts";
-import { startRun } from "./runs/start.ts";
+import { startRun, startRuns } from "./runs/start.ts";
 import { watchRunEvents } from "./runs/watch.ts";
 
 /** Exit codes of `pgflow runs`, for scripts. */
@@ -43,6 +43,8 @@ export const RUNS_HELP = `pgflow runs <list|show|start|watch|cancel|retry|resume
   show RUN                      one run: its steps, why it ended, every failed attempt [--json]
   start NAME --input JSON       start a run of a flow (a slug) or of an alias's current version
          [--input-file PATH] [--flows MODULE] [--run-id UUID] [--watch] [--json]
+  start NAME --many --input JSON_ARRAY
+                                start one run per element of the array, in one call [--flows]
   watch RUN                     print the run's events as they happen, until it ends [--json]
   cancel RUN [--reason TEXT]    end a started run as cancelled; a run that ended is left as it is
   retry RUN [--input JSON]      start a new run of the same flow with the same input, or with
@@ -66,6 +68,7 @@ NAME is a flow slug or an alias (for list and bulk actions: the runs of every ve
   --flows MODULE      a module exporting the flows (as for pgflow compile): the input is checked
                       by the schema of the flow it starts (an alias: the version it points at now)
   --run-id UUID       start: the run's id; starting again with it returns the same run
+  --many              start: the input is an array, one run per element (at most 100,000)
   --watch             start: then print its events until it ends (exit code as for watch)
   --yes               do a bulk action (without it, only print what it would do)
   --again             retry or resume runs that were retried or resumed before (without it they
@@ -92,7 +95,14 @@ const COMMON: FlagSpec = { "database-url": "string", "json": "boolean" };
 const SPECS: Readonly<Record<string, FlagSpec>> = {
   list: { ...COMMON, ...FILTERS },
   show: COMMON,
-  start: { ...COMMON, ...INPUT_FLAGS, "flows": "string", "run-id": "string", "watch": "boolean" },
+  start: {
+    ...COMMON,
+    ...INPUT_FLAGS,
+    "flows": "string",
+    "run-id": "string",
+    "watch": "boolean",
+    "many": "boolean",
+  },
   watch: COMMON,
   cancel: { ...COMMON, ...FILTERS, "reason": "string", "yes": "boolean" },
   retry: {
@@ -228,10 +238,28 @@ async function start(args: ParsedArgs, command: string): Promise<Step> {
       `${command} needs the run's input: --input JSON (e.g. --input '{}') or --input-file PATH`,
     );
   }
+  const json = args.booleans.has("json");
+  if (args.booleans.has("many")) {
+    if (args.strings["run-id"] !== undefined || args.booleans.has("watch")) {
+      throw new UsageError(
+        `${command} --many starts runs with new ids and does not watch them: leave out --run-id ` +
+          "and --watch",
+      );
+    }
+    if (!Array.isArray(input)) {
+      throw new UsageError(
+        `${command} --many needs an array as the input, one element per run ` +
+          `(e.g. --input '[{"orderId": 7}, {"orderId": 8}]')`,
+      );
+    }
+    return async (client) => {
+      await startRuns(client, { name, inputs: input, json });
+      return RUNS_EXIT.ok;
+    };
+  }
   const runId = args.strings["run-id"] === undefined
     ? undefined
     : parseRunId(args.strings["run-id"], `${command} --run-id`);
-  const json = args.booleans.has("json");
   return async (client) => {
     const started = await startRun(client, { name, input, runId, json });
     if (!args.booleans.has("watch")) return RUNS_EXIT.ok;

@@ -42,6 +42,13 @@ export type StartResult =
   | { readonly runId: string; readonly flowSlug: string }
   | { readonly exists: true };
 
+/** What a bulk start returned: the new runs' ids in input order, and the flow they run. */
+export interface StartManyResult {
+  readonly runIds: readonly string[];
+  /** The concrete flow (the target when started through an alias). */
+  readonly flowSlug: string;
+}
+
 /** The filters of `pgflow.list_runs`, checked already (`null`: not filtered on). */
 export interface RunFilter {
   readonly flowSlug: string | null;
@@ -77,6 +84,16 @@ export interface Backend {
     priority: number,
     traceparent: string | null,
   ): Promise<StartResult>;
+  /**
+   * Starts one run of `flowSlug` per element of `inputs` (the text of a JSON array) in one call
+   * (`pgflow.start_flows`), at `priority`, in the trace of `traceparent` when given.
+   */
+  startFlows(
+    flowSlug: string,
+    inputs: string,
+    priority: number,
+    traceparent: string | null,
+  ): Promise<StartManyResult>;
   /** Reads a run (`null`: no such run, or not readable). */
   getRun(runId: string): Promise<AnyRunState | null>;
   /** Cancels a run (`pgflow.cancel_run`); rejects with the database's error (`P0002`: unknown). */

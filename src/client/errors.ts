@@ -273,13 +273,22 @@ export class StartFlowError extends Error {
 export class InputValidationError extends StartFlowError {
   /** The issues the schema found: each one's message and path (keys from the input's root). */
   readonly issues: readonly InputIssue[];
+  /** In a bulk start (`startFlows`), the index of the input that failed; else `undefined`. */
+  readonly index: number | undefined;
 
-  /** Starting `flowSlug` was refused: its input failed the schema with `issues`. */
-  constructor(flowSlug: string, issues: readonly InputIssue[]) {
+  /**
+   * Starting `flowSlug` was refused: its input (`inputs[index]` in a bulk start) failed the
+   * schema with `issues`.
+   */
+  constructor(flowSlug: string, issues: readonly InputIssue[], index?: number) {
     const summary = formatIssues(issues);
-    super(flowSlug, `input failed its schema: ${summary}`);
+    super(
+      flowSlug,
+      `${index === undefined ? "input" : `inputs[${index}]`} failed its schema: ${summary}`,
+    );
     this.name = "InputValidationError";
     this.issues = issues;
+    this.index = index;
   }
 }
 

@@ -11,7 +11,13 @@ import type { PoolOptions } from "../platform/pool.ts";
 import { jsonText } from "../util/json_write.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { RunFilter } from "./backend.ts";
-import type { ClientOptions, ClientTiming, ListRunsOptions, StartFlowOptions } from "./client.ts";
+import type {
+  ClientOptions,
+  ClientTiming,
+  ListRunsOptions,
+  StartFlowOptions,
+  StartFlowsOptions,
+} from "./client.ts";
 import { ClientConfigError } from "./errors.ts";
 import { KnownFlows } from "./known_flows.ts";
 import { inRange, parseIsoTime } from "./since.ts";
@@ -223,6 +229,15 @@ export function resolveWaitOptions(
 export function checkStartOptions(options: StartFlowOptions | undefined): StartFlowOptions {
   if (options === undefined) return {};
   knownKeys("startFlow", options, ["runId", "priority"]);
+  return options;
+}
+
+/** `client.startFlows`'s options, checked for shape (the priority is checked by `startFlows`). */
+export function checkStartManyOptions(
+  options: StartFlowsOptions | undefined,
+): StartFlowsOptions {
+  if (options === undefined) return {};
+  knownKeys("startFlows", options, ["priority"]);
   return options;
 }
 

@@ -11,6 +11,7 @@ import {
   type Backend,
   POOL_ENDED,
   type RestartedRun,
+  type StartManyResult,
   type StartResult,
   type WakeSource,
 } from "./backend.ts";
@@ -63,6 +64,25 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
           return { exists: true };
         }
         throw poolEnded(error, `startFlow of ${flowSlug}`, null);
+      }
+    },
+    async startFlows(flowSlug, inputs, priority, traceparent): Promise<StartManyResult> {
+      try {
+        const [row] = await bounded(
+          // The ids as one text: exact, and read the same whatever the pool's type parsers.
+          sql<{ run_ids: string; run_flow_slug: string }[]>`
+            select array_to_string(run_ids, ',') as run_ids, run_flow_slug
+            from pgflow.start_flows(${flowSlug}, ${inputs}::text::jsonb, ${priority}::integer,
+                                    ${traceparent}::text)`,
+          "start_flows",
+          options.queryTimeoutMs,
+        );
+        return {
+          runIds: row.run_ids === "" ? [] : row.run_ids.split(","),
+          flowSlug: row.run_flow_slug,
+        };
+      } catch (error) {
+        throw poolEnded(error, `startFlows of ${flowSlug}`, null);
       }
     },
     async getRun(runId) {

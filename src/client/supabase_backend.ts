@@ -6,7 +6,7 @@
  * @module
  */
 import type { SupabaseClient } from "../platform/types.ts";
-import type { Backend, RestartedRun, StartResult, WakeSource } from "./backend.ts";
+import type { Backend, RestartedRun, StartManyResult, StartResult, WakeSource } from "./backend.ts";
 import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
 import { parseJson } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
@@ -49,6 +49,21 @@ export function supabaseBackend(
       }
       const run = data as { run_id: string; flow_slug: string };
       return { runId: run.run_id, flowSlug: run.flow_slug };
+    },
+    async startFlows(flowSlug, inputs, priority, traceparent): Promise<StartManyResult> {
+      const { data, error } = await pgflow.rpc("start_flows", {
+        flow_slug: flowSlug,
+        inputs: parseJson(inputs), // exact, as start_flow's input
+        ...(priority ? { priority } : {}),
+        ...(traceparent ? { traceparent } : {}),
+      });
+      if (error) throw new RpcError("start_flows", error);
+      // A function with out parameters answers with its one row (as an array from some versions).
+      const row = (Array.isArray(data) ? data[0] : data) as {
+        run_ids: string[];
+        run_flow_slug: string;
+      };
+      return { runIds: row.run_ids, flowSlug: row.run_flow_slug };
     },
     async getRun(runId) {
       // get_run_text: the document as one JSON string, which supabase-js's JSON.parse reads

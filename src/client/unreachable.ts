@@ -36,6 +36,7 @@ export function explainUnreachable(backend: Backend, url: string | undefined): B
   return {
     ...backend,
     startFlow: explained(backend.startFlow),
+    startFlows: explained(backend.startFlows),
     getRun: explained(backend.getRun),
     cancelRun: explained(backend.cancelRun),
     restartRun: explained(backend.restartRun),

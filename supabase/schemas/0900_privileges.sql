@@ -4,7 +4,7 @@
 revoke execute on all functions in schema pgflow from public;
 
 -- service_role (supabase-js with the service key; server code only) may start runs, read them and
--- act on them: start_flow, cancel_run, retry_run and resume_run (security definer, so no write
+-- act on them: start_flow, start_flows, cancel_run, retry_run and resume_run (security definer, so no write
 -- access to tables or queues is needed), get_run, get_run_text, list_runs and waiting_tasks (read
 -- with the caller's select rights) and select on the definition and run tables, the attempt
 -- history and the concurrency limits. Nothing else: it
@@ -23,6 +23,7 @@ begin
   if exists (select 1 from pg_roles where rolname = 'service_role') then
     grant usage on schema pgflow to service_role;
     grant execute on function pgflow.start_flow(text, jsonb, uuid, integer, text) to service_role;
+    grant execute on function pgflow.start_flows(text, jsonb, integer, text) to service_role;
     grant execute on function pgflow.get_run(uuid), pgflow.get_run_text(uuid) to service_role;
     grant execute on function pgflow.cancel_run(uuid, text) to service_role;
     grant execute on function pgflow.retry_run(uuid, boolean, jsonb) to service_role;

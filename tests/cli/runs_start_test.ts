@@ -184,3 +184,71 @@ db.test(
   },
   { fresh: true },
 );
+
+db.test(
+  "runs start --many: one run per element in one call, the failing element named, nothing started on a refusal",
+  async ({ sql, url }) => {
+    const workers: FlowWorker[] = [];
+    try {
+      // The worker compiles the flow; the runs are counted, not run to the end.
+      await startWorker(workers, orderV1, { connectionString: url });
+      const before = await sql`select count(*)::int as n from pgflow.runs`;
+
+      const bad = await runs(
+        url,
+        "start",
+        "co_order",
+        "--many",
+        "--input",
+        '[{"id": 1}, {"id": "SECRET-2"}]',
+        "--flows",
+        FLOWS,
+      );
+      assert.equal(bad.code, 1, shown(bad));
+      assert.match(bad.stderr, /cannot start flow co_order: inputs\[1\] failed its schema: id: /);
+      assert.doesNotMatch(bad.stderr + bad.stdout, /SECRET/, "no value of the input is shown");
+
+      const notArray = await runs(url, "start", "co_order", "--many", "--input", '{"id": 1}');
+      assert.equal(notArray.code, 2, shown(notArray));
+      assert.match(notArray.stderr, /--many needs an array as the input, one element per run/);
+      const withId = await runs(
+        url,
+        "start",
+        "co_order",
+        "--many",
+        "--input",
+        "[]",
+        "--run-id",
+        crypto.randomUUID(),
+      );
+      assert.equal(withId.code, 2, shown(withId));
+      const after = await sql`select count(*)::int as n from pgflow.runs`;
+      assert.equal(after[0].n, before[0].n, "a refused --many starts nothing");
+
+      const started = await runs(
+        url,
+        "start",
+        "co_order",
+        "--many",
+        "--input",
+        '[{"id": 11}, {"id": 12}, {"id": 13}]',
+        "--flows",
+        FLOWS,
+        "--json",
+      );
+      assert.equal(started.code, 0, shown(started));
+      const { runIds, flowSlug, startedAs } = JSON.parse(started.stdout);
+      assert.deepEqual([flowSlug, startedAs], ["co_order_v1", "co_order"]);
+      const stored = await sql<{ run_id: string; id: number }[]>`
+        select run_id, (input ->> 'id')::int as id from pgflow.runs where run_id = any(${runIds}::uuid[])`;
+      const idOf = new Map(stored.map((r) => [r.run_id, r.id]));
+      assert.deepEqual(runIds.map((r: string) => idOf.get(r)), [11, 12, 13]);
+
+      const plain = await runs(url, "start", "co_order", "--many", "--input", '[{"id": 14}]');
+      assert.equal(plain.code, 0, shown(plain));
+      assert.match(plain.stdout, /started 1 run of co_order_v1 \(through alias co_order\)/);
+    } finally {
+      await stopAll(workers);
+    }
+  },
+);

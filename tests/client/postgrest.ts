@@ -14,6 +14,7 @@ import { parseJson } from "../../mod.ts";
 /** The arguments each exposed function takes, with their SQL types (as PostgREST reads them). */
 const RPC: Record<string, Record<string, string>> = {
   start_flow: { flow_slug: "text", input: "jsonb", run_id: "uuid" },
+  start_flows: { flow_slug: "text", inputs: "jsonb", priority: "integer", traceparent: "text" },
   get_run: { run_id: "uuid" },
   get_run_text: { run_id: "uuid" },
   cancel_run: { run_id: "uuid", reason: "text" },

@@ -53,10 +53,22 @@ db.test("supabase-js rpc: start (idempotent), wait, read, and errors, as service
       (e: unknown) =>
         e instanceof StartFlowError && e.code === "22023" && /cl_nope/.test(e.message),
     );
+    // Many runs in one rpc: the handles in input order, each run its input's.
+    const many = await client.startFlows(greet, [{ name: "a" }, { name: "b" }], { priority: 3 });
+    assert.deepEqual(
+      await Promise.all(many.map((r) => r.waitFor("completed", { timeoutMs: 60_000 }))),
+      [{ hello: { text: "hello a" } }, { hello: { text: "hello b" } }],
+    );
+    await assert.rejects(
+      client.startFlows("cl_nope", [{}]),
+      (e: unknown) =>
+        e instanceof StartFlowError && e.code === "22023" && /cl_nope/.test(e.message),
+    );
     const bad = await client.startFlow(failing, { id: 2 });
     await assert.rejects(bad.waitFor("completed", { timeoutMs: 60_000 }), RunFailedError);
     assert.ok(api.calls.includes("start_flow(flow_slug, input, run_id)"));
     assert.ok(api.calls.includes("get_run_text(run_id)"));
+    assert.ok(api.calls.includes("start_flows(flow_slug, inputs, priority)"));
   } finally {
     await stopAll(workers);
     await client.close();

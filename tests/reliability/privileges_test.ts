@@ -58,11 +58,12 @@ db.test("an unprivileged role cannot start flows or claim tasks", async ({ sql, 
   for (
     const call of [
       "pgflow.start_flow('x', '{}')",
+      "pgflow.start_flows('x', '[{}]')",
       "pgflow.start_tasks('q', '{1}', gen_random_uuid(), '[]')",
     ]
   ) {
     const error = await intruder.unsafe(`select ${call}`).then(() => undefined, (e: Error) => e);
-    assert.match(String(error), /permission denied for function start_(flow|tasks)/, call);
+    assert.match(String(error), /permission denied for function start_(flows?|tasks)/, call);
   }
 });
 

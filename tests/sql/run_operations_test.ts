@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import type { Sql } from "postgres";
 import { type Blocked, sendBlocked } from "../support/blocked.ts";
 import { testDatabase } from "../support/db.ts";
+import { asRole, ensureClientRoles } from "../support/roles.ts";
 import {
   archivedMessages,
   defineFlow,
@@ -325,16 +326,8 @@ db.test("privileges: service_role may cancel, retry, resume and list; anon and a
   const worker = await registerWorker(sql, "pv_flow");
   const claimed = await readAndStart(sql, "pv_flow", worker, [["pv_flow", "a"]]);
   assert.deepEqual(claimed.map((c) => c.disposition), ["claimed"]);
-  for (const role of ["anon", "authenticated"]) {
-    await sql.unsafe(
-      `do $$ begin create role ${role} nologin; exception when duplicate_object then null; end $$`,
-    );
-  }
-  const as = (role: string, query: string) =>
-    sql.begin(async (tx) => {
-      await tx.unsafe(`set local role ${role}`);
-      return await tx.unsafe(query);
-    });
+  await ensureClientRoles(sql);
+  const as = (role: string, query: string) => asRole(sql, role, query);
   for (const role of ["anon", "authenticated"]) {
     await assert.rejects(
       as(role, `select * from pgflow.cancel_run('${r.run_id}')`),

@@ -78,6 +78,17 @@ async function typed(): Promise<void> {
       expectTypeOf(event.stepSlug).toEqualTypeOf<"classify" | "page" | "deliver" | null>();
     }
   }
+  // Many runs at once: one handle per input, typed as startFlow's.
+  const many = await client.startFlows(routed, [{ threadId: "t1", text: "a" }, {
+    threadId: "t2",
+    text: "b",
+  }], { priority: 5 });
+  expectTypeOf(many).toEqualTypeOf<FlowRun<typeof routed>[]>();
+  expectTypeOf(await many[0].waitFor("completed")).toEqualTypeOf<Out>();
+  const manyBySlug = await client.startFlows<typeof triage>("thread_triage_v1", [
+    { threadId: "t1", text: "x" },
+  ]);
+  expectTypeOf(await manyBySlug[0].waitFor("completed")).toEqualTypeOf<Out>();
   const read = await client.getRun<typeof triage>(plain.runId);
   expectTypeOf(read).toEqualTypeOf<RunState<typeof triage> | null>();
 }
@@ -106,6 +117,10 @@ async function wrong(): Promise<void> {
   await run.waitFor("started");
   // @ts-expect-error runId is a string
   await client.startFlow(triage, { threadId: "t1", text: "x" }, { runId: 1 });
+  // @ts-expect-error every input of startFlows is the flow's input
+  await client.startFlows(triage, [{ threadId: "t1", text: "x" }, { threadId: 2, text: "y" }]);
+  // @ts-expect-error startFlows takes no runId (each run gets a new one)
+  await client.startFlows(triage, [], { runId: crypto.randomUUID() });
   // @ts-expect-error a client needs sql, connectionString or supabase
   createClient({ url: "postgres://x" });
 }

@@ -1,7 +1,7 @@
 /**
  * `pgflow runs start <flow|alias> --input JSON`: starts a run by slug or alias, its input checked
  * by the flow's schema when the module exporting the flows is given (`--flows`), as the client
- * checks it.
+ * checks it; with `--many`, one run per element of an array, in one call (`client.startFlows`).
  *
  * @module
  */
@@ -45,15 +45,7 @@ export async function startRun(
       request.runId === undefined ? undefined : { runId: request.runId },
     );
   } catch (error) {
-    if (!(error instanceof StartFlowError)) throw error;
-    throw new CliError(
-      error.code === "22023"
-        ? `${error.message}. \`${
-          command("aliases list")
-        }\` lists the aliases; a flow exists once ` +
-          `a worker or \`${command("compile")}\` compiled it`
-        : error.message,
-    );
+    throw refusal(error);
   }
   const startedAs = run.flowSlug === request.name ? null : request.name;
   if (request.json) {
@@ -66,4 +58,62 @@ export async function startRun(
     progress(`follow it: \`${command(`runs watch ${run.runId.slice(0, 8)}`)}\``);
   }
   return { runId: run.runId, flowSlug: run.flowSlug };
+}
+
+/** What `runs start --many` was asked. */
+export interface StartManyRequest {
+  /** The flow slug or alias, as typed. */
+  readonly name: string;
+  /** One input per run. */
+  readonly inputs: readonly unknown[];
+  /** Print one JSON object instead of a line. */
+  readonly json: boolean;
+}
+
+/**
+ * Starts one run per input in one call and prints how many, of which flow (with `json`, their
+ * ids in input order); returns the ids. Refused as {@link startRun} is: an input that fails the
+ * schema is named by its index, and nothing is started.
+ *
+ * @example
+ * ```ts
+ * import { startRuns } from "./start.ts";
+ *
+ * // const ids = await startRuns(client, { name: "order", inputs: [{ id: 7 }, { id: 8 }], json: false });
+ * ```
+ */
+export async function startRuns(
+  client: PgflowClient,
+  request: StartManyRequest,
+): Promise<string[]> {
+  let runs;
+  try {
+    runs = await client.startFlows(request.name, request.inputs as never[]);
+  } catch (error) {
+    throw refusal(error);
+  }
+  const runIds = runs.map((run) => run.runId);
+  const flowSlug = runs[0]?.flowSlug ?? request.name;
+  const startedAs = flowSlug === request.name ? null : request.name;
+  if (request.json) {
+    result(JSON.stringify({ runIds, flowSlug, startedAs }));
+  } else {
+    result(
+      `started ${runIds.length} run${runIds.length === 1 ? "" : "s"} of ${flowSlug}` +
+        (startedAs === null ? "" : ` (through alias ${startedAs})`),
+    );
+    progress(`list them: \`${command(`runs list --flow ${flowSlug}`)}\``);
+  }
+  return runIds;
+}
+
+/** A start the database or the schema refused, as the command's error (never the input's values). */
+function refusal(error: unknown): unknown {
+  if (!(error instanceof StartFlowError)) return error;
+  return new CliError(
+    error.code === "22023"
+      ? `${error.message}. \`${command("aliases list")}\` lists the aliases; a flow exists once ` +
+        `a worker or \`${command("compile")}\` compiled it`
+      : error.message,
+  );
 }
