@@ -12,7 +12,7 @@ import { settleOrTimeOut } from "./timeout_race.ts";
 import { RetryAfter } from "../dsl/retry_after.ts";
 import { StepTimedOut, WorkerShutdown } from "../dsl/abort_reasons.ts";
 import { context as otelContext } from "npm:@opentelemetry/api@1.9.0";
-import { startAttempt } from "../platform/telemetry.ts";
+import { startAttempt } from "../telemetry/attempts.ts";
 import type { EndedSpanEmitter } from "../telemetry/ended_spans.ts";
 
 /** What running one task needs. */

@@ -12,7 +12,7 @@ import { runTrace, stepSpanId, stepTraceparent } from "../../src/telemetry/span_
 const db = testDatabase(import.meta.url);
 
 const claim = (
-  sql: Parameters<Parameters<typeof db.test>[1]>[0]["sql"],
+  sql: TestDb["sql"],
   runId: string,
   step: string,
 ) => sql<EndedSpanRow[]>`select * from pgflow.claim_ended_spans(${runId}::uuid, ${step})`;

@@ -5,8 +5,7 @@
  * A run outlives the process that started it, so no span stays open across it: the trace context
  * the run was started in is stored on its row (`runs.traceparent`), and each task attempt's span is
  * a child of its step's span, whose id every worker derives from the run id and the step
- * (src/telemetry/span_ids.ts); the run's and the steps' spans are emitted when they end
- * (src/telemetry/ended_spans.ts). Docs: docs/telemetry.md.
+ * (span_ids.ts); the run's and the steps' spans are emitted when they end (ended_spans.ts). Docs: docs/telemetry.md.
  *
  * Attributes name the run and the task (queue, flow, step, worker, attempt, outcome), never an
  * input, an output or an error's text.
@@ -25,7 +24,7 @@ import {
   trace,
 } from "npm:@opentelemetry/api@1.9.0";
 import { ENGINE_VERSION } from "../util/version.ts";
-import { runTrace, stepSpanId } from "../telemetry/span_ids.ts";
+import { runTrace, stepSpanId } from "./span_ids.ts";
 
 const SCOPE = "@pgflow/shared";
 
@@ -56,7 +55,7 @@ const duration = meter.createHistogram("pgflow.task.duration", {
  *
  * @example
  * ```ts
- * import { activeTraceparent } from "./telemetry.ts";
+ * import { activeTraceparent } from "./attempts.ts";
  *
  * const traceparent = activeTraceparent(); // "00-<trace id>-<span id>-01", or null
  * ```
@@ -71,7 +70,7 @@ export function activeTraceparent(): string | null {
 
 /**
  * The context an attempt's span starts in: its step's span, named by the id every worker derives
- * for it (the step's span itself is emitted when the step ends, src/telemetry/ended_spans.ts), in
+ * for it (the step's span itself is emitted when the step ends: ended_spans.ts), in
  * the run's trace.
  */
 function stepContext(runId: string, stepSlug: string, traceparent?: string | null): Context {
@@ -91,7 +90,7 @@ function stepContext(runId: string, stepSlug: string, traceparent?: string | nul
  *
  * @example
  * ```ts
- * import { tracingEnabled } from "./telemetry.ts";
+ * import { tracingEnabled } from "./attempts.ts";
  *
  * if (tracingEnabled()) console.log("spans are exported");
  * ```
@@ -140,7 +139,7 @@ export interface AttemptTelemetry {
  *
  * @example
  * ```ts
- * import { startAttempt } from "./telemetry.ts";
+ * import { startAttempt } from "./attempts.ts";
  *
  * const attempt = startAttempt({
  *   queue: "demo", workerId: crypto.randomUUID(), flowSlug: "demo", stepSlug: "a",
@@ -218,7 +217,7 @@ let gaugesObserved = false;
  *
  * @example
  * ```ts
- * import { recordQueueSample } from "./telemetry.ts";
+ * import { recordQueueSample } from "./attempts.ts";
  *
  * recordQueueSample("demo", { depth: 12, oldestSeconds: 3.5, waiting: 0 });
  * ```
