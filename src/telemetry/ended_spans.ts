@@ -3,7 +3,8 @@
  * attempt (only then can its step or run have ended), the worker asks `pgflow.claim_ended_spans`
  * which of the run's spans have ended and are its to emit (each is handed out once, however many
  * workers report at the same moment), and sends them with the times their rows recorded. Reports go
- * on meanwhile: the claims run one at a time beside the task path, never inside it.
+ * on meanwhile: one claim runs at a time beside the task path, never inside it, and takes every
+ * report that arrived while the previous one ran (one transaction for the batch).
  *
  * @module
  */
@@ -15,6 +16,7 @@ import { type FinishedSpan, type OtlpTarget, otlpTarget, sendSpans } from "./otl
 
 /** A row of `pgflow.claim_ended_spans`: a step's span, or the run's (`step_slug` ''). */
 export interface EndedSpanRow {
+  readonly run_id: string;
   readonly step_slug: string;
   readonly status: string;
   readonly started_us: string | number | bigint;
@@ -34,16 +36,17 @@ const STATUS: Record<string, FinishedSpan["status"]> = { completed: "ok", failed
  * ```ts
  * import { endedSpans } from "./ended_spans.ts";
  *
- * const [run] = endedSpans("0b6e2c7e-8d3a-4a7b-9a43-0a5d6f2c1e11", [{
- *   step_slug: "", status: "completed", started_us: "1765000000000000",
+ * const [run] = endedSpans([{
+ *   run_id: "0b6e2c7e-8d3a-4a7b-9a43-0a5d6f2c1e11", step_slug: "", status: "completed", started_us: "1765000000000000",
  *   ended_us: "1765000001000000", flow_slug: "orders", started_as: null, traceparent: null,
  *   tasks: null,
  * }]);
  * // run.name === "pgflow.run orders", a root span
  * ```
  */
-export function endedSpans(runId: string, rows: readonly EndedSpanRow[]): FinishedSpan[] {
+export function endedSpans(rows: readonly EndedSpanRow[]): FinishedSpan[] {
   return rows.flatMap((row): FinishedSpan[] => {
+    const runId = row.run_id;
     const trace = runTrace(runId, row.traceparent);
     if ((trace.traceFlags & 1) === 0) return [];
     const common = {
@@ -82,6 +85,8 @@ export function endedSpans(runId: string, rows: readonly EndedSpanRow[]): Finish
 }
 
 const emitters = new Set<EndedSpanEmitter>();
+/** Most reports one claim takes: bounds its arrays and its transaction. */
+const MAX_BATCH = 500;
 
 /**
  * Waits until every emitter of this process has sent what it claimed: a stopping worker calls it
@@ -141,17 +146,19 @@ export class EndedSpanEmitter {
   }
 
   async #drain(): Promise<void> {
-    for (const [key, task] of this.#pending) {
-      this.#pending.delete(key);
+    while (this.#pending.size > 0) {
+      const batch = [...this.#pending.values()].slice(0, MAX_BATCH);
+      for (const task of batch) this.#pending.delete(`${task.runId} ${task.stepSlug}`);
       try {
         const rows = await bounded(
           this.#sql<EndedSpanRow[]>`
-            select * from pgflow.claim_ended_spans(${task.runId}::uuid, ${task.stepSlug})`,
+            select * from pgflow.claim_ended_spans(
+              ${batch.map((t) => t.runId)}::uuid[], ${batch.map((t) => t.stepSlug)}::text[])`,
           "claim_ended_spans",
           this.#timeoutMs,
         );
         const target = this.#resolveTarget();
-        if (target !== null) await sendSpans(target, endedSpans(task.runId, rows));
+        if (target !== null) await sendSpans(target, endedSpans(rows));
       } catch (error) {
         // Claimed spans that could not be sent are lost, like any export a collector refuses.
         this.#log.warn("run and step spans not sent", {

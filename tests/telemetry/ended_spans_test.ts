@@ -15,7 +15,10 @@ const claim = (
   sql: TestDb["sql"],
   runId: string,
   step: string,
-) => sql<EndedSpanRow[]>`select * from pgflow.claim_ended_spans(${runId}::uuid, ${step})`;
+) =>
+  sql<EndedSpanRow[]>`select * from pgflow.claim_ended_spans(${[runId]}::uuid[], ${[
+    step,
+  ]}::text[])`;
 
 db.test("each ended span is handed out once, the run's with the last step", async ({ sql }) => {
   await defineFlow(sql, "spans", [{ slug: "a" }, { slug: "b", deps: ["a"] }]);
@@ -71,7 +74,7 @@ db.test("a failed run hands out its span with its failed step's", async ({ sql }
   assert.equal(bySlug[""], "failed");
   assert.equal(bySlug.b, undefined, "b never ran: no span");
 
-  const spans = endedSpans(run.run_id, rows);
+  const spans = endedSpans(rows);
   const runSpan = spans.find((s) => s.name === "pgflow.run spans_fail")!;
   assert.equal(runSpan.status, "error");
   assert.equal(runSpan.parentSpanId, undefined, "an untraced run's span is the trace's root");
@@ -95,7 +98,7 @@ db.test("a child run's span hangs under the step named by its traceparent", asyn
   const worker = await registerWorker(sql, "spans_child");
   const [t] = await readAndStart(sql, "spans_child", worker, [["spans_child", "only"]]);
   await sql`select pgflow.complete_task(${child.run_id}, 'only', 0, '1', ${t.attempt})`;
-  const spans = endedSpans(child.run_id, await claim(sql, child.run_id, "only"));
+  const spans = endedSpans(await claim(sql, child.run_id, "only"));
   const runSpan = spans.find((s) => s.name === "pgflow.run spans_child")!;
   assert.equal(runSpan.traceId, "0af7651916cd43dd8448eb211c80319c", "the parent's trace");
   assert.equal(runSpan.parentSpanId, stepSpanId(parentRun, "fan_out"));
@@ -104,6 +107,7 @@ db.test("a child run's span hangs under the step named by its traceparent", asyn
 
 Deno.test("an unsampled trace's run emits no span", () => {
   const rows: EndedSpanRow[] = [{
+    run_id: crypto.randomUUID(),
     step_slug: "",
     status: "completed",
     started_us: "1",
@@ -113,6 +117,26 @@ Deno.test("an unsampled trace's run emits no span", () => {
     traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
     tasks: null,
   }];
-  assert.deepEqual(endedSpans(crypto.randomUUID(), rows), []);
-  assert.equal(endedSpans(crypto.randomUUID(), [{ ...rows[0], traceparent: null }]).length, 1);
+  assert.deepEqual(endedSpans(rows), []);
+  assert.equal(endedSpans([{ ...rows[0], traceparent: null }]).length, 1);
+});
+
+db.test("one claim takes the reports of several runs, each span once", async ({ sql }) => {
+  await defineFlow(sql, "spans_many", [{ slug: "only" }]);
+  const worker = await registerWorker(sql, "spans_many");
+  const runs: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const [run] = await sql`select run_id from pgflow.start_flow('spans_many', '{}')`;
+    const [t] = await readAndStart(sql, "spans_many", worker, [["spans_many", "only"]]);
+    await sql`select pgflow.complete_task(${t.run_id}, 'only', 0, '1', ${t.attempt})`;
+    runs.push(run.run_id);
+  }
+  // The same report twice in a batch (a map step's tasks) is one claim.
+  const rows = await sql<EndedSpanRow[]>`select * from pgflow.claim_ended_spans(
+    ${[...runs, runs[0]]}::uuid[], ${["only", "only", "only", "only"]}::text[])`;
+  assert.deepEqual(
+    rows.map((r) => `${r.run_id} ${r.step_slug}`).sort(),
+    runs.flatMap((id) => [`${id} `, `${id} only`]).sort(),
+  );
+  assert.equal(endedSpans(rows).length, 6);
 });
