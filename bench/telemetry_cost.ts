@@ -9,6 +9,7 @@
  *   this process that answers 200 and counts the bytes it is sent.
  *
  *   deno run -A bench/telemetry_cost.ts --before /tmp/pgflow-main [--rounds 3] [--tasks 1500]
+ *                                       [--variants before,off,on]
  *
  * Prints each run's tasks/s, server CPU ms/task and worker-process CPU ms/task, then per variant
  * the median and range; CPU time per task, unlike a rate, does not grow when other programs keep
@@ -24,6 +25,7 @@ const { values: args } = parseArgs({
     before: { type: "string" },
     rounds: { type: "string", default: "3" },
     tasks: { type: "string", default: "1500" },
+    variants: { type: "string", default: "before,off,on" },
   },
 });
 if (args.before === undefined) throw new Error("--before DIR: the tree to compare with");
@@ -49,12 +51,14 @@ const variants: Variant[] = [
   { name: "before", tree: args.before, env: {} },
   { name: "off", tree: here, env: {} },
   { name: "on", tree: here, env: otel },
-];
+].filter((v) => args.variants!.split(",").includes(v.name));
 
 interface Figures {
   tasksPerSecond: number;
   serverMs: number;
   workerMs: number;
+  /** Top-level statements per task: the same SQL sends the same number. */
+  roundTrips: number;
   exportedBytes: number;
 }
 const results = new Map<string, Figures[]>();
@@ -91,6 +95,7 @@ async function runOnce(v: Variant): Promise<Figures> {
     tasksPerSecond: pick("tasks/s"),
     serverMs: pick("server CPU ms/task"),
     workerMs: pick("worker CPU ms/task"),
+    roundTrips: pick("round trips/task"),
     exportedBytes: (exported - bytes0) / tasks,
   };
 }
@@ -102,7 +107,8 @@ for (let round = 0; round < rounds; round++) {
     const f = await runOnce(v);
     console.error(
       `round ${round + 1} ${v.name}: ${f.tasksPerSecond} tasks/s, server ${f.serverMs} ms/task, ` +
-        `worker ${f.workerMs} ms/task, exported ${f.exportedBytes.toFixed(0)} B/task`,
+        `worker ${f.workerMs} ms/task, ${f.roundTrips} round trips/task, ` +
+        `exported ${f.exportedBytes.toFixed(0)} B/task`,
     );
     results.set(v.name, [...(results.get(v.name) ?? []), f]);
   }
@@ -116,13 +122,15 @@ const median = (xs: number[]) => {
 const cell = (xs: number[], d: number) =>
   `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)})`;
 console.log(
-  `\n| variant | tasks/s | server CPU ms/task | worker CPU ms/task | exported B/task |` +
-    `\n|---|---:|---:|---:|---:|`,
+  `\n| variant | tasks/s | server CPU ms/task | worker CPU ms/task | round trips/task | exported B/task |` +
+    `\n|---|---:|---:|---:|---:|---:|`,
 );
 for (const [name, fs] of results) {
   console.log(
     `| ${name} | ${cell(fs.map((f) => f.tasksPerSecond), 0)} | ${
       cell(fs.map((f) => f.serverMs), 3)
-    } | ${cell(fs.map((f) => f.workerMs), 3)} | ${cell(fs.map((f) => f.exportedBytes), 0)} |`,
+    } | ${cell(fs.map((f) => f.workerMs), 3)} | ${cell(fs.map((f) => f.roundTrips), 2)} | ${
+      cell(fs.map((f) => f.exportedBytes), 0)
+    } |`,
   );
 }

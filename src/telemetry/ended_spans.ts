@@ -129,7 +129,6 @@ export class EndedSpanEmitter {
     this.#sql = sql;
     this.#log = log;
     this.#timeoutMs = timeoutMs;
-    emitters.add(this);
   }
 
   /** After a report: a completed or failed attempt may have ended its step and its run. */
@@ -137,7 +136,10 @@ export class EndedSpanEmitter {
     if (outcome !== "completed" && outcome !== "failed") return;
     if (this.#target === null) return;
     this.#pending.set(`${task.runId} ${task.stepSlug}`, task);
-    this.#draining ??= this.#drain();
+    if (this.#draining !== undefined) return;
+    // Known to flushEndedSpans only while it has work: a stopped worker's emitter is not kept.
+    emitters.add(this);
+    this.#draining = this.#drain();
   }
 
   /** Resolves once everything reported so far has been claimed and sent (or given up). */
@@ -169,6 +171,7 @@ export class EndedSpanEmitter {
     }
     // Synchronously with the loop's last check: a report arriving later starts a new drain.
     this.#draining = undefined;
+    emitters.delete(this);
   }
 
   #resolveTarget(): OtlpTarget | null {
