@@ -5,7 +5,7 @@
  * (calls, execution ms, rows), WAL bytes and records, rows written per table, and the server's CPU
  * time per task (every server process's user and system time, from /proc: unlike the rates, it
  * does not grow when other programs keep the cores busy, so two SQL versions compare on a loaded
- * machine).
+ * machine), and this process's own CPU time per task (the workers run in it).
  *
  *   deno run -A bench/profile.ts [--tasks 2000] [--scenario single|chain|both] [--reps 3]
  *                                [--schemas DIR] [--top 25] [--explain]
@@ -67,6 +67,8 @@ interface Profile {
   tables: { name: string; ins: number; upd: number; hot: number; del: number }[];
   /** The server's CPU milliseconds per task (see {@link serverCpuSeconds}). */
   cpuMs: number;
+  /** This process's CPU milliseconds per task: the workers' own cost (and the polling here). */
+  workerCpuMs: number;
 }
 
 const MARK = "/* profile */";
@@ -143,10 +145,12 @@ async function profileOnce(
               (pg_current_wal_lsn() - '0/0')::float8 as b from pg_stat_wal`,
     );
     const cpu0 = await serverCpuSeconds(server.dataDir);
+    const self0 = await ownCpuSeconds();
     const t0 = performance.now();
     await startRuns(sql, slug, runs);
     await waitDone(sql, slug, 50 + runs);
     const seconds = (performance.now() - t0) / 1000;
+    const self1 = await ownCpuSeconds();
     const cpu1 = await serverCpuSeconds(server.dataDir);
     const [{ lsn }] = await sql.unsafe(
       `${MARK} select (pg_current_wal_lsn() - '0/0')::float8 as lsn`,
@@ -197,6 +201,7 @@ async function profileOnce(
       walFpi: (w1.f - w0.f) / tasks,
       tables,
       cpuMs: (cpu1 - cpu0) * 1000 / tasks,
+      workerCpuMs: (self1 - self0) * 1000 / tasks,
     };
   } finally {
     await server.destroy();
@@ -220,6 +225,13 @@ async function serverCpuSeconds(dataDir: string): Promise<number> {
     else if (f[1] === pid) ticks += f[11] + f[12];
   }
   return ticks / 100;
+}
+
+/** User and system CPU seconds of this process so far (Linux: /proc/self/stat, 1/100 s ticks). */
+async function ownCpuSeconds(): Promise<number> {
+  const stat = await Deno.readTextFile("/proc/self/stat");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number);
+  return (f[11] + f[12]) / 100;
 }
 
 async function startRuns(sql: postgres.Sql, slug: string, n: number): Promise<void> {
@@ -271,6 +283,11 @@ function report(label: string, profiles: Profile[]): void {
   console.log(
     `server CPU ms/task ${f(m((p) => p.cpuMs))} (runs: ${
       profiles.map((p) => f(p.cpuMs)).join(" / ")
+    })`,
+  );
+  console.log(
+    `worker CPU ms/task ${f(m((p) => p.workerCpuMs))} (runs: ${
+      profiles.map((p) => f(p.workerCpuMs)).join(" / ")
     })`,
   );
   const top = (p: Profile) => p.statements.filter((s) => s.toplevel);

@@ -18,7 +18,7 @@ import { explainUnreachable } from "./unreachable.ts";
 import { type ScheduleClient, scheduleClient } from "./schedules.ts";
 import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
-import { activeTraceparent } from "../platform/telemetry.ts";
+import { activeTraceparent } from "../telemetry/attempts.ts";
 import {
   checkListRunsOptions,
   checkStartManyOptions,

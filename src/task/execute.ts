@@ -12,7 +12,8 @@ import { settleOrTimeOut } from "./timeout_race.ts";
 import { RetryAfter } from "../dsl/retry_after.ts";
 import { StepTimedOut, WorkerShutdown } from "../dsl/abort_reasons.ts";
 import { context as otelContext } from "npm:@opentelemetry/api@1.9.0";
-import { startAttempt } from "../platform/telemetry.ts";
+import { startAttempt } from "../telemetry/attempts.ts";
+import type { EndedSpanEmitter } from "../telemetry/ended_spans.ts";
 
 /** What running one task needs. */
 export interface ExecuteDeps {
@@ -37,6 +38,8 @@ export interface ExecuteDeps {
   readonly maxPayloadBytes?: number;
   /** The worker's id, on each attempt's span (docs/telemetry.md). */
   readonly workerId?: string;
+  /** Emits the run's and steps' spans as they end; set only while spans are recorded. */
+  readonly spans?: EndedSpanEmitter;
 }
 
 /**
@@ -144,6 +147,7 @@ export async function executeTask(
   handlerDone();
   const receipt = await deps.completer.report(task, result, log);
   attempt.end(receipt.outcome, ms / 1000, failFields.errorKind as string | undefined);
+  deps.spans?.reported(task, receipt.outcome);
   if (receipt.unstorable !== undefined) {
     log.warn("output could not be stored", { code: receipt.unstorable.code });
     failFields = {

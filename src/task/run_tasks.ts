@@ -22,6 +22,8 @@ import { settlesWithin } from "../util/within.ts";
 import { CANCEL_CHECK_MS, RunCancellations } from "./cancellations.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { Completer } from "./completer.ts";
+import { tracingEnabled } from "../telemetry/attempts.ts";
+import { EndedSpanEmitter } from "../telemetry/ended_spans.ts";
 import { executeTask } from "./execute.ts";
 import { FlowInputCache } from "./flow_input.ts";
 import { RunInputChecks } from "./input_check.ts";
@@ -173,6 +175,7 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
     logErrorMessages: options.logErrorMessages,
     maxPayloadBytes: options.maxPayloadBytes,
     workerId: deps.workerId,
+    spans: tracingEnabled() ? new EndedSpanEmitter(sql, log, options.queryTimeoutMs) : undefined,
   };
   const { completer } = execute;
   // The tasks in flight, by run: for ctx.signal, and for what a bounded drain abandons.

@@ -21,6 +21,7 @@ import { type Acquired, type Ready, startUp, startupFailure } from "./startup.ts
 import { type ResolvedTarget, resolveTarget, type SelectionInput } from "./target.ts";
 import { startTimers } from "./timers.ts";
 import { markStopped } from "./worker_row.ts";
+import { flushEndedSpans } from "../telemetry/ended_spans.ts";
 
 /** A worker's life (see {@link FlowWorker}); what it runs is the task path's (`runTasks`). */
 export class Worker implements FlowWorker {
@@ -222,6 +223,13 @@ export class Worker implements FlowWorker {
     );
     // The last, partial interval: what happened since the previous summary is not lost.
     this.#activity?.flush();
+    // Run and step spans claimed by the last reports are sent before the pool they need closes.
+    await waitAtMost(
+      flushEndedSpans(),
+      config.queryTimeoutMs + END_MARGIN_MS,
+      "the run and step spans",
+      log,
+    );
     await closePool(this.#acquired, this.#log);
     this.#stopped();
   }

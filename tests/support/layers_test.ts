@@ -16,6 +16,7 @@ const LAYERS = [
   "dsl",
   "routing",
   "platform",
+  "telemetry",
   "compile",
   "task",
   "operations",

@@ -10,6 +10,7 @@ export interface ReceivedSpan {
   readonly parentSpanId: string;
   readonly name: string;
   readonly startTimeUnixNano: string;
+  readonly endTimeUnixNano: string;
   readonly attributes: Readonly<Record<string, string | number | boolean>>;
   readonly status?: { readonly code?: number; readonly message?: string };
 }

@@ -4,7 +4,8 @@
  *
  * A run outlives the process that started it, so no span stays open across it: the trace context
  * the run was started in is stored on its row (`runs.traceparent`), and each task attempt's span is
- * a child of that context, made by whichever worker runs it (docs/telemetry.md).
+ * a child of its step's span, whose id every worker derives from the run id and the step
+ * (span_ids.ts); the run's and the steps' spans are emitted when they end (ended_spans.ts). Docs: docs/telemetry.md.
  *
  * Attributes name the run and the task (queue, flow, step, worker, attempt, outcome), never an
  * input, an output or an error's text.
@@ -23,9 +24,9 @@ import {
   trace,
 } from "npm:@opentelemetry/api@1.9.0";
 import { ENGINE_VERSION } from "../util/version.ts";
+import { runTrace, stepSpanId } from "./span_ids.ts";
 
 const SCOPE = "@pgflow/shared";
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 const tracer = trace.getTracer(SCOPE, ENGINE_VERSION);
 const meter = metrics.getMeter(SCOPE, ENGINE_VERSION);
@@ -54,7 +55,7 @@ const duration = meter.createHistogram("pgflow.task.duration", {
  *
  * @example
  * ```ts
- * import { activeTraceparent } from "./telemetry.ts";
+ * import { activeTraceparent } from "./attempts.ts";
  *
  * const traceparent = activeTraceparent(); // "00-<trace id>-<span id>-01", or null
  * ```
@@ -68,23 +69,16 @@ export function activeTraceparent(): string | null {
 }
 
 /**
- * The context a `traceparent` stands for (the run's, read from its row), or the root context when
- * there is none or it is malformed.
- *
- * @example
- * ```ts
- * import { contextOf } from "./telemetry.ts";
- *
- * const parent = contextOf("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
- * ```
+ * The context an attempt's span starts in: its step's span, named by the id every worker derives
+ * for it (the step's span itself is emitted when the step ends: ended_spans.ts), in
+ * the run's trace.
  */
-export function contextOf(traceparent: string | null | undefined): Context {
-  const match = traceparent == null ? null : TRACEPARENT.exec(traceparent);
-  if (match === null) return ROOT_CONTEXT;
+function stepContext(runId: string, stepSlug: string, traceparent?: string | null): Context {
+  const run = runTrace(runId, traceparent);
   return trace.setSpanContext(ROOT_CONTEXT, {
-    traceId: match[1],
-    spanId: match[2],
-    traceFlags: parseInt(match[3], 16),
+    traceId: run.traceId,
+    spanId: stepSpanId(runId, stepSlug),
+    traceFlags: run.traceFlags,
     isRemote: true,
   });
 }
@@ -96,7 +90,7 @@ export function contextOf(traceparent: string | null | undefined): Context {
  *
  * @example
  * ```ts
- * import { tracingEnabled } from "./telemetry.ts";
+ * import { tracingEnabled } from "./attempts.ts";
  *
  * if (tracingEnabled()) console.log("spans are exported");
  * ```
@@ -104,6 +98,8 @@ export function contextOf(traceparent: string | null | undefined): Context {
 export function tracingEnabled(): boolean {
   return tracer.startSpan("pgflow.probe").isRecording();
 }
+
+let recording: boolean | undefined;
 
 /** What identifies one task attempt on its span and its metrics. */
 export interface AttemptIdentity {
@@ -143,7 +139,7 @@ export interface AttemptTelemetry {
  *
  * @example
  * ```ts
- * import { startAttempt } from "./telemetry.ts";
+ * import { startAttempt } from "./attempts.ts";
  *
  * const attempt = startAttempt({
  *   queue: "demo", workerId: crypto.randomUUID(), flowSlug: "demo", stepSlug: "a",
@@ -163,6 +159,11 @@ export function startAttempt(task: AttemptIdentity): AttemptTelemetry {
     const waited = (Date.now() - Date.parse(task.enqueuedAt)) / 1000;
     if (waited >= 0) pickup.record(waited, counted);
   }
+  // Without an exporter the span is the API's no-op: its parent needs no computing.
+  recording ??= tracingEnabled();
+  const parent = recording
+    ? stepContext(task.runId, task.stepSlug, task.traceparent)
+    : ROOT_CONTEXT;
   const span: Span = tracer.startSpan(
     `pgflow.task ${task.flowSlug}.${task.stepSlug}`,
     {
@@ -175,10 +176,10 @@ export function startAttempt(task: AttemptIdentity): AttemptTelemetry {
         "pgflow.worker_id": task.workerId,
       },
     },
-    contextOf(task.traceparent),
+    parent,
   );
   return {
-    context: trace.setSpan(contextOf(task.traceparent), span),
+    context: trace.setSpan(parent, span),
     end(outcome, handlerSeconds, errorKind) {
       const measured = { ...counted, "pgflow.outcome": outcome };
       duration.record(handlerSeconds, measured);
@@ -216,7 +217,7 @@ let gaugesObserved = false;
  *
  * @example
  * ```ts
- * import { recordQueueSample } from "./telemetry.ts";
+ * import { recordQueueSample } from "./attempts.ts";
  *
  * recordQueueSample("demo", { depth: 12, oldestSeconds: 3.5, waiting: 0 });
  * ```
@@ -242,11 +243,4 @@ export function recordQueueSample(queue: string, sample: QueueSample): void {
     "Tasks waiting for capacity (a concurrency limit)",
     (s) => s.waiting,
   );
-  meter.createObservableGauge("pgflow.tasks.waiting", {
-    description: "Tasks waiting for capacity (a concurrency limit) at the worker's last sample",
-  }).addCallback((result) => {
-    for (const [name, s] of samples) {
-      result.observe(s.waiting, { "messaging.destination.name": name });
-    }
-  });
 }
