@@ -295,4 +295,4 @@ export type SubflowMapOptions<
   & { readonly slug: NewSlug<TSteps, Slug> }
   & ([TInput] extends [readonly unknown[]] ? { readonly array?: ArrayDep }
     : { readonly array: ArrayDep })
-  & ChildInputOption<MapItem<TInput, TSteps, ArrayDep & keyof TSteps>, TChild>;
+  & ChildInputOption<MapItem<TInput, TSteps, ArrayDep>, TChild>;

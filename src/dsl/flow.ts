@@ -553,6 +553,7 @@ export class Flow<
     return this.#add(kind, stepOptions, runsInSql, child);
   }
 
+  // deno-lint-ignore no-explicit-any
   #add(
     kind: StepKind,
     options: RawStepOptions,
