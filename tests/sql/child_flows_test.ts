@@ -261,3 +261,37 @@ db.test("the compiled shape carries the child: the same definition verifies, ano
   assert.equal(changed.status, "mismatch");
   assert.match(changed.differences.join("\n"), /step 0: child/);
 });
+
+db.test("children completing at once on several connections complete their parent's map once", async ({ sql, connect }) => {
+  await compileAll(sql);
+  const [parent] = await sql`select * from pgflow.start_flow('onboard_all_v1', '{"ids": []}')`;
+  const ids = Array.from({ length: 40 }, (_, i) => `r${i}`);
+  await completeTasks(sql, "onboard_all_v1", "ids", () => ids);
+  const worker = await registerWorker(sql, "accounts");
+  const claims = (await readAndStart(sql, "accounts", worker, [["enrich_v1", "profile"]], 1000))
+    .filter((r) => r.disposition === "claimed");
+  assert.equal(claims.length, 40);
+  // Eight connections, five completions each, all at once: each child's finish takes the parent's
+  // lock after its own, so they queue on the parent instead of losing or double-counting a child.
+  const reserved = Array.from({ length: 8 }, () => connect());
+  try {
+    await Promise.all(reserved.map((conn, c) =>
+      (async () => {
+        for (const r of claims.filter((_, i) => i % 8 === c)) {
+          await conn`select pgflow.complete_task(${r.run_id}, 'profile', 0, ${
+            sql.json({ name: (r.input as { id: string }).id } as never)
+          }, ${r.attempt})`;
+        }
+      })()
+    ));
+  } finally {
+    await Promise.all(reserved.map((conn) => conn.end()));
+  }
+  const [each] = await sql`select status, remaining_tasks, output from pgflow.step_states
+                           where run_id = ${parent.run_id} and step_slug = 'each'`;
+  assert.deepEqual([each.status, each.remaining_tasks], ["completed", 0]);
+  assert.deepEqual(each.output, ids.map((id) => ({ profile: { name: id } })));
+  const [{ n }] = await sql`select count(*)::int as n from pgflow.step_tasks
+                            where run_id = ${parent.run_id} and step_slug = 'count'`;
+  assert.equal(n, 1, "the dependent step started once");
+});
