@@ -108,6 +108,7 @@ export {
 export type {
   AttemptOutcome,
   CancelResult,
+  ChildRun,
   FlowInputOf,
   FlowOutputOf,
   IsTypedFlow,
@@ -117,6 +118,7 @@ export type {
   RunEvent,
   RunEventBase,
   RunLevelEvent,
+  RunParent,
   RunRestart,
   RunState,
   RunStatus,

@@ -196,6 +196,45 @@ export interface RunRestart {
 }
 
 /**
+ * The run, step and task a child run was started for (a child-flow step, `.subflow()` or
+ * `.subflowMap()`): `RunState.parent`.
+ *
+ * @example
+ * ```ts
+ * import type { RunParent } from "@pgflow/shared";
+ *
+ * const say = (p: RunParent) => `child of ${p.runId} (${p.stepSlug} [${p.taskIndex}])`;
+ * ```
+ */
+export interface RunParent {
+  /** The parent run. */
+  readonly runId: string;
+  /** Its child-flow step. */
+  readonly stepSlug: string;
+  /** The task (a map's element index; 0 for a single child). */
+  readonly taskIndex: number;
+}
+
+/**
+ * A child run of a child-flow step, as the parent's step lists it (`StepState.children`).
+ *
+ * @example
+ * ```ts
+ * import type { ChildRun } from "@pgflow/shared";
+ *
+ * const open = (children: readonly ChildRun[]) => children.filter((c) => c.status === "started");
+ * ```
+ */
+export interface ChildRun {
+  /** The task it runs for (a map's element index). */
+  readonly taskIndex: number;
+  /** The child run. */
+  readonly runId: string;
+  /** Its status when read (`null` when it has been pruned). */
+  readonly status: RunStatus | null;
+}
+
+/**
  * One step of a {@link RunState}, for one step slug `K`.
  *
  * @example
@@ -250,6 +289,10 @@ export interface StepStateFor<F extends FlowCarrier, K extends string> {
    * none waits. A started step whose tasks all wait has not been handed to any worker yet.
    */
   readonly waiting: readonly WaitingTasks[];
+  /** The flow a child-flow step runs (a slug or an alias), else `null`. */
+  readonly childFlow: string | null;
+  /** A child-flow step's child runs by task index (the first 1,000), else empty. */
+  readonly children: readonly ChildRun[];
 }
 
 /**
@@ -314,6 +357,8 @@ export interface RunState<F extends FlowCarrier = never> {
   readonly startedAs: string | null;
   /** The runs made from this one by `retry` or `resume`, newest first (at most 20). */
   readonly restarts: readonly RunRestart[];
+  /** The run, step and task this one was started for, when it is a child run; else `null`. */
+  readonly parent: RunParent | null;
   /** Every step, in definition order. */
   readonly steps: readonly StepState<F>[];
 }
