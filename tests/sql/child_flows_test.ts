@@ -7,6 +7,10 @@ import type { Sql } from "postgres";
 import { Flow, routeFlow } from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
 import { compileFlow, queueMessages, readAndStart, registerWorker } from "../support/engine.ts";
+import { toRunState } from "../../src/client/snapshot.ts";
+import { formatRun } from "../../src/cli/runs/format.ts";
+import { readOnly } from "../../src/cli/dashboard/read_only.ts";
+import { readRun } from "../../src/cli/dashboard/run_view.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -294,4 +298,42 @@ db.test("children completing at once on several connections complete their paren
   const [{ n }] = await sql`select count(*)::int as n from pgflow.step_tasks
                             where run_id = ${parent.run_id} and step_slug = 'count'`;
   assert.equal(n, 1, "the dependent step started once");
+});
+
+db.test("runs show, the client and the dashboard link a parent and its children both ways", async ({ sql }) => {
+  await compileAll(sql);
+  const [parent] = await sql`select * from pgflow.start_flow('onboard_all_v1', '{"ids": []}')`;
+  await completeTasks(sql, "onboard_all_v1", "ids", () => ["a", "b"]);
+  const [kid] = await sql`select run_id from pgflow.runs where parent_run_id = ${parent.run_id}
+                          and parent_task_index = 1`;
+  const parentText = (await sql`select pgflow.get_run_text(${parent.run_id}) as t`)[0].t;
+  const childText = (await sql`select pgflow.get_run_text(${kid.run_id}) as t`)[0].t;
+  const parentState = toRunState(parentText)!;
+  const childState = toRunState(childText)!;
+  assert.deepEqual(childState.parent, { runId: parent.run_id, stepSlug: "each", taskIndex: 1 });
+  const each = parentState.steps.find((s) => s.stepSlug === "each")!;
+  assert.equal(each.childFlow, "enrich_v1");
+  assert.deepEqual(each.children[1], { taskIndex: 1, runId: kid.run_id, status: "started" });
+  const shown = formatRun(parentState).join("\n");
+  assert.match(shown, /children of each \(flow enrich_v1\): 2 started/);
+  assert.ok(shown.includes(`[1] ${kid.run_id} started`));
+  assert.match(
+    formatRun(childState).join("\n"),
+    new RegExp(`parent +${parent.run_id} \\(step each \\[1\\]\\)`),
+  );
+
+  const page = await readOnly(sql, (tx) => readRun(tx, parent.run_id));
+  assert.equal(page?.links.childCount, 2);
+  assert.deepEqual(page?.links.children[1], {
+    stepSlug: "each",
+    taskIndex: 1,
+    runId: kid.run_id,
+    status: "started",
+  });
+  const childPage = await readOnly(sql, (tx) => readRun(tx, kid.run_id));
+  assert.deepEqual(childPage?.links.parent, {
+    runId: parent.run_id,
+    stepSlug: "each",
+    taskIndex: 1,
+  });
 });
