@@ -136,7 +136,9 @@ interface RawChildOptions extends RawStepOptions {
 
 /** A child-flow step's handler: never called, since its tasks have no message to claim. */
 const runsInSql: AnyStepHandler = () => {
-  throw new Error("a child-flow step runs in SQL: no worker runs its handler");
+  throw new Error(
+    "a child-flow step runs another flow in SQL, not a handler; in runFlowInMemory, stand in for it with options.handlers",
+  );
 };
 
 /** The child flow a step runs, checked, with its input mapping recorded. */

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { Flow, FlowDefinitionError } from "../../mod.ts";
 import { extractFlowShape } from "../../tools.ts";
+import { runFlowInMemory } from "../../testing.ts";
 
 const enrich = new Flow<{ id: string; tags?: string[] }>({ slug: "enrich_v1", alias: "enrich" })
   .step({ slug: "profile" }, (input) => input.id);
@@ -82,4 +83,20 @@ Deno.test("bad child options fail naming the step and the fix", () => {
       ),
     /flow "p_v8", step "e": unknown option "timeout"/,
   );
+});
+
+Deno.test("runFlowInMemory runs no child flow: a handler override stands in for it", async () => {
+  const parent = new Flow<{ id: string }>({ slug: "mem_v1", maxAttempts: 1 })
+    .subflow({ slug: "e", flow: enrich })
+    .step({ slug: "after", dependsOn: ["e"] }, (deps) => deps.e.profile);
+  const without = await runFlowInMemory(parent, { id: "x" });
+  assert.equal(without.status, "failed");
+  assert.match(
+    String(without.steps.e.attempts[0]?.error),
+    /runs another flow in SQL, not a handler; in runFlowInMemory, stand in for it with options.handlers/,
+  );
+  const stubbed = await runFlowInMemory(parent, { id: "x" }, {
+    handlers: { e: () => ({ profile: "stub" }) },
+  });
+  assert.deepEqual(stubbed.output, { after: "stub" });
 });
