@@ -555,12 +555,12 @@ export class Flow<
     return this.#add(kind, stepOptions, runsInSql, child);
   }
 
-  // deno-lint-ignore no-explicit-any
   #add(
     kind: StepKind,
     options: RawStepOptions,
     handler: AnyStepHandler,
     child?: ChildFlowDefinition,
+    // deno-lint-ignore no-explicit-any
   ): any {
     if (options === null || typeof options !== "object") {
       throw new FlowDefinitionError(
