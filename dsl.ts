@@ -32,6 +32,8 @@ export { Flow } from "./src/dsl/flow.ts";
 export type {
   Checked,
   CheckedArray,
+  ChildFlowOptions,
+  ChildInputOption,
   ConditionOptions,
   DepsTable,
   FlowOptions,
@@ -41,9 +43,12 @@ export type {
   MapOptions,
   NewSlug,
   StepOptions,
+  SubflowMapOptions,
+  SubflowOptions,
   WhenUnmetOption,
   WithStep,
 } from "./src/dsl/builder_types.ts";
+export type { ChildFlowDefinition, ChildInputMapping } from "./src/dsl/child_flow.ts";
 export { FlowDefinitionError } from "./src/dsl/errors.ts";
 export { MAX_RETRY_AFTER_MS, RetryAfter } from "./src/dsl/retry_after.ts";
 export type { RetryAfterOptions, RetryAfterResponse } from "./src/dsl/retry_after.ts";

@@ -109,6 +109,7 @@ export {
 export type {
   AttemptOutcome,
   CancelResult,
+  ChildRun,
   FlowInputOf,
   FlowOutputOf,
   IsTypedFlow,
@@ -118,6 +119,7 @@ export type {
   RunEvent,
   RunEventBase,
   RunLevelEvent,
+  RunParent,
   RunRestart,
   RunState,
   RunStatus,

@@ -69,6 +69,16 @@ export interface RawStep {
   readonly attempts?: readonly RawAttempt[] | null;
   // Absent from an engine older than flow control (issue 43): read as [].
   readonly waiting?: readonly RawWaiting[] | null;
+  // Only a child-flow step has them.
+  readonly child_flow?: string;
+  readonly children?: readonly RawChild[];
+}
+
+/** A child run as get_run lists it under its parent's step. */
+interface RawChild {
+  readonly task_index: number;
+  readonly run_id: string;
+  readonly status: RunStatus | null;
 }
 
 /** The run as `pgflow.get_run` returns it. */
@@ -90,6 +100,12 @@ export interface RawRun {
   readonly started_as?: string | null;
   // Absent from an engine older than restart lineage (issue 41): read as [].
   readonly restarts?: readonly RawRestart[] | null;
+  // Only a child run has it.
+  readonly parent?: {
+    readonly run_id: string;
+    readonly step_slug: string;
+    readonly task_index: number;
+  };
   readonly steps: readonly RawStep[];
 }
 
@@ -141,6 +157,11 @@ export function toRunState(raw: unknown): AnyRunState | null {
     restartMode: run.restart_mode ?? null,
     startedAs: run.started_as ?? null,
     restarts: (run.restarts ?? []).map(toRestart),
+    parent: run.parent === undefined ? null : {
+      runId: run.parent.run_id,
+      stepSlug: run.parent.step_slug,
+      taskIndex: run.parent.task_index,
+    },
     steps: run.steps.map((s): StepState => ({
       stepSlug: s.step_slug,
       stepIndex: s.step_index,
@@ -159,6 +180,12 @@ export function toRunState(raw: unknown): AnyRunState | null {
       reused: s.reused ?? false,
       attempts: (s.attempts ?? []).map(toAttempt),
       waiting: (s.waiting ?? []).map(toWaiting),
+      childFlow: s.child_flow ?? null,
+      children: (s.children ?? []).map((c: RawChild) => ({
+        taskIndex: c.task_index,
+        runId: c.run_id,
+        status: c.status,
+      })),
     })),
   };
 }

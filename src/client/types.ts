@@ -4,96 +4,11 @@
  *
  * @module
  */
-import type {
-  ExtractFlowDeps,
-  ExtractFlowInput,
-  ExtractFlowStepsMeta,
-  FlowCarrier,
-  StepSlug,
-} from "../dsl/extract.ts";
+import type { ExtractFlowStepsMeta, FlowCarrier, StepSlug } from "../dsl/extract.ts";
 import type { Json } from "../util/json.ts";
-import type { Simplify } from "../dsl/types.ts";
 
-/**
- * Whether `F` is a flow type (`true`) or `never`, which is what a slug given without a type
- * parameter leaves: then input and output are `Json`.
- *
- * @example
- * ```ts
- * import type { IsTypedFlow } from "@pgflow/shared";
- *
- * type Untyped = IsTypedFlow<never>; // false
- * ```
- */
-export type IsTypedFlow<F> = [F] extends [never] ? false : true;
-
-/**
- * The input type of a run of `F`; `Json` when `F` is not given.
- *
- * @example
- * ```ts
- * import { Flow, type FlowInputOf } from "@pgflow/shared";
- *
- * const flow = new Flow<{ id: string }>({ slug: "demo" }).step({ slug: "a" }, (i) => i.id);
- * type In = FlowInputOf<typeof flow>; // { id: string }
- * ```
- */
-export type FlowInputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true ? ExtractFlowInput<F>
-  : Json;
-
-/**
- * Slugs of the steps nothing depends on: their outputs make up the run's output.
- *
- * @example
- * ```ts
- * import { Flow, type LeafSlug } from "@pgflow/shared";
- *
- * const flow = new Flow<{ id: string }>({ slug: "demo" })
- *   .step({ slug: "a" }, (i) => i.id)
- *   .step({ slug: "b", dependsOn: ["a"] }, (d) => d.a);
- * type Leaves = LeafSlug<typeof flow>; // "b"
- * ```
- */
-export type LeafSlug<F extends FlowCarrier> = Exclude<StepSlug<F>, ExtractFlowDeps<F>[StepSlug<F>]>;
-
-/**
- * The output of a completed run of `F`: one key per leaf step (a step no other step depends on)
- * holding that step's output. A leaf that may be skipped (`whenUnmet: 'skip'`) is optional: a
- * skipped leaf is absent. `Json` when `F` is not given.
- *
- * A leaf skipped by a `'skip-cascade'` above it is absent too; the DSL does not track cascades in
- * its types, so such keys are typed as present. Check for them when a flow uses `'skip-cascade'`.
- *
- * @example
- * ```ts
- * import { Flow, type FlowOutputOf } from "@pgflow/shared";
- *
- * const flow = new Flow<{ id: string }>({ slug: "demo" })
- *   .step({ slug: "a" }, (i) => i.id.length)
- *   .step({ slug: "b", dependsOn: ["a"] }, (d) => ({ twice: d.a * 2 }));
- * type Out = FlowOutputOf<typeof flow>; // { b: { twice: number } }
- * ```
- *
- * For a union of flows (the versions an alias may start), the union of their outputs.
- */
-export type FlowOutputOf<F extends FlowCarrier> = IsTypedFlow<F> extends true
-  // Distributed over a union (the versions of an alias): one of their outputs, each whole.
-  ? F extends FlowCarrier ? Simplify<
-      & {
-        -readonly [
-          K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? never
-            : K
-        ]: ExtractFlowStepsMeta<F>[K]["output"];
-      }
-      & {
-        -readonly [
-          K in LeafSlug<F> as ExtractFlowStepsMeta<F>[K]["optional"] extends true ? K
-            : never
-        ]?: ExtractFlowStepsMeta<F>[K]["output"];
-      }
-    >
-  : never
-  : Json;
+export type { FlowInputOf, FlowOutputOf, IsTypedFlow, LeafSlug } from "../dsl/run_types.ts";
+import type { FlowInputOf, FlowOutputOf, IsTypedFlow } from "../dsl/run_types.ts";
 
 /**
  * Step slugs of `F` (`string` when `F` is not given).
@@ -281,6 +196,45 @@ export interface RunRestart {
 }
 
 /**
+ * The run, step and task a child run was started for (a child-flow step, `.subflow()` or
+ * `.subflowMap()`): `RunState.parent`.
+ *
+ * @example
+ * ```ts
+ * import type { RunParent } from "@pgflow/shared";
+ *
+ * const say = (p: RunParent) => `child of ${p.runId} (${p.stepSlug} [${p.taskIndex}])`;
+ * ```
+ */
+export interface RunParent {
+  /** The parent run. */
+  readonly runId: string;
+  /** Its child-flow step. */
+  readonly stepSlug: string;
+  /** The task (a map's element index; 0 for a single child). */
+  readonly taskIndex: number;
+}
+
+/**
+ * A child run of a child-flow step, as the parent's step lists it (`StepState.children`).
+ *
+ * @example
+ * ```ts
+ * import type { ChildRun } from "@pgflow/shared";
+ *
+ * const open = (children: readonly ChildRun[]) => children.filter((c) => c.status === "started");
+ * ```
+ */
+export interface ChildRun {
+  /** The task it runs for (a map's element index). */
+  readonly taskIndex: number;
+  /** The child run. */
+  readonly runId: string;
+  /** Its status when read (`null` when it has been pruned). */
+  readonly status: RunStatus | null;
+}
+
+/**
  * One step of a {@link RunState}, for one step slug `K`.
  *
  * @example
@@ -335,6 +289,10 @@ export interface StepStateFor<F extends FlowCarrier, K extends string> {
    * none waits. A started step whose tasks all wait has not been handed to any worker yet.
    */
   readonly waiting: readonly WaitingTasks[];
+  /** The flow a child-flow step runs (a slug or an alias), else `null`. */
+  readonly childFlow: string | null;
+  /** A child-flow step's child runs by task index (the first 1,000), else empty. */
+  readonly children: readonly ChildRun[];
 }
 
 /**
@@ -399,6 +357,8 @@ export interface RunState<F extends FlowCarrier = never> {
   readonly startedAs: string | null;
   /** The runs made from this one by `retry` or `resume`, newest first (at most 20). */
   readonly restarts: readonly RunRestart[];
+  /** The run, step and task this one was started for, when it is a child run; else `null`. */
+  readonly parent: RunParent | null;
   /** Every step, in definition order. */
   readonly steps: readonly StepState<F>[];
 }

@@ -10,7 +10,9 @@ import type { Flow } from "./flow.ts";
 import type { Json, JsonOutput } from "./json.ts";
 import type { RuntimeOptions, StepRuntimeOptions } from "./options.ts";
 import type { FlowControlOptions } from "./flow_control.ts";
-import type { AnySteps, ElementOf, StepMeta } from "./types.ts";
+import type { AnySteps, ElementOf, HandlerInput, StepMeta } from "./types.ts";
+import type { FlowCarrier } from "./extract.ts";
+import type { FlowInputOf } from "./run_types.ts";
 
 /**
  * Options of `new Flow(...)`: the concrete slug plus flow-wide runtime options.
@@ -193,3 +195,104 @@ export interface FlowTypes<
   /** slug → dependency slugs. */
   readonly deps: TDeps;
 }
+
+/**
+ * `input` of a child-flow step: required when the step's own input is not already the child's
+ * input, optional when it is (then the step's input is passed as it is).
+ */
+export type ChildInputOption<StepInput, TChild extends FlowCarrier> = [StepInput] extends
+  [FlowInputOf<TChild>] ? {
+    /**
+     * Builds the child's input from the step's input by picking values (replayed in SQL: no
+     * arithmetic, templates or calls). Default: the step's input as it is.
+     */
+    readonly input?: (input: StepInput) => FlowInputOf<TChild>;
+  }
+  : {
+    /**
+     * Builds the child's input from the step's input by picking values (replayed in SQL: no
+     * arithmetic, templates or calls).
+     */
+    readonly input: (input: StepInput) => FlowInputOf<TChild>;
+  };
+
+/** What every child-flow step takes besides its slug, dependencies and input. */
+export interface ChildFlowOptions<TChild extends FlowCarrier, If, IfNot, Unmet, Exhausted> {
+  /** The flow each child run runs. */
+  readonly flow: TChild;
+  /** Start the child through the flow's alias (its active version then) instead of its slug. */
+  readonly viaAlias?: boolean;
+  /** Run the step only when its input contains this pattern (jsonb `@>`). */
+  readonly if?: If;
+  /** Run the step only when its input does NOT contain this pattern. */
+  readonly ifNot?: IfNot;
+  /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
+  readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
+  /** What to do when a child run fails or is cancelled (default `'fail'`). */
+  readonly whenExhausted?: Exhausted;
+}
+
+/**
+ * Options of `.subflow()`: one child run of `flow`, its output the step's output.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * const enrich = new Flow<{ id: string }>({ slug: "enrich_v1" })
+ *   .step({ slug: "profile" }, (input) => ({ name: `customer ${input.id}` }));
+ * new Flow<{ customerId: string }>({ slug: "onboard_v1" })
+ *   .subflow({ slug: "enriched", flow: enrich, input: (input) => ({ id: input.customerId }) });
+ * ```
+ */
+export type SubflowOptions<
+  TInput,
+  TSteps extends AnySteps,
+  Slug extends string,
+  Deps extends readonly (keyof TSteps & string)[],
+  TChild extends FlowCarrier,
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> =
+  & ChildFlowOptions<TChild, If, IfNot, Unmet, Exhausted>
+  & {
+    /** The step slug, unique within the flow. */
+    readonly slug: NewSlug<TSteps, Slug>;
+    /** Steps (already defined) whose outputs make up the step's input. */
+    readonly dependsOn?: Deps;
+  }
+  & ChildInputOption<HandlerInput<TInput, TSteps, Deps[number]>, TChild>;
+
+/**
+ * Options of `.subflowMap()`: one child run of `flow` per element of `array` (or of the run
+ * input), the step's output their outputs in element order.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * const enrich = new Flow<{ id: string }>({ slug: "enrich_v1" })
+ *   .step({ slug: "profile" }, (input) => ({ name: `customer ${input.id}` }));
+ * new Flow<{ ids: string[] }>({ slug: "onboard_all_v1" })
+ *   .array({ slug: "ids" }, (input) => input.ids)
+ *   .subflowMap({ slug: "each", array: "ids", flow: enrich, input: (id) => ({ id }) });
+ * ```
+ */
+export type SubflowMapOptions<
+  TInput,
+  TSteps extends AnySteps,
+  Slug extends string,
+  ArrayDep extends string,
+  TChild extends FlowCarrier,
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> =
+  & ChildFlowOptions<TChild, If, IfNot, Unmet, Exhausted>
+  & { readonly slug: NewSlug<TSteps, Slug> }
+  & ([TInput] extends [readonly unknown[]] ? { readonly array?: ArrayDep }
+    : { readonly array: ArrayDep })
+  & ChildInputOption<MapItem<TInput, TSteps, ArrayDep>, TChild>;

@@ -27,6 +27,9 @@ import type {
   StepDefinition,
   StepKind,
 } from "./types.ts";
+import { type ChildFlowDefinition, recordChildInput } from "./child_flow.ts";
+import type { FlowCarrier } from "./extract.ts";
+import type { FlowOutputOf } from "./run_types.ts";
 import type {
   Checked,
   CheckedArray,
@@ -36,6 +39,8 @@ import type {
   MapItem,
   MapOptions,
   StepOptions,
+  SubflowMapOptions,
+  SubflowOptions,
   WithStep,
 } from "./builder_types.ts";
 
@@ -57,6 +62,18 @@ const STEP_KEYS: ReadonlySet<string> = new Set([
 const MAP_KEYS: ReadonlySet<string> = new Set(
   [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
 );
+const CHILD_KEYS = [
+  "slug",
+  "flow",
+  "viaAlias",
+  "input",
+  "if",
+  "ifNot",
+  "whenUnmet",
+  "whenExhausted",
+];
+const SUBFLOW_KEYS: ReadonlySet<string> = new Set(CHILD_KEYS.concat("dependsOn"));
+const SUBFLOW_MAP_KEYS: ReadonlySet<string> = new Set(CHILD_KEYS.concat("array"));
 const FLOW_KEYS: ReadonlySet<string> = new Set([
   "slug",
   "alias",
@@ -108,6 +125,56 @@ interface RawStepOptions extends StepRuntimeOptions, FlowControlOptions {
   readonly ifNot?: unknown;
   readonly whenUnmet?: WhenMode;
   readonly whenExhausted?: WhenMode;
+}
+
+/** The option bag `.subflow()` and `.subflowMap()` read at run time. */
+interface RawChildOptions extends RawStepOptions {
+  readonly flow?: unknown;
+  readonly viaAlias?: unknown;
+  readonly input?: unknown;
+}
+
+/** A child-flow step's handler: never called, since its tasks have no message to claim. */
+const runsInSql: AnyStepHandler = () => {
+  throw new Error(
+    "a child-flow step runs another flow in SQL, not a handler; in runFlowInMemory, stand in for it with options.handlers",
+  );
+};
+
+/** The child flow a step runs, checked, with its input mapping recorded. */
+function childFlowOf(
+  target: unknown,
+  viaAlias: unknown,
+  input: unknown,
+  where: string,
+): ChildFlowDefinition {
+  const flow = target instanceof Flow
+    ? target
+    : target !== null && typeof target === "object" && "flow" in target &&
+        target.flow instanceof Flow
+    ? target.flow
+    : undefined;
+  if (flow === undefined) {
+    throw new FlowDefinitionError(
+      `${where}: flow must be the child Flow (or its routeFlow / withStepQueues form), got ${
+        target === null ? "null" : typeof target
+      }`,
+    );
+  }
+  if (viaAlias !== undefined && typeof viaAlias !== "boolean") {
+    throw new FlowDefinitionError(
+      `${where}: viaAlias must be true or false, got ${typeof viaAlias}`,
+    );
+  }
+  if (viaAlias === true && flow.alias === undefined) {
+    throw new FlowDefinitionError(
+      `${where}: viaAlias is set but flow "${flow.slug}" has no alias; give it one (new Flow({ alias })) or remove viaAlias`,
+    );
+  }
+  return Object.freeze({
+    flow: viaAlias === true ? flow.alias as string : flow.slug,
+    input: recordChildInput(input, where),
+  });
 }
 
 /**
@@ -346,6 +413,95 @@ export class Flow<
   }
 
   /**
+   * Adds a child-flow step: its work is one run of another flow, started when the step is ready
+   * (in SQL, with no worker and no message), and its output is that run's output. The child's
+   * input is the step's input (`dependsOn` as for `.step()`), or what `input` picks from it; the
+   * step completes when the child completes and fails (by `whenExhausted`) when it fails or is
+   * cancelled. See docs/child-flows.md.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const enrich = new Flow<{ id: string }>({ slug: "enrich_v1" })
+   *   .step({ slug: "profile" }, (input) => ({ name: `customer ${input.id}` }));
+   * const onboard = new Flow<{ customerId: string }>({ slug: "onboard_v1" })
+   *   .subflow({ slug: "enriched", flow: enrich, input: (input) => ({ id: input.customerId }) })
+   *   .step({ slug: "greet", dependsOn: ["enriched"] }, (deps) => `hi ${deps.enriched.profile.name}`);
+   * ```
+   */
+  subflow<
+    const Slug extends string,
+    TChild extends FlowCarrier,
+    const Deps extends readonly (keyof TSteps & string)[] = [],
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+  >(
+    options: SubflowOptions<TInput, TSteps, Slug, Deps, TChild, If, IfNot, Unmet, Exhausted>,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    Deps[number],
+    FlowOutputOf<TChild>,
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
+  > {
+    return this.#addChild("single", options as unknown as RawChildOptions);
+  }
+
+  /**
+   * Adds a map of child flows: one run of another flow per element of `array` (or of the run
+   * input), started in SQL when the step is ready; the output is their outputs in element order.
+   * `input` picks each child's input from its element. See docs/child-flows.md.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const enrich = new Flow<{ id: string }>({ slug: "enrich_v1" })
+   *   .step({ slug: "profile" }, (input) => ({ name: `customer ${input.id}` }));
+   * const onboardAll = new Flow<{ ids: string[] }>({ slug: "onboard_all_v1" })
+   *   .array({ slug: "ids" }, (input) => input.ids)
+   *   .subflowMap({ slug: "each", array: "ids", flow: enrich, input: (id) => ({ id }) })
+   *   .step({ slug: "count", dependsOn: ["each"] }, (deps) => deps.each.length);
+   * ```
+   */
+  subflowMap<
+    const Slug extends string,
+    TChild extends FlowCarrier,
+    const ArrayDep extends ArrayStepSlug<TSteps> = never,
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, ArrayDep>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, ArrayDep>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+  >(
+    options: SubflowMapOptions<TInput, TSteps, Slug, ArrayDep, TChild, If, IfNot, Unmet, Exhausted>,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    ArrayDep,
+    FlowOutputOf<TChild>[],
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
+  > {
+    return this.#addChild("map", options as unknown as RawChildOptions);
+  }
+
+  /**
    * The run-time definition of a step. Throws a {@link FlowDefinitionError} for an unknown slug.
    *
    * @example
@@ -384,7 +540,28 @@ export class Flow<
   }
 
   // deno-lint-ignore no-explicit-any
-  #add(kind: StepKind, options: RawStepOptions, handler: AnyStepHandler): any {
+  #addChild(kind: "single" | "map", options: RawChildOptions): any {
+    const where = `flow "${this.slug}", step "${String(options?.slug)}"`;
+    if (options === null || typeof options !== "object") {
+      throw new FlowDefinitionError(
+        `flow "${this.slug}": .${
+          kind === "map" ? "subflowMap" : "subflow"
+        }() needs an options object such as { slug: "my_step", flow: otherFlow }`,
+      );
+    }
+    rejectUnknownKeys(options, kind === "map" ? SUBFLOW_MAP_KEYS : SUBFLOW_KEYS, where);
+    const { flow, viaAlias, input, ...stepOptions } = options;
+    const child = childFlowOf(flow, viaAlias, input, where);
+    return this.#add(kind, stepOptions, runsInSql, child);
+  }
+
+  #add(
+    kind: StepKind,
+    options: RawStepOptions,
+    handler: AnyStepHandler,
+    child?: ChildFlowDefinition,
+    // deno-lint-ignore no-explicit-any
+  ): any {
     if (options === null || typeof options !== "object") {
       throw new FlowDefinitionError(
         `flow "${this.slug}": .${
@@ -394,7 +571,9 @@ export class Flow<
     }
     const slug = options.slug;
     const where = `flow "${this.slug}", step "${String(slug)}"`;
-    rejectUnknownKeys(options, kind === "map" ? MAP_KEYS : STEP_KEYS, where);
+    if (child === undefined) {
+      rejectUnknownKeys(options, kind === "map" ? MAP_KEYS : STEP_KEYS, where);
+    }
     validateSlug(slug, `step slug in flow "${this.slug}"`);
     this.#checkUnique(slug);
     const dependencies = kind === "map"
@@ -429,6 +608,7 @@ export class Flow<
       forbiddenInputPattern,
       ...(options.whenUnmet === undefined ? {} : { whenUnmet: options.whenUnmet }),
       ...(options.whenExhausted === undefined ? {} : { whenExhausted: options.whenExhausted }),
+      ...(child === undefined ? {} : { child }),
       handler,
     });
     // The flow's own class, so a platform's preset Flow (a subclass) stays one step after step.

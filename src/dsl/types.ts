@@ -1,3 +1,4 @@
+import type { ChildFlowDefinition } from "./child_flow.ts";
 import type { Json } from "./json.ts";
 import type { StepRuntimeOptions, WhenMode } from "./options.ts";
 import type { FlowControlOptions } from "./flow_control.ts";
@@ -175,6 +176,8 @@ export interface StepDefinition {
   readonly whenUnmet?: WhenMode;
   /** `whenExhausted` as written, if it was. */
   readonly whenExhausted?: WhenMode;
+  /** For a child-flow step (`.subflow()`, `.subflowMap()`): the flow it runs and its input. */
+  readonly child?: ChildFlowDefinition;
   /** The handler. */
   readonly handler: AnyStepHandler;
 }

@@ -291,6 +291,7 @@ declare
   fail_error text;
   reused_count integer;
   reused_any boolean := false;
+  child_outcome text;
 begin
   <<pass>>
   while progressed loop
@@ -299,7 +300,7 @@ begin
     exit when run.status <> 'started';
     for ready in
       select ss.step_slug, s.step_type, s.deps_count, s.required_input_pattern, s.forbidden_input_pattern,
-             s.when_unmet,
+             s.when_unmet, s.kind,
              -- A map step has at most one dependency: the one it maps over.
              (select min(d.dep_slug) from pgflow.deps d
               where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
@@ -388,6 +389,17 @@ begin
           (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
            where t.run_id = p_run_id and t.step_slug = ready.step_slug));
         progressed := true;
+      elsif ready.kind = 'flow' then
+        -- A child-flow step starts its child runs here and has no message (0290_child_flows.sql).
+        child_outcome := pgflow._start_child_runs(p_run_id, ready.step_slug, task_count,
+                                                  case when ready.step_type = 'map' then source end);
+        if child_outcome = 'completed' then
+          progressed := true;
+        elsif child_outcome is not null then
+          fail_step := ready.step_slug;
+          fail_error := child_outcome;
+          exit pass;
+        end if;
       else
         reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;

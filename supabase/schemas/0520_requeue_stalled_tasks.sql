@@ -18,6 +18,8 @@ begin
     join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
     join pgflow.flows f on f.flow_slug = t.flow_slug
     where t.status = 'started'
+      -- A task waiting for its child run (0290_child_flows.sql) has no attempt to take back.
+      and t.child_run_id is null
       and t.started_at < now() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout)
                                                         + pgflow._stalled_margin())
     order by t.started_at

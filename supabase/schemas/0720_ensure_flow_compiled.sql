@@ -72,6 +72,7 @@ begin
        or jsonb_typeof(step -> 'forbiddenInputPattern' -> 'defined') is distinct from 'boolean' then
       problems := problems || format('step %s: patterns must be {"defined": false} or {"defined": true, "value": ...}', i);
     end if;
+    problems := problems || pgflow._child_step_problems(step, i);
     slugs := slugs || (step ->> 'slug');
     i := i + 1;
   end loop;
@@ -203,6 +204,12 @@ begin
       when_unmet => step ->> 'whenUnmet',
       when_exhausted => step ->> 'whenExhausted',
       queue_name => p_routes -> 'queues' ->> (step ->> 'slug'));
+    if step ? 'child' then
+      update pgflow.steps s
+      set kind = 'flow', child_flow = step -> 'child' ->> 'flow',
+          child_input = nullif(step -> 'child' -> 'input', 'null'::jsonb)
+      where s.flow_slug = p_flow_slug and s.step_slug = step ->> 'slug';
+    end if;
   end loop;
 end;
 $$;

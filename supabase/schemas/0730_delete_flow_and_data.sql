@@ -131,8 +131,9 @@ begin
 end;
 $$;
 
--- Deletes one concrete flow with its data (see the top of this file). Refused while an alias
--- points at it and other versions carry that alias; an alias whose only version it is goes with it
+-- Deletes one concrete flow with its data (see the top of this file). Refused while another flow's
+-- step runs it as a child (0290_child_flows.sql), or while an alias points at it and other versions
+-- carry that alias; an alias whose only version it is goes with it
 -- (pgflow._release_aliases).
 create or replace function pgflow.delete_flow_and_data(flow_slug text)
 returns void
@@ -146,6 +147,7 @@ begin
     raise exception 'flow % does not exist', coalesce(quote_literal(delete_flow_and_data.flow_slug), 'NULL')
       using errcode = '22023';
   end if;
+  perform pgflow._refuse_deleting_child_flow(delete_flow_and_data.flow_slug);
   perform pgflow._release_aliases(delete_flow_and_data.flow_slug);
   perform pgflow._delete_flow_data(delete_flow_and_data.flow_slug);
 end;

@@ -97,12 +97,27 @@ as $$
                 where a2.run_id = ss.run_id and a2.step_slug = ss.step_slug
                 order by a2.ended_at desc limit 100) a
         ), '[]'::jsonb)
-      ) order by s.step_index)
+      ) || case when s.kind = 'flow' then jsonb_build_object(
+        -- A child-flow step (0290_child_flows.sql): the flow it runs and its child runs by task
+        -- index (the first 1,000; with their status now).
+        'child_flow', s.child_flow,
+        'children', coalesce((
+          select jsonb_agg(jsonb_build_object('task_index', t.task_index, 'run_id', t.child_run_id,
+                                              'status', c.status) order by t.task_index)
+          from (select * from pgflow.step_tasks t2
+                where t2.run_id = ss.run_id and t2.step_slug = ss.step_slug and t2.child_run_id is not null
+                order by t2.task_index limit 1000) t
+          left join pgflow.runs c on c.run_id = t.child_run_id
+        ), '[]'::jsonb)) else '{}'::jsonb end
+      order by s.step_index)
       from pgflow.step_states ss
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
       where ss.run_id = r.run_id
     ), '[]'::jsonb)
-  )
+  ) || case when r.parent_run_id is not null then jsonb_build_object(
+    -- A child run (0290_child_flows.sql): the run, step and task waiting for it.
+    'parent', jsonb_build_object('run_id', r.parent_run_id, 'step_slug', r.parent_step_slug,
+                                 'task_index', r.parent_task_index)) else '{}'::jsonb end
   from pgflow.runs r
   where r.run_id = get_run.run_id
 $$;

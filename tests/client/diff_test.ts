@@ -53,6 +53,7 @@ function run(
     restartMode: null,
     startedAs: null,
     restarts: [],
+    parent: null,
     steps,
   };
 }

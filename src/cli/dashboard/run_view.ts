@@ -12,6 +12,7 @@ import type { RunRestart } from "../../client/types.ts";
 import type { ReadTx } from "./read_only.ts";
 import { type AttemptInfo, readAttempts } from "./attempts.ts";
 import { hasLineage, readRestarts } from "./restarts.ts";
+import { type ChildLinks, readChildLinks } from "./children.ts";
 import { readWaits, type StepWait } from "./waits.ts";
 
 export type { AttemptInfo } from "./attempts.ts";
@@ -110,6 +111,8 @@ export interface RunDetail {
   readonly restartMode: string | null;
   /** Runs that retry or resume this one, newest first (at most 20). */
   readonly restartedAs: readonly RunRestart[];
+  /** Its parent and child runs (child flows). */
+  readonly links: ChildLinks;
   /** Its steps in flow order. */
   readonly steps: readonly RunStep[];
 }
@@ -170,6 +173,7 @@ export async function readRun(
     where r.run_id = ${runId}::uuid`;
   if (run === undefined) return undefined;
   const restarts = (await readRestarts(tx, [runId], run.lineage)).get(runId) ?? [];
+  const links = await readChildLinks(tx, runId);
   const steps = await tx<
     {
       step_slug: string;
@@ -245,6 +249,7 @@ export async function readRun(
     restartOf: run.restart_of,
     restartMode: run.restart_mode,
     restartedAs: restarts,
+    links,
     steps: steps.map((s) => {
       const stored = s.status ?? "created";
       let status = stored as ShownStepStatus;

@@ -108,6 +108,9 @@ export function formatRun(run: RunState): string[] {
     row("restart", `${run.restartMode ?? "restart"} of ${run.restartOfRunId}`);
   }
   for (const r of run.restarts) row("restarted", `${restartedAs(r)} (${r.status}, ${r.startedAt})`);
+  if (run.parent !== null) {
+    row("parent", `${run.parent.runId} (step ${run.parent.stepSlug} [${run.parent.taskIndex}])`);
+  }
   row("why", whyEnded(run));
   out.push("", "steps");
   const steps = table(
@@ -133,6 +136,7 @@ export function formatRun(run: RunState): string[] {
     ]),
   );
   out.push(...steps.map((l) => `  ${l}`));
+  for (const s of run.steps) if (s.childFlow !== null) out.push("", ...formatChildren(s));
   const attempts = run.steps.flatMap((s) => s.attempts.map((a) => ({ step: s.stepSlug, a })));
   out.push(
     "",
@@ -140,6 +144,26 @@ export function formatRun(run: RunState): string[] {
   );
   for (const { step, a } of attempts) out.push(...formatAttempt(step, a));
   return out;
+}
+
+/** How many child runs `runs show` lists per child-flow step; `--json` has them all. */
+const CHILDREN_SHOWN = 20;
+
+/** A child-flow step's child runs: "children of each (enrich_v1): 3 completed, 1 started", then ids. */
+function formatChildren(s: StepState): string[] {
+  const counts = new Map<string, number>();
+  for (const c of s.children) {
+    counts.set(c.status ?? "pruned", (counts.get(c.status ?? "pruned") ?? 0) + 1);
+  }
+  const summary = [...counts].map(([status, n]) => `${n} ${status}`).join(", ") || "none started";
+  const lines = [`children of ${s.stepSlug} (flow ${s.childFlow}): ${summary}`];
+  for (const c of s.children.slice(0, CHILDREN_SHOWN)) {
+    lines.push(`  [${c.taskIndex}] ${c.runId} ${c.status ?? "pruned"}`);
+  }
+  if (s.children.length > CHILDREN_SHOWN) {
+    lines.push(`  … ${s.children.length - CHILDREN_SHOWN} more (runs show <id> --json lists them)`);
+  }
+  return lines;
 }
 
 /**

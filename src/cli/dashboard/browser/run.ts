@@ -143,6 +143,31 @@ function lineage(run: RunDetail): HTMLElement | null {
       ]),
     );
   }
+  const { parent, children, childCount } = run.links;
+  if (parent) {
+    parts.push(
+      el("span", { className: "child-of" }, [
+        "child of run ",
+        runLink(parent.runId),
+        ` (step ${parent.stepSlug} [${parent.taskIndex}])`,
+      ]),
+    );
+  }
+  if (childCount > 0) {
+    parts.push(
+      el("span", { className: "children" }, [
+        `${childCount} child run(s)${
+          childCount > children.length ? `, the first ${children.length}` : ""
+        }: `,
+        ...children.flatMap((c, i) => [
+          i === 0 ? "" : ", ",
+          `${c.stepSlug}[${c.taskIndex}] `,
+          runLink(c.runId),
+          ` (${c.status})`,
+        ]),
+      ]),
+    );
+  }
   return parts.length ? el("p", { className: "lineage" }, parts) : null;
 }
 
