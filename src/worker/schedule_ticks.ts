@@ -5,7 +5,7 @@ import { every } from "../util/periodic.ts";
 
 /**
  * Fires the due ticks of every schedule from a worker, so schedules keep working on a database
- * without pg_cron. Any number of workers (and pg_cron's job) may call it at once: a tick starts
+ * without pg_cron, and releases the rate-limited tasks whose window has room again. Any number of workers (and pg_cron's job) may call it at once: a tick starts
  * one run whoever fires it (`pgflow.fire_due_schedules`, supabase/schemas/0270_schedules.sql).
  * A failure is logged when it differs from the previous one, not once a second. Returns how many
  * runs were started, or `null` on failure.
@@ -23,7 +23,10 @@ export class ScheduleTicker {
   async tick(): Promise<number | null> {
     try {
       const [row] = await bounded(
-        this.sql<{ started: number }[]>`select pgflow.fire_due_schedules() as started`,
+        // Rate-limited tasks whose time has come are released on the same beat
+        // (pgflow.release_rate_waiting): a rate of one per second needs a release each second.
+        this.sql<{ started: number }[]>`select pgflow.release_rate_waiting() as released,
+                                               pgflow.fire_due_schedules() as started`,
         "fire_due_schedules",
         this.timeoutMs,
       );
