@@ -60,6 +60,19 @@ db.test("a full window sends tasks back to waiting, archived and uncounted; rele
   assert.equal(archived, 3, "their messages are archived, not left to be read again");
   const [{ reason }] = await sql`select reason from pgflow.waiting_tasks('rl1_q')`;
   assert.match(reason, /^rate limit rl1\/s key a: 2 per 3600 s, next at \d{4}-\d\d-\d\d /);
+  const [{ run }] =
+    await sql`select distinct run_id as run from pgflow.step_tasks where flow_slug = 'rl1'`;
+  const [{ waiting: shown }] = await sql`select s -> 'waiting' as waiting
+    from jsonb_array_elements(pgflow.get_run(${run}) -> 'steps') s where s ->> 'step_slug' = 's'`;
+  assert.deepEqual(
+    shown.map((w: { tasks: number; in_flight: number; max_running: number }) => [
+      w.tasks,
+      w.in_flight,
+      w.max_running,
+    ]),
+    [[3, 2, 2]],
+    "get_run shows them: 3 waiting, 2 starts in the window of 2",
+  );
 
   assert.equal((await sql`select pgflow.release_rate_waiting() as n`)[0].n, 0, "not yet");
   // An hour passes for key a: its window's starts and the tasks' not_before move back.
