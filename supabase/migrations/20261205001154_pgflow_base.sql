@@ -1982,6 +1982,40 @@ exception when others then
 end;
 $$;
 
+-- The problems of a limit's key and keyFrom (p_limit: {"key": "$.path", "keyFrom": "run" |
+-- "input"}), named p_option in the lines, p_example the path suggested as a fix.
+create or replace function pgflow._limit_key_problems(p_where text, p_option text, p_limit jsonb, p_example text)
+returns text[]
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  v jsonb := nullif(p_limit -> 'key', 'null'::jsonb);
+begin
+  if v is not null then
+    if jsonb_typeof(v) <> 'string' then
+      problems := problems || format('%s: %s.key must be a JSON path string such as "%s", got %s',
+        p_where, p_option, p_example, left(v::text, 200));
+    else
+      begin
+        perform (v #>> '{}')::jsonpath;
+      exception when others then
+        problems := problems || format('%s: %s.key %s is not a JSON path (%s); write e.g. "%s"',
+          p_where, p_option, left(v::text, 200), sqlerrm, p_example);
+      end;
+    end if;
+  end if;
+  v := nullif(p_limit -> 'keyFrom', 'null'::jsonb);
+  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
+    problems := problems || format('%s: %s.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
+      p_where, p_option, left(v::text, 200));
+  end if;
+  return problems;
+end;
+$$;
+
 -- Every problem with one step's (or a flow's) rateLimit, one line each as below.
 create or replace function pgflow._rate_limit_problems(p_where text, p_rate jsonb)
 returns text[]
@@ -2013,25 +2047,7 @@ begin
     problems := problems || format('%s: rateLimit.per must be an interval from %s ms to %s ms (a day), as milliseconds or text such as "1 second", got %s',
       p_where, b -> 'ratePerMs' ->> 'min', b -> 'ratePerMs' ->> 'max', left(coalesce(v::text, 'nothing'), 200));
   end if;
-  v := nullif(p_rate -> 'key', 'null'::jsonb);
-  if v is not null then
-    if jsonb_typeof(v) <> 'string' then
-      problems := problems || format('%s: rateLimit.key must be a JSON path string such as "$.channel", got %s',
-        p_where, left(v::text, 200));
-    else
-      begin
-        perform (v #>> '{}')::jsonpath;
-      exception when others then
-        problems := problems || format('%s: rateLimit.key %s is not a JSON path (%s); write e.g. "$.channel"',
-          p_where, left(v::text, 200), sqlerrm);
-      end;
-    end if;
-  end if;
-  v := nullif(p_rate -> 'keyFrom', 'null'::jsonb);
-  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
-    problems := problems || format('%s: rateLimit.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
-      p_where, left(v::text, 200));
-  end if;
+  problems := problems || pgflow._limit_key_problems(p_where, 'rateLimit', p_rate, '$.channel');
   return problems;
 end;
 $$;
@@ -2098,31 +2114,34 @@ begin
     problems := problems || format('%s: concurrency.limit must be an integer between %s and %s (tasks at once), got %s',
       p_where, b -> 'concurrency' ->> 'min', b -> 'concurrency' ->> 'max', coalesce(v::text, 'nothing'));
   end if;
-  v := nullif(c -> 'key', 'null'::jsonb);
-  if v is not null then
-    if jsonb_typeof(v) <> 'string' then
-      problems := problems || format('%s: concurrency.key must be a JSON path string such as "$.customerId", got %s',
-        p_where, left(v::text, 200));
-    else
-      begin
-        perform (v #>> '{}')::jsonpath;
-      exception when others then
-        problems := problems || format('%s: concurrency.key %s is not a JSON path (%s); write e.g. "$.customerId"',
-          p_where, left(v::text, 200), sqlerrm);
-      end;
-    end if;
-  end if;
-  v := nullif(c -> 'keyFrom', 'null'::jsonb);
-  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
-    problems := problems || format('%s: concurrency.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
-      p_where, left(v::text, 200));
-  end if;
+  problems := problems || pgflow._limit_key_problems(p_where, 'concurrency', c, '$.customerId');
   v := nullif(c -> 'scope', 'null'::jsonb);
   if v is not null and not (jsonb_typeof(v) = 'string' and (v #>> '{}') ~ '^[A-Za-z0-9_.:-]{1,100}$') then
     problems := problems || format('%s: concurrency.scope must be 1 to 100 letters, digits, "_", ".", ":" or "-" (a name shared by the steps that share the limit, e.g. "slack-api"), got %s',
       p_where, left(v::text, 200));
   end if;
   return problems;
+end;
+$$;
+
+-- The step, its row locked for a change of its flow control; an unknown step fails, naming it.
+create or replace function pgflow._step_for_update(p_flow_slug text, p_step_slug text)
+returns pgflow.steps
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  step pgflow.steps;
+begin
+  select * into step from pgflow.steps s
+  where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
+  for update;
+  if not found then
+    raise exception 'step %.% does not exist', coalesce(p_flow_slug, 'NULL'), coalesce(p_step_slug, 'NULL')
+      using errcode = '22023', hint = 'create it with pgflow.add_step first';
+  end if;
+  return step;
 end;
 $$;
 
@@ -2151,14 +2170,7 @@ declare
   problems text[];
   scope text;
 begin
-  select * into step from pgflow.steps s
-  where s.flow_slug = set_step_flow_control.flow_slug and s.step_slug = set_step_flow_control.step_slug
-  for update;
-  if not found then
-    raise exception 'step %.% does not exist', coalesce(set_step_flow_control.flow_slug, 'NULL'),
-      coalesce(set_step_flow_control.step_slug, 'NULL')
-      using errcode = '22023', hint = 'create it with pgflow.add_step first';
-  end if;
+  step := pgflow._step_for_update(set_step_flow_control.flow_slug, set_step_flow_control.step_slug);
   if concurrency is null and (concurrency_key is not null or concurrency_scope is not null) then
     raise exception 'step %.%: concurrency_key and concurrency_scope need a concurrency limit',
       step.flow_slug, step.step_slug
@@ -2372,10 +2384,10 @@ as $$
   select pg_catalog.hashtext(p_scope || chr(31) || p_key)
 $$;
 
--- Sends the messages of tasks just made queued (by a release): each to its queue snapshot, with
--- what is left of its step's start delay, its message id stored on the task; queues that got
--- visible messages are announced. Returns how many were sent.
-create or replace function pgflow._send_released(p_runs uuid[], p_steps text[], p_idx integer[])
+-- Releases waiting tasks a release picked (and locked): each is made queued and its message sent
+-- to its queue snapshot, with what is left of its step's start delay, its message id stored on the
+-- task; queues that got visible messages are announced. Returns how many were released.
+create or replace function pgflow._release_tasks(p_runs uuid[], p_steps text[], p_idx integer[])
 returns integer
 language plpgsql
 volatile
@@ -2388,6 +2400,9 @@ begin
   if p_runs is null then
     return 0;
   end if;
+  update pgflow.step_tasks t set status = 'queued', not_before = null
+  from unnest(p_runs, p_steps, p_idx) as u(run_id, step_slug, task_index)
+  where t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
   for grp in
     select u.queue_name, u.delay, array_agg(u.run_id order by u.ord) as runs,
            array_agg(u.step_slug order by u.ord) as steps, array_agg(u.task_index order by u.ord) as idxs,
@@ -2420,7 +2435,7 @@ end;
 $$;
 
 -- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
--- first), then age. Each is made queued and its message sent (pgflow._send_released). A waiting
+-- first), then age (pgflow._release_tasks). A waiting
 -- task locked by another transaction (a cancel) is skipped, and so is one a rate limit holds back
 -- (0262_rate_limits.sql): its not_before has not come, or its rate key's window has no room now
 -- (a hint read without the rate lock: the claim decides exactly, this only spares sending a
@@ -2447,7 +2462,9 @@ begin
   if coalesce(cap, 2147483647) - held <= 0 then
     return 0;
   end if;
-  with picked as (
+  select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+  into rel_runs, rel_steps, rel_idx
+  from (
     select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
     where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
       and (t.rate_scope is null
@@ -2456,19 +2473,8 @@ begin
     order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
     limit coalesce(cap, 2147483647) - held
     for update skip locked
-  ),
-  released as (
-    update pgflow.step_tasks t set status = 'queued', not_before = null
-    from picked p
-    where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
-    returning t.run_id, t.step_slug, t.task_index
-  )
-  select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index)
-  into rel_runs, rel_steps, rel_idx
-  from released r;
-  return pgflow._send_released(rel_runs, rel_steps, rel_idx);
+  ) p;
+  return pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
 end;
 $$;
 
@@ -2716,14 +2722,7 @@ declare
   problems text[];
   scope text;
 begin
-  select * into step from pgflow.steps s
-  where s.flow_slug = set_step_rate_limit.flow_slug and s.step_slug = set_step_rate_limit.step_slug
-  for update;
-  if not found then
-    raise exception 'step %.% does not exist', coalesce(set_step_rate_limit.flow_slug, 'NULL'),
-      coalesce(set_step_rate_limit.step_slug, 'NULL')
-      using errcode = '22023', hint = 'create it with pgflow.add_step first';
-  end if;
+  step := pgflow._step_for_update(set_step_rate_limit.flow_slug, set_step_rate_limit.step_slug);
   if rate_limit is not null then
     problems := pgflow._rate_limit_problems(format('step %s.%s', step.flow_slug, step.step_slug),
       jsonb_build_object('limit', rate_limit, 'per', extract(epoch from per) * 1000,
@@ -2909,26 +2908,17 @@ begin
                                                            pgflow._limit_lock_key(k.rate_scope, k.rate_key));
     room := pgflow._rate_room(k.rate_scope, k.rate_key);
     continue when room <= 0;
-    with picked as (
+    select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+    into rel_runs, rel_steps, rel_idx
+    from (
       select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
       where t.status = 'waiting' and t.not_before <= clock_timestamp() and t.limit_scope is null
         and t.rate_scope = k.rate_scope and t.rate_key = k.rate_key
       order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
       limit room
       for update skip locked
-    ),
-    rel as (
-      update pgflow.step_tasks t set status = 'queued', not_before = null
-      from picked p
-      where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
-      returning t.run_id, t.step_slug, t.task_index
-    )
-    select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
-           array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
-           array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index)
-    into rel_runs, rel_steps, rel_idx
-    from rel r;
-    released := released + pgflow._send_released(rel_runs, rel_steps, rel_idx);
+    ) p;
+    released := released + pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
   end loop;
   return released;
 end;

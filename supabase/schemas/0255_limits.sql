@@ -92,6 +92,40 @@ exception when others then
 end;
 $$;
 
+-- The problems of a limit's key and keyFrom (p_limit: {"key": "$.path", "keyFrom": "run" |
+-- "input"}), named p_option in the lines, p_example the path suggested as a fix.
+create or replace function pgflow._limit_key_problems(p_where text, p_option text, p_limit jsonb, p_example text)
+returns text[]
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  v jsonb := nullif(p_limit -> 'key', 'null'::jsonb);
+begin
+  if v is not null then
+    if jsonb_typeof(v) <> 'string' then
+      problems := problems || format('%s: %s.key must be a JSON path string such as "%s", got %s',
+        p_where, p_option, p_example, left(v::text, 200));
+    else
+      begin
+        perform (v #>> '{}')::jsonpath;
+      exception when others then
+        problems := problems || format('%s: %s.key %s is not a JSON path (%s); write e.g. "%s"',
+          p_where, p_option, left(v::text, 200), sqlerrm, p_example);
+      end;
+    end if;
+  end if;
+  v := nullif(p_limit -> 'keyFrom', 'null'::jsonb);
+  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
+    problems := problems || format('%s: %s.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
+      p_where, p_option, left(v::text, 200));
+  end if;
+  return problems;
+end;
+$$;
+
 -- Every problem with one step's (or a flow's) rateLimit, one line each as below.
 create or replace function pgflow._rate_limit_problems(p_where text, p_rate jsonb)
 returns text[]
@@ -123,25 +157,7 @@ begin
     problems := problems || format('%s: rateLimit.per must be an interval from %s ms to %s ms (a day), as milliseconds or text such as "1 second", got %s',
       p_where, b -> 'ratePerMs' ->> 'min', b -> 'ratePerMs' ->> 'max', left(coalesce(v::text, 'nothing'), 200));
   end if;
-  v := nullif(p_rate -> 'key', 'null'::jsonb);
-  if v is not null then
-    if jsonb_typeof(v) <> 'string' then
-      problems := problems || format('%s: rateLimit.key must be a JSON path string such as "$.channel", got %s',
-        p_where, left(v::text, 200));
-    else
-      begin
-        perform (v #>> '{}')::jsonpath;
-      exception when others then
-        problems := problems || format('%s: rateLimit.key %s is not a JSON path (%s); write e.g. "$.channel"',
-          p_where, left(v::text, 200), sqlerrm);
-      end;
-    end if;
-  end if;
-  v := nullif(p_rate -> 'keyFrom', 'null'::jsonb);
-  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
-    problems := problems || format('%s: rateLimit.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
-      p_where, left(v::text, 200));
-  end if;
+  problems := problems || pgflow._limit_key_problems(p_where, 'rateLimit', p_rate, '$.channel');
   return problems;
 end;
 $$;
@@ -208,31 +224,34 @@ begin
     problems := problems || format('%s: concurrency.limit must be an integer between %s and %s (tasks at once), got %s',
       p_where, b -> 'concurrency' ->> 'min', b -> 'concurrency' ->> 'max', coalesce(v::text, 'nothing'));
   end if;
-  v := nullif(c -> 'key', 'null'::jsonb);
-  if v is not null then
-    if jsonb_typeof(v) <> 'string' then
-      problems := problems || format('%s: concurrency.key must be a JSON path string such as "$.customerId", got %s',
-        p_where, left(v::text, 200));
-    else
-      begin
-        perform (v #>> '{}')::jsonpath;
-      exception when others then
-        problems := problems || format('%s: concurrency.key %s is not a JSON path (%s); write e.g. "$.customerId"',
-          p_where, left(v::text, 200), sqlerrm);
-      end;
-    end if;
-  end if;
-  v := nullif(c -> 'keyFrom', 'null'::jsonb);
-  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
-    problems := problems || format('%s: concurrency.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
-      p_where, left(v::text, 200));
-  end if;
+  problems := problems || pgflow._limit_key_problems(p_where, 'concurrency', c, '$.customerId');
   v := nullif(c -> 'scope', 'null'::jsonb);
   if v is not null and not (jsonb_typeof(v) = 'string' and (v #>> '{}') ~ '^[A-Za-z0-9_.:-]{1,100}$') then
     problems := problems || format('%s: concurrency.scope must be 1 to 100 letters, digits, "_", ".", ":" or "-" (a name shared by the steps that share the limit, e.g. "slack-api"), got %s',
       p_where, left(v::text, 200));
   end if;
   return problems;
+end;
+$$;
+
+-- The step, its row locked for a change of its flow control; an unknown step fails, naming it.
+create or replace function pgflow._step_for_update(p_flow_slug text, p_step_slug text)
+returns pgflow.steps
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  step pgflow.steps;
+begin
+  select * into step from pgflow.steps s
+  where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
+  for update;
+  if not found then
+    raise exception 'step %.% does not exist', coalesce(p_flow_slug, 'NULL'), coalesce(p_step_slug, 'NULL')
+      using errcode = '22023', hint = 'create it with pgflow.add_step first';
+  end if;
+  return step;
 end;
 $$;
 
@@ -261,14 +280,7 @@ declare
   problems text[];
   scope text;
 begin
-  select * into step from pgflow.steps s
-  where s.flow_slug = set_step_flow_control.flow_slug and s.step_slug = set_step_flow_control.step_slug
-  for update;
-  if not found then
-    raise exception 'step %.% does not exist', coalesce(set_step_flow_control.flow_slug, 'NULL'),
-      coalesce(set_step_flow_control.step_slug, 'NULL')
-      using errcode = '22023', hint = 'create it with pgflow.add_step first';
-  end if;
+  step := pgflow._step_for_update(set_step_flow_control.flow_slug, set_step_flow_control.step_slug);
   if concurrency is null and (concurrency_key is not null or concurrency_scope is not null) then
     raise exception 'step %.%: concurrency_key and concurrency_scope need a concurrency limit',
       step.flow_slug, step.step_slug

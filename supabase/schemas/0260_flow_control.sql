@@ -43,10 +43,10 @@ as $$
   select pg_catalog.hashtext(p_scope || chr(31) || p_key)
 $$;
 
--- Sends the messages of tasks just made queued (by a release): each to its queue snapshot, with
--- what is left of its step's start delay, its message id stored on the task; queues that got
--- visible messages are announced. Returns how many were sent.
-create or replace function pgflow._send_released(p_runs uuid[], p_steps text[], p_idx integer[])
+-- Releases waiting tasks a release picked (and locked): each is made queued and its message sent
+-- to its queue snapshot, with what is left of its step's start delay, its message id stored on the
+-- task; queues that got visible messages are announced. Returns how many were released.
+create or replace function pgflow._release_tasks(p_runs uuid[], p_steps text[], p_idx integer[])
 returns integer
 language plpgsql
 volatile
@@ -59,6 +59,9 @@ begin
   if p_runs is null then
     return 0;
   end if;
+  update pgflow.step_tasks t set status = 'queued', not_before = null
+  from unnest(p_runs, p_steps, p_idx) as u(run_id, step_slug, task_index)
+  where t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
   for grp in
     select u.queue_name, u.delay, array_agg(u.run_id order by u.ord) as runs,
            array_agg(u.step_slug order by u.ord) as steps, array_agg(u.task_index order by u.ord) as idxs,
@@ -91,7 +94,7 @@ end;
 $$;
 
 -- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
--- first), then age. Each is made queued and its message sent (pgflow._send_released). A waiting
+-- first), then age (pgflow._release_tasks). A waiting
 -- task locked by another transaction (a cancel) is skipped, and so is one a rate limit holds back
 -- (0262_rate_limits.sql): its not_before has not come, or its rate key's window has no room now
 -- (a hint read without the rate lock: the claim decides exactly, this only spares sending a
@@ -118,7 +121,9 @@ begin
   if coalesce(cap, 2147483647) - held <= 0 then
     return 0;
   end if;
-  with picked as (
+  select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+  into rel_runs, rel_steps, rel_idx
+  from (
     select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
     where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
       and (t.rate_scope is null
@@ -127,19 +132,8 @@ begin
     order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
     limit coalesce(cap, 2147483647) - held
     for update skip locked
-  ),
-  released as (
-    update pgflow.step_tasks t set status = 'queued', not_before = null
-    from picked p
-    where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
-    returning t.run_id, t.step_slug, t.task_index
-  )
-  select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index)
-  into rel_runs, rel_steps, rel_idx
-  from released r;
-  return pgflow._send_released(rel_runs, rel_steps, rel_idx);
+  ) p;
+  return pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
 end;
 $$;
 

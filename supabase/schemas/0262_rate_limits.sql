@@ -95,14 +95,7 @@ declare
   problems text[];
   scope text;
 begin
-  select * into step from pgflow.steps s
-  where s.flow_slug = set_step_rate_limit.flow_slug and s.step_slug = set_step_rate_limit.step_slug
-  for update;
-  if not found then
-    raise exception 'step %.% does not exist', coalesce(set_step_rate_limit.flow_slug, 'NULL'),
-      coalesce(set_step_rate_limit.step_slug, 'NULL')
-      using errcode = '22023', hint = 'create it with pgflow.add_step first';
-  end if;
+  step := pgflow._step_for_update(set_step_rate_limit.flow_slug, set_step_rate_limit.step_slug);
   if rate_limit is not null then
     problems := pgflow._rate_limit_problems(format('step %s.%s', step.flow_slug, step.step_slug),
       jsonb_build_object('limit', rate_limit, 'per', extract(epoch from per) * 1000,
@@ -288,26 +281,17 @@ begin
                                                            pgflow._limit_lock_key(k.rate_scope, k.rate_key));
     room := pgflow._rate_room(k.rate_scope, k.rate_key);
     continue when room <= 0;
-    with picked as (
+    select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+    into rel_runs, rel_steps, rel_idx
+    from (
       select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
       where t.status = 'waiting' and t.not_before <= clock_timestamp() and t.limit_scope is null
         and t.rate_scope = k.rate_scope and t.rate_key = k.rate_key
       order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
       limit room
       for update skip locked
-    ),
-    rel as (
-      update pgflow.step_tasks t set status = 'queued', not_before = null
-      from picked p
-      where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
-      returning t.run_id, t.step_slug, t.task_index
-    )
-    select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
-           array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
-           array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index)
-    into rel_runs, rel_steps, rel_idx
-    from rel r;
-    released := released + pgflow._send_released(rel_runs, rel_steps, rel_idx);
+    ) p;
+    released := released + pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
   end loop;
   return released;
 end;

@@ -35,15 +35,16 @@ db.test("no key starts more than its rate limit in any window, while a worker pr
     await sql`select pgflow.start_flow('rx', ${sql.json(items)})`;
   }
 
-  const spawn = (fn: string) =>
+  // The victim holds each batch 50 ms before completing it, so a kill finds started tasks.
+  const spawn = (fn: string, holdMs: number) =>
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", SCRIPT, url, "rx_q", "rx", "2", fn],
+      args: ["run", "-A", SCRIPT, url, "rx_q", "rx", "2", fn, String(holdMs)],
       stdout: "null",
       stderr: "inherit",
     }).spawn();
-  const steady = spawn("steady");
+  const steady = spawn("steady", 0);
   let generation = 0;
-  let victim = spawn(`victim${generation}`);
+  let victim = spawn(`victim${generation}`, 50);
   let kills = 0;
   let done = false;
 
@@ -58,7 +59,7 @@ db.test("no key starts more than its rate limit in any window, while a worker pr
       kills++;
       const dead = `victim${generation}`;
       generation++;
-      victim = spawn(`victim${generation}`);
+      victim = spawn(`victim${generation}`, 50);
       await sql`with dead as (
           select t.run_id, t.step_slug, t.task_index, t.rate_key, t.started_at from pgflow.step_tasks t
           join pgflow.workers w on w.worker_id = t.last_worker_id
@@ -87,6 +88,7 @@ db.test("no key starts more than its rate limit in any window, while a worker pr
 
   assert.ok(kills > 0, "a worker process was killed during the run");
   const [{ taken }] = await sql`select count(*)::int as taken from rl_taken_back`;
+  assert.ok(taken > 0, "killed workers held started tasks, and recovery took them back");
   // Every start, and per start the starts of its key in the second up to it.
   const [w] = await sql`
     with starts as (
@@ -107,7 +109,8 @@ db.test("no key starts more than its rate limit in any window, while a worker pr
   const [t] = await sql`select count(*) filter (where status = 'completed')::int as completed,
                                count(*)::int as total from pgflow.step_tasks where flow_slug = 'rx'`;
   assert.deepEqual([t.completed, t.total], [TASKS, TASKS], "nothing lost");
-  const [d] = await sql`select count(*)::int as n, count(distinct (run_id, task_index))::int as distinct_n
+  const [d] =
+    await sql`select count(*)::int as n, count(distinct (run_id, task_index))::int as distinct_n
                         from rl_done`;
   assert.deepEqual([d.n, d.distinct_n], [TASKS, TASKS], "every task completed once, none twice");
   const elapsed = (Date.now() - started) / 1000;
