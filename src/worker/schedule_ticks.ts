@@ -22,11 +22,16 @@ export class ScheduleTicker {
   /** One pass: every due tick of every active schedule. */
   async tick(): Promise<number | null> {
     try {
+      // Rate-limited tasks whose time has come are released on the same beat: a rate of one per
+      // second needs a release each second. In a transaction of its own: it takes its keys' locks
+      // in one ordered pass, and the runs a schedule starts take theirs in another at commit.
+      await bounded(
+        this.sql`select pgflow.release_rate_waiting()`,
+        "release_rate_waiting",
+        this.timeoutMs,
+      );
       const [row] = await bounded(
-        // Rate-limited tasks whose time has come are released on the same beat
-        // (pgflow.release_rate_waiting): a rate of one per second needs a release each second.
-        this.sql<{ started: number }[]>`select pgflow.release_rate_waiting() as released,
-                                               pgflow.fire_due_schedules() as started`,
+        this.sql<{ started: number }[]>`select pgflow.fire_due_schedules() as started`,
         "fire_due_schedules",
         this.timeoutMs,
       );

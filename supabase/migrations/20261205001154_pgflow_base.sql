@@ -2581,8 +2581,9 @@ declare
   k record;
   released integer := 0;
 begin
-  -- Rate limits first: their locks come before every concurrency lock (0262_rate_limits.sql).
-  released := pgflow.release_rate_waiting();
+  -- Rate limits first: their locks come before every concurrency lock (0262_rate_limits.sql). The
+  -- tasks that have a concurrency limit too are released by the loop below, in its one pass.
+  released := pgflow.release_rate_waiting(false);
   for k in
     select w.limit_scope, w.limit_key
     from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t
@@ -2874,9 +2875,12 @@ $$;
 -- by priority, then age. A key whose rate lock another transaction holds is left to the next pass
 -- (that transaction is a claim or a release of the same key). Tasks that also have a concurrency
 -- limit are released by that limit's own release (pgflow._release_waiting), which knows its
--- capacity. Every worker calls it with its schedule ticker (each second by default); pgflow.tick
--- calls it too. Returns how many tasks it released.
-create or replace function pgflow.release_rate_waiting()
+-- capacity (unless with_concurrency is false: pgflow.tick, which releases every concurrency key in
+-- one ordered pass of its own after this one). Every worker calls it with its schedule ticker (each
+-- second by default), in a transaction of its own: its locks are taken in one ordered pass, and a
+-- second pass in the same transaction could take a lower lock after a higher one. Returns how
+-- many tasks it released.
+create or replace function pgflow.release_rate_waiting(with_concurrency boolean default true)
 returns integer
 language plpgsql
 volatile
@@ -2893,7 +2897,8 @@ begin
   for k in
     select d.rate_scope, d.rate_key, d.limit_scope, d.limit_key
     from (select distinct t.rate_scope, t.rate_key, t.limit_scope, t.limit_key from pgflow.step_tasks t
-          where t.status = 'waiting' and t.not_before <= clock_timestamp()) d
+          where t.status = 'waiting' and t.not_before <= clock_timestamp()
+            and (release_rate_waiting.with_concurrency or t.limit_scope is null)) d
     -- Rate locks first, then the concurrency keys' releases in their own lock order.
     order by d.limit_scope is not null,
              case when d.limit_scope is null then pgflow._limit_lock_key(d.rate_scope, d.rate_key)

@@ -240,8 +240,9 @@ declare
   k record;
   released integer := 0;
 begin
-  -- Rate limits first: their locks come before every concurrency lock (0262_rate_limits.sql).
-  released := pgflow.release_rate_waiting();
+  -- Rate limits first: their locks come before every concurrency lock (0262_rate_limits.sql). The
+  -- tasks that have a concurrency limit too are released by the loop below, in its one pass.
+  released := pgflow.release_rate_waiting(false);
   for k in
     select w.limit_scope, w.limit_key
     from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t

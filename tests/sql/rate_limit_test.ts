@@ -132,6 +132,18 @@ db.test("with a concurrency limit too, both hold; cancel leaves no waiting task 
     "the window has no room: none sent",
   );
   assert.equal(t.filter((x) => x.status === "waiting").length, 5);
+  // An hour passes: pgflow.tick releases them through the concurrency limit's own pass, and the
+  // claim still starts one per window.
+  await sql`update pgflow.rate_limit_windows
+            set starts = array(select s - interval '1 hour' from unnest(starts) s)
+            where scope = 'rl3/s'`;
+  await sql`update pgflow.step_tasks set not_before = not_before - interval '1 hour'
+            where status = 'waiting' and flow_slug = 'rl3'`;
+  assert.ok((await sql`select pgflow.tick() as n`)[0].n >= 1, "tick released what time allows");
+  assert.deepEqual(
+    (await claim(sql, "rl3", worker)).filter((r) => r.disposition === "claimed").length,
+    1,
+  );
   await sql`select pgflow.cancel_run(${run})`;
   const [c] = await sql`select count(*) filter (where status = 'waiting')::int as waiting,
                                count(*) filter (where status = 'cancelled')::int as cancelled
