@@ -53,7 +53,7 @@ export { FlowDefinitionError } from "./src/dsl/errors.ts";
 export { MAX_RETRY_AFTER_MS, RetryAfter } from "./src/dsl/retry_after.ts";
 export type { RetryAfterOptions, RetryAfterResponse } from "./src/dsl/retry_after.ts";
 export { StepTimedOut, WorkerShutdown } from "./src/dsl/abort_reasons.ts";
-export type { ConcurrencyLimit, FlowControlOptions } from "./src/dsl/flow_control.ts";
+export type { ConcurrencyLimit, FlowControlOptions, RateLimit } from "./src/dsl/flow_control.ts";
 export type {
   FlowInputSchemaOption,
   InputIssue,

@@ -58,6 +58,7 @@ const STEP_KEYS: ReadonlySet<string> = new Set([
   "whenExhausted",
   "priority",
   "concurrency",
+  "rateLimit",
 ]);
 const MAP_KEYS: ReadonlySet<string> = new Set(
   [...STEP_KEYS].filter((key) => key !== "dependsOn").concat("array"),
@@ -83,6 +84,7 @@ const FLOW_KEYS: ReadonlySet<string> = new Set([
   "input",
   "priority",
   "concurrency",
+  "rateLimit",
 ]);
 
 function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string): void {
@@ -272,6 +274,7 @@ export class Flow<
       input: _input,
       priority: _priority,
       concurrency: _concurrency,
+      rateLimit: _rateLimit,
       ...runtime
     } = options;
     this.options = pickStepRuntimeOptions(runtime);

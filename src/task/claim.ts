@@ -18,7 +18,8 @@ export type SupportedPair = readonly [flow: string, step: string];
  * message was made visible again at once and announced to that worker; `unsupported`: outside the
  * set, and no live worker serves it; `surplus`: a task this worker serves, read beyond the tasks
  * it could claim (a read past another worker's backlog), made visible again at once and announced
- * for whichever worker serving it reads next.
+ * for whichever worker serving it reads next; `rate_limited`: its task's rate-limit window was full,
+ * so the task went back to waiting and its message was archived (a release sends a new one).
  */
 export type Disposition =
   | "claimed"
@@ -27,7 +28,8 @@ export type Disposition =
   | "unknown"
   | "unsupported"
   | "handed_back"
-  | "surplus";
+  | "surplus"
+  | "rate_limited";
 
 /** A task this worker now owns: only claimed rows carry identity and input. */
 export interface ClaimedTask {

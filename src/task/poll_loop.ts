@@ -171,9 +171,10 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
       }
       for (const skipped of result.skipped) {
         // Identity only: the body never explains or authorises anything. A surplus task is this
-        // worker's own, returned for want of a free slot: nothing to report.
+        // worker's own, returned for want of a free slot, and a rate-limited one waits for its
+        // window: nothing to report.
         const { disposition } = skipped;
-        if (disposition !== "surplus") {
+        if (disposition !== "surplus" && disposition !== "rate_limited") {
           deps.activity.unclaimed({
             ...skipped,
             disposition: REFUSED.has(disposition) && serves(skipped.flowSlug, skipped.stepSlug)

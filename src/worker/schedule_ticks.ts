@@ -5,7 +5,7 @@ import { every } from "../util/periodic.ts";
 
 /**
  * Fires the due ticks of every schedule from a worker, so schedules keep working on a database
- * without pg_cron. Any number of workers (and pg_cron's job) may call it at once: a tick starts
+ * without pg_cron, and releases the rate-limited tasks whose window has room again. Any number of workers (and pg_cron's job) may call it at once: a tick starts
  * one run whoever fires it (`pgflow.fire_due_schedules`, supabase/schemas/0270_schedules.sql).
  * A failure is logged when it differs from the previous one, not once a second. Returns how many
  * runs were started, or `null` on failure.
@@ -22,6 +22,14 @@ export class ScheduleTicker {
   /** One pass: every due tick of every active schedule. */
   async tick(): Promise<number | null> {
     try {
+      // Rate-limited tasks whose time has come are released on the same beat: a rate of one per
+      // second needs a release each second. In a transaction of its own: it takes its keys' locks
+      // in one ordered pass, and the runs a schedule starts take theirs in another at commit.
+      await bounded(
+        this.sql`select pgflow.release_rate_waiting()`,
+        "release_rate_waiting",
+        this.timeoutMs,
+      );
       const [row] = await bounded(
         this.sql<{ started: number }[]>`select pgflow.fire_due_schedules() as started`,
         "fire_due_schedules",

@@ -252,6 +252,11 @@ create table if not exists pgflow.steps (
   concurrency_scope text,
   concurrency_key jsonpath,
   concurrency_key_from text,
+  -- Its rate limit (0262_rate_limits.sql): the scope (NULL: none; the limit and interval are
+  -- pgflow.rate_limits' row for the scope, as for concurrency) and the key path, read as above.
+  rate_scope text,
+  rate_key jsonpath,
+  rate_key_from text,
   created_at timestamptz not null default now(),
   constraint steps_pkey primary key (flow_slug, step_slug),
   constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
@@ -272,7 +277,11 @@ create table if not exists pgflow.steps (
   constraint steps_concurrency_key_has_scope check (concurrency_key is null or concurrency_scope is not null),
   constraint steps_concurrency_key_from_known check (
     (concurrency_key is null and concurrency_key_from is null)
-    or (concurrency_key is not null and concurrency_key_from in ('run', 'input')))
+    or (concurrency_key is not null and concurrency_key_from in ('run', 'input'))),
+  constraint steps_rate_key_has_scope check (rate_key is null or rate_scope is not null),
+  constraint steps_rate_key_from_known check (
+    (rate_key is null and rate_key_from is null)
+    or (rate_key is not null and rate_key_from in ('run', 'input')))
 );
 
 create unique index if not exists steps_slug_lower_key on pgflow.steps (flow_slug, lower(step_slug));
@@ -503,6 +512,13 @@ create table if not exists pgflow.step_tasks (
   priority integer not null default 0,
   limit_scope text,
   limit_key text,
+  -- A task of a step with a rate limit (0262_rate_limits.sql) names its scope and key the same
+  -- way. It is created as any other; a claim that finds its key's window of start times full
+  -- sends it back to 'waiting' (its message archived) with not_before, the earliest time a start
+  -- may fit, and a release after that time sends a new message. NULL for an unlimited step.
+  rate_scope text,
+  rate_key text,
+  not_before timestamptz,
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
   constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
@@ -511,6 +527,8 @@ create table if not exists pgflow.step_tasks (
   -- A waiting task has no message: it is sent when the task is released.
   constraint step_tasks_waiting_has_no_message check (status <> 'waiting' or message_id is null),
   constraint step_tasks_limit_key_has_scope check (limit_key is null or limit_scope is not null),
+  constraint step_tasks_rate_key_has_scope check (rate_key is null or rate_scope is not null),
+  constraint step_tasks_not_before_is_rate_limited check (not_before is null or rate_scope is not null),
   constraint step_tasks_attempts_range check (attempts_count >= 0),
   constraint step_tasks_uncounted_range check (uncounted_attempts between 0 and attempts_count)
 );
@@ -530,6 +548,13 @@ create index if not exists step_tasks_waiting_idx
 -- Partial: a task of an unlimited step never enters it.
 create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)
   where limit_scope is not null and status in ('queued', 'started');
+-- The waiting tasks a rate limit holds back, by when they may go (the periodic release reads the
+-- due ones), and the rate-limited tasks released but not yet started, counted per key so a release
+-- does not send more than the key's window has room for. Partial: only rate-limited tasks enter.
+create index if not exists step_tasks_rate_waiting_idx on pgflow.step_tasks (not_before)
+  where status = 'waiting' and not_before is not null;
+create index if not exists step_tasks_rate_queued_idx on pgflow.step_tasks (rate_scope, rate_key)
+  where rate_scope is not null and status = 'queued';
 -- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
 -- primary key's leading column finds, and each index is one more entry for every task update (none
 -- of which is HOT: each changes message_id, status or started_at).
@@ -1448,6 +1473,7 @@ $$;
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
 -- is notified for every queue that got messages visible at once. A task of a step with a
 -- concurrency limit is inserted waiting instead, and released at commit (0260_flow_control.sql).
+-- A task of a rate-limited step carries its rate scope and key (0262_rate_limits.sql).
 create or replace function pgflow._send_task_messages(
   p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false,
   p_sources jsonb[] default null
@@ -1470,7 +1496,7 @@ begin
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
     into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
   end if;
@@ -1491,16 +1517,15 @@ begin
   -- (0260_flow_control.sql). The key is read once, here, from the run input or the task's input.
   -- A map task's element is kept on its row as in the general path below.
   insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority,
-                                 limit_scope, limit_key, input)
+                                 limit_scope, limit_key, rate_scope, rate_key, input)
   select p_run_id, p_flow_slug, s.step_slug, i, s.queue_name, 'waiting', r.priority + s.priority,
          s.concurrency_scope,
-         case when s.concurrency_key is null then ''
-              when s.concurrency_key_from = 'input' and s.step_type = 'map'
-                then pgflow._limit_key(x.input, s.concurrency_key)
-              when s.concurrency_key_from = 'input'
-                then pgflow._limit_key((select o from pgflow._task_input(p_run_id, p_flow_slug, s.step_slug, i) o),
-                                       s.concurrency_key)
-              else pgflow._limit_key(r.input, s.concurrency_key) end,
+         pgflow._task_limit_key(s.concurrency_key, s.concurrency_key_from, s.step_type, r.input, x.input,
+                                p_run_id, p_flow_slug, s.step_slug, i),
+         s.rate_scope,
+         case when s.rate_scope is not null then
+           pgflow._task_limit_key(s.rate_key, s.rate_key_from, s.step_type, r.input, x.input,
+                                  p_run_id, p_flow_slug, s.step_slug, i) end,
          x.input
   from unnest(p_steps, p_counts, p_sources) as n(step_slug, task_count, source)
   join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
@@ -1520,6 +1545,17 @@ begin
            array_agg(s.step_slug order by s.step_slug, i) as steps,
            array_agg(i order by s.step_slug, i) as idxs,
            array_agg(x.input order by s.step_slug, i) as inputs,
+           -- A rate-limited task is sent at once like any other, with its scope, key and
+           -- priority: its window is checked when it is claimed (0262_rate_limits.sql).
+           array_agg(s.rate_scope order by s.step_slug, i) as rate_scopes,
+           array_agg(case when s.rate_scope is not null then
+                       (select r.priority from pgflow.runs r where r.run_id = p_run_id) + s.priority
+                     else 0 end order by s.step_slug, i) as priorities,
+           array_agg(case when s.rate_scope is not null then
+                       pgflow._task_limit_key(s.rate_key, s.rate_key_from, s.step_type,
+                                              (select r.input from pgflow.runs r where r.run_id = p_run_id),
+                                              x.input, p_run_id, p_flow_slug, s.step_slug, i) end
+                     order by s.step_slug, i) as rate_keys,
            -- The body is informational only: the claim reads ids, never bodies.
            array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', s.step_slug, 'task_index', i)
@@ -1547,11 +1583,16 @@ begin
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
       from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
-      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
-      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
+                                     rate_scope, rate_key, priority)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
+             u.priority
       from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
-                  grp.inputs[slice_start:slice_start + batch_size - 1])
-        as u(step_slug, task_index, id, input);
+                  grp.inputs[slice_start:slice_start + batch_size - 1],
+                  grp.rate_scopes[slice_start:slice_start + batch_size - 1],
+                  grp.rate_keys[slice_start:slice_start + batch_size - 1],
+                  grp.priorities[slice_start:slice_start + batch_size - 1])
+        as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
@@ -1880,16 +1921,33 @@ create table if not exists pgflow.concurrency_limits (
   constraint concurrency_limits_max_running_range check (max_running between 1 and 100000)
 );
 
+-- A scope's rate limit: at most max_starts tasks of one (scope, key) start in any window of length
+-- per (0262_rate_limits.sql). Like a concurrency limit it belongs to its scope, and every compile
+-- that names the scope sets it.
+create table if not exists pgflow.rate_limits (
+  scope text not null,
+  max_starts integer not null,
+  per interval not null,
+  updated_at timestamptz not null default now(),
+  constraint rate_limits_pkey primary key (scope),
+  constraint rate_limits_scope_is_valid check (scope ~ '^[A-Za-z0-9_.:/-]{1,200}$'),
+  constraint rate_limits_max_starts_range check (max_starts between 1 and 100000),
+  -- 10 ms to a day: finer than timestamps can order, or coarser than a day, is a mistake.
+  constraint rate_limits_per_range check (per between interval '10 milliseconds' and interval '1 day')
+);
+
 -- The accepted range of flow control's numeric options, as FLOW_CONTROL_BOUNDS in
 -- src/dsl/flow_control.ts (tests/sql/flow_control_compile_test.ts compares the two): a priority is a rank,
--- higher first; a concurrency limit is a count of tasks.
+-- higher first; a concurrency limit is a count of tasks; a rate limit is a count of starts per
+-- an interval in milliseconds.
 create or replace function pgflow.flow_control_bounds()
 returns jsonb
 language sql
 immutable
 set search_path = ''
 as $$
-  select '{"priority": {"min": -1000, "max": 1000}, "concurrency": {"min": 1, "max": 100000}}'::jsonb
+  select '{"priority": {"min": -1000, "max": 1000}, "concurrency": {"min": 1, "max": 100000},
+           "rateLimit": {"min": 1, "max": 100000}, "ratePerMs": {"min": 10, "max": 86400000}}'::jsonb
 $$;
 
 -- The scope a step's limit belongs to when it names none: the versions behind one alias share it.
@@ -1916,10 +1974,121 @@ as $$
   from (select jsonb_path_query_first(p_input, p_path, '{}'::jsonb, true) as v) x
 $$;
 
+-- A rate limit's interval in milliseconds, as the DSL gives it (a number of milliseconds) or as
+-- SQL does (an interval's text, '1 second'); NULL when it is neither.
+create or replace function pgflow._rate_per_ms(p_per jsonb)
+returns numeric
+language plpgsql
+immutable
+set search_path = ''
+as $$
+begin
+  if jsonb_typeof(p_per) = 'number' then
+    return (p_per #>> '{}')::numeric;
+  elsif jsonb_typeof(p_per) = 'string' then
+    return extract(epoch from (p_per #>> '{}')::interval) * 1000;
+  end if;
+  return null;
+exception when others then
+  return null;
+end;
+$$;
+
+-- The problems of a limit's key and keyFrom (p_limit: {"key": "$.path", "keyFrom": "run" |
+-- "input"}), named p_option in the lines, p_example the path suggested as a fix.
+create or replace function pgflow._limit_key_problems(p_where text, p_option text, p_limit jsonb, p_example text)
+returns text[]
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  v jsonb := nullif(p_limit -> 'key', 'null'::jsonb);
+begin
+  if v is not null then
+    if jsonb_typeof(v) <> 'string' then
+      problems := problems || format('%s: %s.key must be a JSON path string such as "%s", got %s',
+        p_where, p_option, p_example, left(v::text, 200));
+    else
+      begin
+        perform (v #>> '{}')::jsonpath;
+      exception when others then
+        problems := problems || format('%s: %s.key %s is not a JSON path (%s); write e.g. "%s"',
+          p_where, p_option, left(v::text, 200), sqlerrm, p_example);
+      end;
+    end if;
+  end if;
+  v := nullif(p_limit -> 'keyFrom', 'null'::jsonb);
+  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
+    problems := problems || format('%s: %s.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
+      p_where, p_option, left(v::text, 200));
+  end if;
+  return problems;
+end;
+$$;
+
+-- Every problem with one step's (or a flow's) rateLimit, one line each as below.
+create or replace function pgflow._rate_limit_problems(p_where text, p_rate jsonb)
+returns text[]
+language plpgsql
+immutable
+set search_path = ''
+as $$
+declare
+  problems text[] := '{}';
+  b jsonb := pgflow.flow_control_bounds();
+  v jsonb;
+  ms numeric;
+begin
+  if jsonb_typeof(p_rate) <> 'object' then
+    return array[format('%s: rateLimit must be an object such as {"limit": 1, "per": "1 second", "key": "$.channel"}, got %s',
+      p_where, left(p_rate::text, 200))];
+  end if;
+  v := p_rate -> 'limit';
+  if v is null or not (jsonb_typeof(v) = 'number' and v::text ~ '^-?[0-9]{1,10}$'
+                       and (v::text)::bigint between (b -> 'rateLimit' ->> 'min')::bigint
+                                                 and (b -> 'rateLimit' ->> 'max')::bigint) then
+    problems := problems || format('%s: rateLimit.limit must be an integer between %s and %s (starts per interval), got %s',
+      p_where, b -> 'rateLimit' ->> 'min', b -> 'rateLimit' ->> 'max', coalesce(v::text, 'nothing'));
+  end if;
+  v := p_rate -> 'per';
+  ms := pgflow._rate_per_ms(v);
+  if ms is null or ms <> trunc(ms) or ms < (b -> 'ratePerMs' ->> 'min')::numeric
+     or ms > (b -> 'ratePerMs' ->> 'max')::numeric then
+    problems := problems || format('%s: rateLimit.per must be an interval from %s ms to %s ms (a day), as milliseconds or text such as "1 second", got %s',
+      p_where, b -> 'ratePerMs' ->> 'min', b -> 'ratePerMs' ->> 'max', left(coalesce(v::text, 'nothing'), 200));
+  end if;
+  problems := problems || pgflow._limit_key_problems(p_where, 'rateLimit', p_rate, '$.channel');
+  return problems;
+end;
+$$;
+
+-- The key of one new task for a limit whose key path is p_path (NULL: one key, ''), read from the
+-- run input (p_from 'run') or the task's own input ('input': a map task's element, else the
+-- step's input built from its dependencies).
+create or replace function pgflow._task_limit_key(
+  p_path jsonpath, p_from text, p_step_type text, p_run_input jsonb, p_element jsonb,
+  p_run_id uuid, p_flow_slug text, p_step_slug text, p_index integer
+)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select case when p_path is null then ''
+              when p_from = 'input' and p_step_type = 'map' then pgflow._limit_key(p_element, p_path)
+              when p_from = 'input'
+                then pgflow._limit_key((select o from pgflow._task_input(p_run_id, p_flow_slug, p_step_slug, p_index) o),
+                                       p_path)
+              else pgflow._limit_key(p_run_input, p_path) end
+$$;
+
 -- Every problem with one step's (or a flow's) flow-control options, as the DSL spells them, one
 -- line each naming p_where, the option, the value and the fix; empty when they are valid.
 -- p_options: {"priority": n, "concurrency": {"limit": n, "key": "$.path", "keyFrom": "run" |
--- "input", "scope": "name"}}; absent or JSON null means unset.
+-- "input", "scope": "name"}, "rateLimit": {"limit": n, "per": ms | "interval", "key": "$.path",
+-- "keyFrom": "run" | "input"}}; absent or JSON null means unset.
 create or replace function pgflow._flow_control_problems(p_where text, p_options jsonb)
 returns text[]
 language plpgsql
@@ -1930,8 +2099,12 @@ declare
   problems text[] := '{}';
   b jsonb := pgflow.flow_control_bounds();
   c jsonb := nullif(p_options -> 'concurrency', 'null'::jsonb);
+  r jsonb := nullif(p_options -> 'rateLimit', 'null'::jsonb);
   v jsonb;
 begin
+  if r is not null then
+    problems := pgflow._rate_limit_problems(p_where, r);
+  end if;
   v := nullif(p_options -> 'priority', 'null'::jsonb);
   if v is not null and not (jsonb_typeof(v) = 'number' and v::text ~ '^-?[0-9]{1,10}$'
                             and (v::text)::bigint between (b -> 'priority' ->> 'min')::bigint
@@ -1953,31 +2126,34 @@ begin
     problems := problems || format('%s: concurrency.limit must be an integer between %s and %s (tasks at once), got %s',
       p_where, b -> 'concurrency' ->> 'min', b -> 'concurrency' ->> 'max', coalesce(v::text, 'nothing'));
   end if;
-  v := nullif(c -> 'key', 'null'::jsonb);
-  if v is not null then
-    if jsonb_typeof(v) <> 'string' then
-      problems := problems || format('%s: concurrency.key must be a JSON path string such as "$.customerId", got %s',
-        p_where, left(v::text, 200));
-    else
-      begin
-        perform (v #>> '{}')::jsonpath;
-      exception when others then
-        problems := problems || format('%s: concurrency.key %s is not a JSON path (%s); write e.g. "$.customerId"',
-          p_where, left(v::text, 200), sqlerrm);
-      end;
-    end if;
-  end if;
-  v := nullif(c -> 'keyFrom', 'null'::jsonb);
-  if v is not null and v not in ('"run"'::jsonb, '"input"'::jsonb) then
-    problems := problems || format('%s: concurrency.keyFrom must be "run" (the run input) or "input" (the step''s input), got %s',
-      p_where, left(v::text, 200));
-  end if;
+  problems := problems || pgflow._limit_key_problems(p_where, 'concurrency', c, '$.customerId');
   v := nullif(c -> 'scope', 'null'::jsonb);
   if v is not null and not (jsonb_typeof(v) = 'string' and (v #>> '{}') ~ '^[A-Za-z0-9_.:-]{1,100}$') then
     problems := problems || format('%s: concurrency.scope must be 1 to 100 letters, digits, "_", ".", ":" or "-" (a name shared by the steps that share the limit, e.g. "slack-api"), got %s',
       p_where, left(v::text, 200));
   end if;
   return problems;
+end;
+$$;
+
+-- The step, its row locked for a change of its flow control; an unknown step fails, naming it.
+create or replace function pgflow._step_for_update(p_flow_slug text, p_step_slug text)
+returns pgflow.steps
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  step pgflow.steps;
+begin
+  select * into step from pgflow.steps s
+  where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
+  for update;
+  if not found then
+    raise exception 'step %.% does not exist', coalesce(p_flow_slug, 'NULL'), coalesce(p_step_slug, 'NULL')
+      using errcode = '22023', hint = 'create it with pgflow.add_step first';
+  end if;
+  return step;
 end;
 $$;
 
@@ -2006,14 +2182,7 @@ declare
   problems text[];
   scope text;
 begin
-  select * into step from pgflow.steps s
-  where s.flow_slug = set_step_flow_control.flow_slug and s.step_slug = set_step_flow_control.step_slug
-  for update;
-  if not found then
-    raise exception 'step %.% does not exist', coalesce(set_step_flow_control.flow_slug, 'NULL'),
-      coalesce(set_step_flow_control.step_slug, 'NULL')
-      using errcode = '22023', hint = 'create it with pgflow.add_step first';
-  end if;
+  step := pgflow._step_for_update(set_step_flow_control.flow_slug, set_step_flow_control.step_slug);
   if concurrency is null and (concurrency_key is not null or concurrency_scope is not null) then
     raise exception 'step %.%: concurrency_key and concurrency_scope need a concurrency limit',
       step.flow_slug, step.step_slug
@@ -2088,9 +2257,9 @@ $$;
 
 -- The startup compiler's part (0720_ensure_flow_compiled.sql). A new version (p_define) gets each
 -- step's flow control from the options, the flow's as the default of a step that sets none. An
--- existing version keeps its stored priority, scope and key, like its other options, but the
--- limits it supplies are applied to its steps' scopes: a limit is tuned by deploying, without a
--- new version.
+-- existing version keeps its stored priority, scopes and keys, like its other options, but the
+-- limits it supplies (concurrency, and a rate limit's count and interval) are applied to its
+-- steps' scopes: a limit is tuned by deploying, without a new version.
 create or replace function pgflow._apply_flow_control(p_flow_slug text, p_options jsonb, p_define boolean)
 returns void
 language plpgsql
@@ -2101,11 +2270,20 @@ declare
   s record;
   opts jsonb;
   c jsonb;
+  r jsonb;
 begin
-  for s in select st.step_slug, st.concurrency_scope from pgflow.steps st
+  for s in select st.step_slug, st.concurrency_scope, st.rate_scope from pgflow.steps st
            where st.flow_slug = p_flow_slug order by st.step_index loop
     opts := pgflow._effective_flow_control(p_options, s.step_slug);
     c := nullif(opts -> 'concurrency', 'null'::jsonb);
+    r := nullif(opts -> 'rateLimit', 'null'::jsonb);
+    if p_define and r is not null then
+      perform pgflow.set_step_rate_limit(p_flow_slug, s.step_slug, (r ->> 'limit')::integer,
+        pgflow._rate_per_ms(r -> 'per') * interval '1 millisecond', r ->> 'key', coalesce(r ->> 'keyFrom', 'run'));
+    elsif r is not null and s.rate_scope is not null then
+      perform pgflow.set_rate_limit(s.rate_scope, (r ->> 'limit')::integer,
+        pgflow._rate_per_ms(r -> 'per') * interval '1 millisecond');
+    end if;
     if p_define then
       if c is not null or coalesce((opts ->> 'priority')::integer, 0) <> 0 then
         perform pgflow.set_step_flow_control(p_flow_slug, s.step_slug,
@@ -2130,7 +2308,9 @@ as $$
     'priority', coalesce(nullif(p_options -> 'steps' -> p_step_slug -> 'priority', 'null'::jsonb),
                          nullif(p_options -> 'flow' -> 'priority', 'null'::jsonb)),
     'concurrency', coalesce(nullif(p_options -> 'steps' -> p_step_slug -> 'concurrency', 'null'::jsonb),
-                            nullif(p_options -> 'flow' -> 'concurrency', 'null'::jsonb))))
+                            nullif(p_options -> 'flow' -> 'concurrency', 'null'::jsonb)),
+    'rateLimit', coalesce(nullif(p_options -> 'steps' -> p_step_slug -> 'rateLimit', 'null'::jsonb),
+                          nullif(p_options -> 'flow' -> 'rateLimit', 'null'::jsonb))))
 $$;
 
 -- Every flow-control problem of a compile's options, flow and steps, one line each.
@@ -2216,64 +2396,25 @@ as $$
   select pg_catalog.hashtext(p_scope || chr(31) || p_key)
 $$;
 
--- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
--- first), then age. Each is made queued and its message sent to its queue snapshot, with what is
--- left of its step's start delay; queues that got visible messages are announced. A waiting task
--- locked by another transaction (a cancel) is skipped. Returns how many were released.
-create or replace function pgflow._release_waiting(p_scope text, p_key text)
+-- Releases waiting tasks a release picked (and locked): each is made queued and its message sent
+-- to its queue snapshot, with what is left of its step's start delay, its message id stored on the
+-- task; queues that got visible messages are announced. Returns how many were released.
+create or replace function pgflow._release_tasks(p_runs uuid[], p_steps text[], p_idx integer[])
 returns integer
 language plpgsql
 volatile
 set search_path = ''
 as $$
 declare
-  cap integer;
-  held integer;
-  rel_runs uuid[];
-  rel_flows text[];
-  rel_steps text[];
-  rel_idx integer[];
-  rel_queues text[];
-  rel_delays integer[];
   grp record;
   ids bigint[];
 begin
-  perform pg_catalog.pg_advisory_xact_lock(pgflow._limit_lock_class(), pgflow._limit_lock_key(p_scope, p_key));
-  -- After the lock: each statement of a read-committed transaction reads a fresh snapshot.
-  select l.max_running into cap from pgflow.concurrency_limits l where l.scope = p_scope;
-  select count(*) into held from pgflow.step_tasks t
-  where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started');
-  -- A scope without a limit row (it was never set, or deleted by hand) limits nothing.
-  if coalesce(cap, 2147483647) - held <= 0 then
+  if p_runs is null then
     return 0;
   end if;
-  with picked as (
-    select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
-    where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
-    order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
-    limit coalesce(cap, 2147483647) - held
-    for update skip locked
-  ),
-  released as (
-    update pgflow.step_tasks t set status = 'queued'
-    from picked p
-    where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
-    returning t.run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, t.queued_at
-  )
-  select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.flow_slug order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.queue_name order by r.run_id, r.step_slug, r.task_index),
-         -- The step's start delay counts from when the task was created, waiting included.
-         array_agg(greatest(0, ceil(extract(epoch from r.queued_at - clock_timestamp()) + s.opt_start_delay))::integer
-                   order by r.run_id, r.step_slug, r.task_index)
-  into rel_runs, rel_flows, rel_steps, rel_idx, rel_queues, rel_delays
-  from released r
-  join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = r.step_slug;
-  if rel_runs is null then
-    return 0;
-  end if;
+  update pgflow.step_tasks t set status = 'queued', not_before = null
+  from unnest(p_runs, p_steps, p_idx) as u(run_id, step_slug, task_index)
+  where t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
   for grp in
     select u.queue_name, u.delay, array_agg(u.run_id order by u.ord) as runs,
            array_agg(u.step_slug order by u.ord) as steps, array_agg(u.task_index order by u.ord) as idxs,
@@ -2281,8 +2422,14 @@ begin
            array_agg(jsonb_build_object('flow_slug', u.flow_slug, 'run_id', u.run_id,
                                         'step_slug', u.step_slug, 'task_index', u.task_index)
                      order by u.ord) as msgs
-    from unnest(rel_runs, rel_flows, rel_steps, rel_idx, rel_queues, rel_delays)
-      with ordinality as u(run_id, flow_slug, step_slug, task_index, queue_name, delay, ord)
+    from (
+      select t.run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, r.ord,
+             -- The step's start delay counts from when the task was created, waiting included.
+             greatest(0, ceil(extract(epoch from t.queued_at - clock_timestamp()) + s.opt_start_delay))::integer as delay
+      from unnest(p_runs, p_steps, p_idx) with ordinality as r(run_id, step_slug, task_index, ord)
+      join pgflow.step_tasks t on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index
+      join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+    ) u
     group by u.queue_name, u.delay
   loop
     -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
@@ -2295,7 +2442,51 @@ begin
       perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;
-  return cardinality(rel_runs);
+  return cardinality(p_runs);
+end;
+$$;
+
+-- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
+-- first), then age (pgflow._release_tasks). A waiting
+-- task locked by another transaction (a cancel) is skipped, and so is one a rate limit holds back
+-- (0262_rate_limits.sql): its not_before has not come, or its rate key's window has no room now
+-- (a hint read without the rate lock: the claim decides exactly, this only spares sending a
+-- message the claim would send back). Returns how many were released.
+create or replace function pgflow._release_waiting(p_scope text, p_key text)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  cap integer;
+  held integer;
+  rel_runs uuid[];
+  rel_steps text[];
+  rel_idx integer[];
+begin
+  perform pg_catalog.pg_advisory_xact_lock(pgflow._limit_lock_class(), pgflow._limit_lock_key(p_scope, p_key));
+  -- After the lock: each statement of a read-committed transaction reads a fresh snapshot.
+  select l.max_running into cap from pgflow.concurrency_limits l where l.scope = p_scope;
+  select count(*) into held from pgflow.step_tasks t
+  where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started');
+  -- A scope without a limit row (it was never set, or deleted by hand) limits nothing.
+  if coalesce(cap, 2147483647) - held <= 0 then
+    return 0;
+  end if;
+  select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+  into rel_runs, rel_steps, rel_idx
+  from (
+    select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
+    where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
+      and (t.rate_scope is null
+           or ((t.not_before is null or t.not_before <= clock_timestamp())
+               and pgflow._rate_room(t.rate_scope, t.rate_key) > 0))
+    order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
+    limit coalesce(cap, 2147483647) - held
+    for update skip locked
+  ) p;
+  return pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
 end;
 $$;
 
@@ -2389,8 +2580,8 @@ $$;
 -- The periodic release: releases, for every (scope, key) with waiting tasks, what its capacity
 -- allows now, in lock order. Every release that matters already happens in the transaction that
 -- freed the capacity; this pass is the safety net for capacity freed outside pgflow's functions
--- (a task row changed by hand) and the one place time-based releases will hook in. It also fires
--- schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
+-- (a task row changed by hand), and it releases what rate limits allow now
+-- (pgflow.release_rate_waiting). It also fires schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
 -- many tasks it released.
 create or replace function pgflow.tick()
 returns integer
@@ -2402,13 +2593,21 @@ declare
   k record;
   released integer := 0;
 begin
+  -- Rate limits first: their locks come before every concurrency lock (0262_rate_limits.sql). The
+  -- tasks that have a concurrency limit too are released by the loop below, in its one pass.
+  released := pgflow.release_rate_waiting(false);
   for k in
     select w.limit_scope, w.limit_key
-    from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t where t.status = 'waiting') w
+    from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t
+          where t.status = 'waiting' and t.limit_scope is not null) w
     order by pgflow._limit_lock_key(w.limit_scope, w.limit_key), w.limit_scope || chr(31) || w.limit_key
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
   end loop;
+  -- Windows whose every start has left them hold nothing a claim would read.
+  delete from pgflow.rate_limit_windows w
+  where not exists (select 1 from pgflow.rate_limits l
+                    where l.scope = w.scope and w.starts[cardinality(w.starts)] > clock_timestamp() - l.per);
   -- Schedules' due ticks too (0270_schedules.sql), so whatever calls tick fires them; safe beside
   -- every other ticker (one run per tick).
   perform pgflow.fire_due_schedules();
@@ -2435,10 +2634,366 @@ as $$
                 waiting_reason.in_flight, coalesce(waiting_reason.max_running::text, 'unlimited'))
 $$;
 
+-- pgflow.waiting_tasks, which lists waiting tasks and why they wait, is in 0262_rate_limits.sql:
+-- it reads rate limits' windows too.
+
+-- ---- schemas/0262_rate_limits.sql
+-- Rate limits (docs/flow-control.md, Rate limits): at most max_starts tasks of one (scope, key)
+-- start in any window of length per, across every worker. The limit is on start times, so it is
+-- decided where a task starts: the claim (pgflow._start_tasks calls pgflow._rate_gate for the
+-- rate-limited tasks it just claimed). A task whose key's window is full is not started: it goes
+-- back to 'waiting' with not_before, the time a start will fit, and its message is archived (a
+-- claim never skips or hides a message for later). pgflow.release_rate_waiting, called by every
+-- worker's ticker and by pgflow.tick, sends it a new message once its time has come.
+--
+-- Exactness. A sliding log, not a token bucket: a bucket of N refilling at N per interval lets
+-- 2N start within one interval (a full bucket, then its refill), and the promise is N in ANY
+-- window. Each key keeps the times of its last max_starts starts (pgflow.rate_limit_windows). The
+-- gate takes the key's transaction lock, reads the clock after it, and starts a task only if
+-- fewer than max_starts recorded starts lie within per before that time; it records the start and
+-- holds the lock until commit. Of two claims of one key the second reads the clock after the
+-- first committed its starts, so the times are recorded in order and every start is checked
+-- against every earlier one. A claim rolled back (a worker killed) records nothing and starts
+-- nothing. A retry, a recovered stalled task or a deferred one is claimed again, and counted
+-- again: each claim is a start.
+--
+-- Locks. A claim takes rate locks (in lock-key order) before its commit takes any concurrency
+-- lock (0260_flow_control.sql, deferred to commit); pgflow.tick and release_rate_waiting take the
+-- rate locks they need first too, and only with pg_try_advisory_xact_lock. So rate locks always
+-- precede concurrency locks, each class in lock-key order: no cycle can form.
+
+-- The start times of each (scope, key)'s last max_starts starts, oldest first. One row per key,
+-- written under the key's rate lock only; a row whose starts all left the window is deleted by
+-- pgflow.tick.
+create table if not exists pgflow.rate_limit_windows (
+  scope text not null,
+  key text not null,
+  starts timestamptz[] not null,
+  constraint rate_limit_windows_pkey primary key (scope, key)
+);
+
+-- The class of the rate locks: the bytes 'pgfR' (see pgflow._limit_lock_class, 'pgfL').
+create or replace function pgflow._rate_lock_class()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 1885824594
+$$;
+
+-- Sets the rate limit of a scope (creating it). The operator's way to change it between deploys;
+-- the next compile of a flow that names the scope sets it to that flow's value again.
+create or replace function pgflow.set_rate_limit(scope text, max_starts integer, per interval)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  problems text[];
+begin
+  if scope is null or scope !~ '^[A-Za-z0-9_.:/-]{1,200}$' then
+    raise exception 'set_rate_limit: invalid scope %', coalesce(quote_literal(scope), 'NULL')
+      using errcode = '22023', hint = 'a scope is a step''s "<alias or flow>/<step>"';
+  end if;
+  problems := pgflow._rate_limit_problems('set_rate_limit',
+    jsonb_build_object('limit', max_starts, 'per', extract(epoch from per) * 1000));
+  if cardinality(problems) > 0 then
+    raise exception '%', array_to_string(problems, '; ') using errcode = '22023';
+  end if;
+  insert into pgflow.rate_limits as l (scope, max_starts, per)
+  values (set_rate_limit.scope, set_rate_limit.max_starts, set_rate_limit.per)
+  on conflict on constraint rate_limits_pkey do update
+  set max_starts = excluded.max_starts, per = excluded.per, updated_at = now()
+  where (l.max_starts, l.per) is distinct from (excluded.max_starts, excluded.per);
+end;
+$$;
+
+-- Sets a step's rate limit (rate_limit NULL: none): at most rate_limit of its tasks per key start
+-- in any window of length per. The SQL form of the DSL's rateLimit, validated the same way. The
+-- scope is the step's own '<alias or flow>/<step>' (the versions behind one alias share it); the
+-- limit is upserted for it. Tasks already created keep the scope and key they were created with.
+-- Returns the step.
+create or replace function pgflow.set_step_rate_limit(
+  flow_slug text,
+  step_slug text,
+  rate_limit integer,
+  per interval,
+  rate_key text default null,
+  rate_key_from text default 'run'
+)
+returns pgflow.steps
+language plpgsql
+volatile
+set search_path = ''
+as $$
+#variable_conflict use_column
+declare
+  step pgflow.steps;
+  problems text[];
+  scope text;
+begin
+  step := pgflow._step_for_update(set_step_rate_limit.flow_slug, set_step_rate_limit.step_slug);
+  if rate_limit is not null then
+    problems := pgflow._rate_limit_problems(format('step %s.%s', step.flow_slug, step.step_slug),
+      jsonb_build_object('limit', rate_limit, 'per', extract(epoch from per) * 1000,
+                         'key', rate_key, 'keyFrom', rate_key_from));
+    if cardinality(problems) > 0 then
+      raise exception '%', array_to_string(problems, '; ') using errcode = '22023';
+    end if;
+    scope := pgflow._default_limit_scope(step.flow_slug, step.step_slug);
+  end if;
+  update pgflow.steps s
+  set rate_scope = scope,
+      rate_key = case when scope is not null then set_step_rate_limit.rate_key::jsonpath end,
+      rate_key_from = case when scope is not null and set_step_rate_limit.rate_key is not null
+                           then coalesce(set_step_rate_limit.rate_key_from, 'run') end
+  where s.flow_slug = step.flow_slug and s.step_slug = step.step_slug
+  returning * into step;
+  if scope is not null then
+    perform pgflow.set_rate_limit(scope, rate_limit, per);
+  end if;
+  return step;
+end;
+$$;
+
+-- The recorded starts of a (scope, key) within per before p_at, oldest first.
+create or replace function pgflow._rate_recent(p_scope text, p_key text, p_per interval, p_at timestamptz)
+returns timestamptz[]
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(array_agg(x order by x), '{}')
+  from pgflow.rate_limit_windows w cross join unnest(w.starts) x
+  where w.scope = p_scope and w.key = p_key and x > p_at - p_per
+$$;
+
+-- How many more tasks of a (scope, key) a release may send now: the limit, less the starts in
+-- the window, less the tasks released and not yet started. A hint read without the lock, so a
+-- release does not send messages the claim would only send back; exactness is the claim's.
+create or replace function pgflow._rate_room(p_scope text, p_key text)
+returns integer
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(l.max_starts - cardinality(pgflow._rate_recent(p_scope, p_key, l.per, clock_timestamp()))
+                  - (select count(*) from pgflow.step_tasks t
+                     where t.rate_scope = p_scope and t.rate_key = p_key and t.status = 'queued')::integer,
+                  2147483647)
+  from (select 1) one
+  left join pgflow.rate_limits l on l.scope = p_scope
+$$;
+
+-- The rate check of a claim: p_msg_ids are messages of p_queue whose rate-limited tasks the
+-- caller has just claimed (status 'started'). Per (scope, key), in lock-key order and under its
+-- rate lock, the tasks that fit the window start now (by priority, then message id), their start
+-- times recorded and stamped on the tasks; the others go back to 'waiting' with not_before, when
+-- their turn will come if nothing else takes it, their attempt not counted and their message
+-- archived. Returns the messages of the tasks sent back. Called by _start_tasks only.
+create or replace function pgflow._rate_gate(p_queue text, p_msg_ids bigint[])
+returns bigint[]
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  k record;
+  lim pgflow.rate_limits;
+  now_at timestamptz;
+  recent timestamptz[];
+  room integer;
+  accepted integer;
+  back bigint[];
+  sent_back bigint[] := '{}';
+begin
+  for k in
+    select distinct t.rate_scope, t.rate_key, pgflow._limit_lock_key(t.rate_scope, t.rate_key) as lock_key
+    from unnest(p_msg_ids) i(mid)
+    cross join lateral (
+      select t2.rate_scope, t2.rate_key from pgflow.step_tasks t2
+      where t2.queue_name = p_queue and t2.message_id = i.mid
+      limit 1
+    ) t
+    where t.rate_scope is not null
+    order by 3, 1, 2
+  loop
+    perform pg_catalog.pg_advisory_xact_lock(pgflow._rate_lock_class(), k.lock_key);
+    select * into lim from pgflow.rate_limits l where l.scope = k.rate_scope;
+    -- A scope without a limit row (deleted by hand) limits nothing.
+    continue when not found;
+    -- After the lock: every start recorded before it is committed and read here.
+    now_at := clock_timestamp();
+    recent := pgflow._rate_recent(k.rate_scope, k.rate_key, lim.per, now_at);
+    room := greatest(lim.max_starts - cardinality(recent), 0);
+    with mine as (
+      select t.run_id, t.step_slug, t.task_index, t.message_id,
+             row_number() over (order by t.priority desc, t.message_id) as rn
+      from unnest(p_msg_ids) i(mid)
+      cross join lateral (
+        select t2.run_id, t2.step_slug, t2.task_index, t2.message_id, t2.priority, t2.rate_scope, t2.rate_key
+        from pgflow.step_tasks t2
+        where t2.queue_name = p_queue and t2.message_id = i.mid
+        limit 1
+      ) t
+      where t.rate_scope = k.rate_scope and t.rate_key = k.rate_key
+    ),
+    started as (
+      update pgflow.step_tasks t set started_at = now_at
+      from mine m
+      where m.rn <= room
+        and t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
+      returning 1
+    ),
+    waiting as (
+      -- The j-th task over the limit fits when the j-th start of the window (counting the ones
+      -- made now) leaves it, one interval later per full round of the window.
+      update pgflow.step_tasks t
+      set status = 'waiting', message_id = null, attempts_count = t.attempts_count - 1, started_at = null,
+          not_before = w.s[((m.rn - room - 1) % lim.max_starts) + 1]
+                       + lim.per * (((m.rn - room - 1) / lim.max_starts) + 1)
+      from mine m
+      cross join (
+        select (recent || array_fill(now_at, array[least(room, (select count(*)::integer from mine))]))
+                 [greatest(1, cardinality(recent) + least(room, (select count(*)::integer from mine))
+                              - lim.max_starts + 1):] as s
+      ) w
+      where m.rn > room
+        and t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
+      returning m.message_id
+    )
+    select (select count(*)::integer from started), (select array_agg(message_id) from waiting)
+    into accepted, back;
+    if accepted > 0 then
+      insert into pgflow.rate_limit_windows as w (scope, key, starts)
+      values (k.rate_scope, k.rate_key, (recent || array_fill(now_at, array[accepted]))
+                [greatest(1, cardinality(recent) + accepted - lim.max_starts + 1):])
+      on conflict on constraint rate_limit_windows_pkey do update set starts = excluded.starts;
+    end if;
+    if back is not null then
+      perform pgmq.archive(p_queue, back);
+      sent_back := sent_back || back;
+    end if;
+  end loop;
+  return sent_back;
+end;
+$$;
+
+-- The periodic release of rate limits: sends a new message to each waiting task whose not_before
+-- has come, at most as many per (scope, key) as its window has room for now (pgflow._rate_room),
+-- by priority, then age. A key whose rate lock another transaction holds is left to the next pass
+-- (that transaction is a claim or a release of the same key). Tasks that also have a concurrency
+-- limit are released by that limit's own release (pgflow._release_waiting), which knows its
+-- capacity (unless with_concurrency is false: pgflow.tick, which releases every concurrency key in
+-- one ordered pass of its own after this one). Every worker calls it with its schedule ticker (each
+-- second by default), in a transaction of its own: its locks are taken in one ordered pass, and a
+-- second pass in the same transaction could take a lower lock after a higher one. Returns how
+-- many tasks it released.
+create or replace function pgflow.release_rate_waiting(with_concurrency boolean default true)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  k record;
+  room integer;
+  rel_runs uuid[];
+  rel_steps text[];
+  rel_idx integer[];
+  released integer := 0;
+begin
+  for k in
+    select d.rate_scope, d.rate_key, d.limit_scope, d.limit_key
+    from (select distinct t.rate_scope, t.rate_key, t.limit_scope, t.limit_key from pgflow.step_tasks t
+          where t.status = 'waiting' and t.not_before <= clock_timestamp()
+            and (release_rate_waiting.with_concurrency or t.limit_scope is null)) d
+    -- Rate locks first, then the concurrency keys' releases in their own lock order.
+    order by d.limit_scope is not null,
+             case when d.limit_scope is null then pgflow._limit_lock_key(d.rate_scope, d.rate_key)
+                  else pgflow._limit_lock_key(d.limit_scope, d.limit_key) end,
+             d.rate_scope, d.rate_key, d.limit_scope, d.limit_key
+  loop
+    if k.limit_scope is not null then
+      released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
+      continue;
+    end if;
+    continue when not pg_catalog.pg_try_advisory_xact_lock(pgflow._rate_lock_class(),
+                                                           pgflow._limit_lock_key(k.rate_scope, k.rate_key));
+    room := pgflow._rate_room(k.rate_scope, k.rate_key);
+    continue when room <= 0;
+    select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+    into rel_runs, rel_steps, rel_idx
+    from (
+      select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
+      where t.status = 'waiting' and t.not_before <= clock_timestamp() and t.limit_scope is null
+        and t.rate_scope = k.rate_scope and t.rate_key = k.rate_key
+      order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
+      limit room
+      for update skip locked
+    ) p;
+    released := released + pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
+  end loop;
+  return released;
+end;
+$$;
+
+-- Why tasks of one (scope, key) wait for a rate limit, in words:
+-- "rate limit notify/deliverSlack key C-1: 1 per 1 s, next at 2026-12-06 03:04:05.120 UTC".
+create or replace function pgflow.rate_waiting_reason(
+  rate_scope text,
+  rate_key text,
+  max_starts integer,
+  per interval,
+  next_at timestamptz
+)
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select format('rate limit %s%s: %s per %s, next at %s', rate_waiting_reason.rate_scope,
+                case when rate_waiting_reason.rate_key <> '' then ' key ' || rate_waiting_reason.rate_key else '' end,
+                coalesce(rate_waiting_reason.max_starts::text, 'unlimited'),
+                case when extract(epoch from rate_waiting_reason.per) = trunc(extract(epoch from rate_waiting_reason.per))
+                     then trunc(extract(epoch from rate_waiting_reason.per))::text || ' s'
+                     else round(extract(epoch from rate_waiting_reason.per) * 1000)::text || ' ms' end,
+                to_char(rate_waiting_reason.next_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC')
+$$;
+
+-- Why the waiting tasks of one group wait, for waiting_tasks and get_run: for a concurrency limit
+-- (p_rate false) the key's tasks in flight and its limit; for a rate limit (the tasks have a
+-- not_before) the key's starts in its window now and its limit per window. With the reason in
+-- words (waiting_reason, rate_waiting_reason).
+create or replace function pgflow._waiting_why(p_rate boolean, p_scope text, p_key text, p_next_at timestamptz)
+returns table (in_flight bigint, max_running integer, reason text)
+language sql
+stable
+set search_path = ''
+as $$
+  select h.n, l.max_running, pgflow.waiting_reason(p_scope, p_key, h.n, l.max_running)
+  from (select count(*) as n from pgflow.step_tasks t
+        where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started')) h
+  left join pgflow.concurrency_limits l on l.scope = p_scope
+  where not p_rate
+  union all
+  select cardinality(pgflow._rate_recent(p_scope, p_key, l.per, clock_timestamp()))::bigint, l.max_starts,
+         pgflow.rate_waiting_reason(p_scope, p_key, l.max_starts, l.per, p_next_at)
+  from (select 1) one
+  left join pgflow.rate_limits l on l.scope = p_scope
+  where p_rate
+$$;
+
 -- Tasks waiting for capacity, per queue and (scope, key): how many, since when, and why, e.g.
--- "concurrency slack-api key C042: 3 of 3 in flight". in_flight counts the key's tasks that hold
--- capacity (queued or started), on any queue. The one place status, the dashboard and the client
--- read waiting work from.
+-- "concurrency slack-api key C042: 3 of 3 in flight" or "rate limit notify/send key C042: 1 per
+-- 1 s, next at ...". A task with a not_before waits for its rate limit (limit_scope and limit_key
+-- are then its rate scope and key; in_flight its key's starts in the window, max_running the
+-- starts allowed per window), any other for its concurrency limit (in_flight counts the key's
+-- tasks that hold capacity, queued or started, on any queue). The one place status, the
+-- dashboard and the client read waiting work from.
 create or replace function pgflow.waiting_tasks(queue_name text default null)
 returns table (
   queue_name text,
@@ -2454,19 +3009,17 @@ language sql
 stable
 set search_path = ''
 as $$
-  select w.queue_name, w.limit_scope, w.limit_key, w.waiting, w.oldest, h.n, l.max_running,
-         pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
-  from (select t.queue_name, t.limit_scope, t.limit_key, count(*) as waiting, min(t.queued_at) as oldest
+  select w.queue_name, w.scope, w.key, w.waiting, w.oldest, y.in_flight, y.max_running, y.reason
+  from (select t.queue_name, t.not_before is not null as rate,
+               case when t.not_before is not null then t.rate_scope else t.limit_scope end as scope,
+               case when t.not_before is not null then t.rate_key else t.limit_key end as key,
+               count(*) as waiting, min(t.queued_at) as oldest, min(t.not_before) as next_at
         from pgflow.step_tasks t
         where t.status = 'waiting'
           and (waiting_tasks.queue_name is null or t.queue_name = waiting_tasks.queue_name)
-        group by t.queue_name, t.limit_scope, t.limit_key) w
-  cross join lateral (
-    select count(*) as n from pgflow.step_tasks t
-    where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key and t.status in ('queued', 'started')
-  ) h
-  left join pgflow.concurrency_limits l on l.scope = w.limit_scope
-  order by w.queue_name, w.oldest, w.limit_scope, w.limit_key
+        group by 1, 2, 3, 4) w
+  cross join lateral pgflow._waiting_why(w.rate, w.scope, w.key, w.next_at) y
+  order by w.queue_name, w.oldest, w.scope, w.key
 $$;
 
 -- ---- schemas/0265_cron.sql
@@ -4165,6 +4718,8 @@ declare
   v_off integer[];
   -- How many distinct ids were read.
   n_ids integer;
+  -- Claimed messages of rate-limited tasks; then those the rate check sent back to waiting.
+  rl_msg bigint[];
   changed integer;
   -- Messages handed back, and messages set back to the visibility the worker asked for.
   h_msg bigint[];
@@ -4227,7 +4782,8 @@ begin
       and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
       and t.status = 'queued'
       and sup_keys ? pgflow._pair_key(t.flow_slug, t.step_slug)
-    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count,
+              t.rate_scope
   ),
   -- Each step's effective timeout + the claim margin, once per step of the batch.
   timeouts as (
@@ -4244,10 +4800,29 @@ begin
          array_agg(c.task_index), array_agg(c.attempts_count),
          array_agg(c.message_id) filter (where o.off is distinct from p_read_visibility),
          array_agg(o.off) filter (where o.off is distinct from p_read_visibility),
-         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null)
-  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids
+         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null),
+         array_agg(c.message_id) filter (where c.rate_scope is not null)
+  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids, rl_msg
   from claimed c
   join timeouts o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
+
+  -- Rate check: only a batch with rate-limited tasks. Those whose key's window is full go back to
+  -- waiting (0262_rate_limits.sql) and leave the claimed set.
+  if rl_msg is not null then
+    rl_msg := nullif(pgflow._rate_gate(q, rl_msg), '{}');
+    if rl_msg is not null then
+      select array_agg(c.mid order by c.ord), array_agg(c.flow_slug order by c.ord),
+             array_agg(c.run_id order by c.ord), array_agg(c.step_slug order by c.ord),
+             array_agg(c.task_index order by c.ord), array_agg(c.attempt order by c.ord)
+      into c_msg, c_flow, c_run, c_step, c_idx, c_att
+      from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att) with ordinality
+        as c(mid, flow_slug, run_id, step_slug, task_index, attempt, ord)
+      where not (c.mid = any (rl_msg));
+      select array_agg(v.mid order by v.ord), array_agg(v.off order by v.ord) into v_msg, v_off
+      from unnest(v_msg, v_off) with ordinality as v(mid, off, ord)
+      where not (v.mid = any (rl_msg));
+    end if;
+  end if;
 
   -- Re-arm visibility: hide each claimed message for its effective timeout + the claim margin, and
   -- make sure it happened: a claim whose message is gone would otherwise run with nothing guarding
@@ -4265,7 +4840,7 @@ begin
 
   -- Hand back what another live worker serves, and the surplus: costs nothing when every message
   -- read is claimed.
-  if coalesce(cardinality(c_msg), 0) < n_ids then
+  if coalesce(cardinality(c_msg), 0) + coalesce(cardinality(rl_msg), 0) < n_ids then
     select h.handed, h.vt_ids, h.vts into h_msg, h_vt_ids, h_vts
     from pgflow._hand_back(q, msg_ids, c_msg, sur_msg, sup_keys, _start_tasks.worker_id,
                            p_read_visibility) h;
@@ -4277,10 +4852,11 @@ begin
   -- hid the messages neither claimed nor handed back for as long: they get the visibility the
   -- worker asked for, as if read with it.
   if p_unclaimed_visibility is not null
-     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
+     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0)
+         + coalesce(cardinality(rl_msg), 0) < n_ids then
     select array_agg(m) into u_msg
     from (select m from unnest(msg_ids) m where m is not null
-          except select unnest(c_msg) except select unnest(h_msg)) i;
+          except select unnest(c_msg) except select unnest(h_msg) except select unnest(rl_msg)) i;
     select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
     from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
   end if;
@@ -4302,6 +4878,7 @@ begin
   select i.mid, null::integer, null::timestamptz, nv.vt, null::jsonb, null::jsonb,
          case
            when c.mid is not null then 'claimed'
+           when rl.mid is not null then 'rate_limited'
            when t.run_id is null then 'unknown'
            when sur.mid is not null then 'surplus'
            when h.mid is not null then 'handed_back'
@@ -4323,6 +4900,7 @@ begin
   left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
   left join unnest(h_msg) as h(mid) on h.mid = i.mid
   left join unnest(sur_msg) as sur(mid) on sur.mid = i.mid
+  left join unnest(rl_msg) as rl(mid) on rl.mid = i.mid
   -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
   -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
   left join lateral (
@@ -6995,7 +7573,8 @@ create or replace trigger step_states_status_notify
 -- would lose. Steps come in definition order, which puts every step after its dependencies.
 --
 -- security invoker: the caller needs select on pgflow.runs, step_states, steps, step_tasks,
--- task_attempts and concurrency_limits, and execute on waiting_reason (service_role has them, see
+-- task_attempts, concurrency_limits, rate_limits and rate_limit_windows, and execute on
+-- waiting_reason, rate_waiting_reason, _waiting_why and _rate_recent (service_role has them, see
 -- 0900_privileges); a wrapper for other roles decides which runs they may read
 -- (docs/permissions.md).
 
@@ -7045,29 +7624,29 @@ as $$
         'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'reused', ss.reused,
-        -- Its tasks waiting for capacity (flow control), per (scope, key), with the reason
-        -- waiting_tasks gives: a waiting task has no message, so it is neither queued nor lost.
-        -- Only a started step of a limited step can have any, so no other step reads its tasks.
-        'waiting', case when ss.status = 'started' and s.concurrency_scope is not null then coalesce((
+        -- Its tasks waiting for capacity or for a rate limit's window (flow control), per (scope,
+        -- key), with the reason waiting_tasks gives: a waiting task has no message, so it is
+        -- neither queued nor lost. Only a started step of a limited step can have any, so no
+        -- other step reads its tasks.
+        'waiting', case when ss.status = 'started'
+                             and (s.concurrency_scope is not null or s.rate_scope is not null) then coalesce((
           select jsonb_agg(jsonb_build_object(
-            'limit_scope', w.limit_scope,
-            'limit_key', w.limit_key,
+            'limit_scope', w.scope,
+            'limit_key', w.key,
             'tasks', w.n,
             'since', to_char(w.oldest at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-            'in_flight', h.n,
-            'max_running', l.max_running,
-            'reason', pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
-          ) order by w.oldest, w.limit_scope, w.limit_key)
-          from (select t.limit_scope, t.limit_key, count(*) as n, min(t.queued_at) as oldest
+            'in_flight', y.in_flight,
+            'max_running', y.max_running,
+            'reason', y.reason
+          ) order by w.oldest, w.scope, w.key)
+          from (select t.not_before is not null as rate,
+                       case when t.not_before is not null then t.rate_scope else t.limit_scope end as scope,
+                       case when t.not_before is not null then t.rate_key else t.limit_key end as key,
+                       count(*) as n, min(t.queued_at) as oldest, min(t.not_before) as next_at
                 from pgflow.step_tasks t
                 where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.status = 'waiting'
-                group by t.limit_scope, t.limit_key) w
-          cross join lateral (
-            select count(*) as n from pgflow.step_tasks t
-            where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key
-              and t.status in ('queued', 'started')
-          ) h
-          left join pgflow.concurrency_limits l on l.scope = w.limit_scope
+                group by 1, 2, 3) w
+          cross join lateral pgflow._waiting_why(w.rate, w.scope, w.key, w.next_at) y
         ), '[]'::jsonb) else '[]'::jsonb end,
         -- The attempts that ended other than by completing (the newest 100 of the step).
         'attempts', coalesce((
@@ -7321,9 +7900,13 @@ begin
     -- Waiting tasks and why they wait (flow control): get_run reads them for its steps, and a
     -- client may list them per queue.
     grant execute on function pgflow.waiting_tasks(text),
-      pgflow.waiting_reason(text, text, bigint, integer) to service_role;
+      pgflow.waiting_reason(text, text, bigint, integer),
+      pgflow.rate_waiting_reason(text, text, integer, interval, timestamptz),
+      pgflow._waiting_why(boolean, text, text, timestamptz),
+      pgflow._rate_recent(text, text, interval, timestamptz) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
+      pgflow.rate_limits, pgflow.rate_limit_windows to service_role;
   end if;
 end
 $$;

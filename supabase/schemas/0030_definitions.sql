@@ -48,6 +48,11 @@ create table if not exists pgflow.steps (
   concurrency_scope text,
   concurrency_key jsonpath,
   concurrency_key_from text,
+  -- Its rate limit (0262_rate_limits.sql): the scope (NULL: none; the limit and interval are
+  -- pgflow.rate_limits' row for the scope, as for concurrency) and the key path, read as above.
+  rate_scope text,
+  rate_key jsonpath,
+  rate_key_from text,
   created_at timestamptz not null default now(),
   constraint steps_pkey primary key (flow_slug, step_slug),
   constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
@@ -68,7 +73,11 @@ create table if not exists pgflow.steps (
   constraint steps_concurrency_key_has_scope check (concurrency_key is null or concurrency_scope is not null),
   constraint steps_concurrency_key_from_known check (
     (concurrency_key is null and concurrency_key_from is null)
-    or (concurrency_key is not null and concurrency_key_from in ('run', 'input')))
+    or (concurrency_key is not null and concurrency_key_from in ('run', 'input'))),
+  constraint steps_rate_key_has_scope check (rate_key is null or rate_scope is not null),
+  constraint steps_rate_key_from_known check (
+    (rate_key is null and rate_key_from is null)
+    or (rate_key is not null and rate_key_from in ('run', 'input')))
 );
 
 create unique index if not exists steps_slug_lower_key on pgflow.steps (flow_slug, lower(step_slug));

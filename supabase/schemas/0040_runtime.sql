@@ -118,6 +118,13 @@ create table if not exists pgflow.step_tasks (
   priority integer not null default 0,
   limit_scope text,
   limit_key text,
+  -- A task of a step with a rate limit (0262_rate_limits.sql) names its scope and key the same
+  -- way. It is created as any other; a claim that finds its key's window of start times full
+  -- sends it back to 'waiting' (its message archived) with not_before, the earliest time a start
+  -- may fit, and a release after that time sends a new message. NULL for an unlimited step.
+  rate_scope text,
+  rate_key text,
+  not_before timestamptz,
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
   constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
@@ -126,6 +133,8 @@ create table if not exists pgflow.step_tasks (
   -- A waiting task has no message: it is sent when the task is released.
   constraint step_tasks_waiting_has_no_message check (status <> 'waiting' or message_id is null),
   constraint step_tasks_limit_key_has_scope check (limit_key is null or limit_scope is not null),
+  constraint step_tasks_rate_key_has_scope check (rate_key is null or rate_scope is not null),
+  constraint step_tasks_not_before_is_rate_limited check (not_before is null or rate_scope is not null),
   constraint step_tasks_attempts_range check (attempts_count >= 0),
   constraint step_tasks_uncounted_range check (uncounted_attempts between 0 and attempts_count)
 );
@@ -145,6 +154,13 @@ create index if not exists step_tasks_waiting_idx
 -- Partial: a task of an unlimited step never enters it.
 create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)
   where limit_scope is not null and status in ('queued', 'started');
+-- The waiting tasks a rate limit holds back, by when they may go (the periodic release reads the
+-- due ones), and the rate-limited tasks released but not yet started, counted per key so a release
+-- does not send more than the key's window has room for. Partial: only rate-limited tasks enter.
+create index if not exists step_tasks_rate_waiting_idx on pgflow.step_tasks (not_before)
+  where status = 'waiting' and not_before is not null;
+create index if not exists step_tasks_rate_queued_idx on pgflow.step_tasks (rate_scope, rate_key)
+  where rate_scope is not null and status = 'queued';
 -- No (run_id, status) index: every lookup of a run's tasks by status names the run, which the
 -- primary key's leading column finds, and each index is one more entry for every task update (none
 -- of which is HOT: each changes message_id, status or started_at).

@@ -14,6 +14,7 @@
 -- with its queue snapshot and message id in the same transaction, and channel pgflow_queue:<queue>
 -- is notified for every queue that got messages visible at once. A task of a step with a
 -- concurrency limit is inserted waiting instead, and released at commit (0260_flow_control.sql).
+-- A task of a rate-limited step carries its rate scope and key (0262_rate_limits.sql).
 create or replace function pgflow._send_task_messages(
   p_run_id uuid, p_flow_slug text, p_steps text[], p_counts integer[], p_skip_existing boolean default false,
   p_sources jsonb[] default null
@@ -36,7 +37,7 @@ begin
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
     into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
   end if;
@@ -57,16 +58,15 @@ begin
   -- (0260_flow_control.sql). The key is read once, here, from the run input or the task's input.
   -- A map task's element is kept on its row as in the general path below.
   insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority,
-                                 limit_scope, limit_key, input)
+                                 limit_scope, limit_key, rate_scope, rate_key, input)
   select p_run_id, p_flow_slug, s.step_slug, i, s.queue_name, 'waiting', r.priority + s.priority,
          s.concurrency_scope,
-         case when s.concurrency_key is null then ''
-              when s.concurrency_key_from = 'input' and s.step_type = 'map'
-                then pgflow._limit_key(x.input, s.concurrency_key)
-              when s.concurrency_key_from = 'input'
-                then pgflow._limit_key((select o from pgflow._task_input(p_run_id, p_flow_slug, s.step_slug, i) o),
-                                       s.concurrency_key)
-              else pgflow._limit_key(r.input, s.concurrency_key) end,
+         pgflow._task_limit_key(s.concurrency_key, s.concurrency_key_from, s.step_type, r.input, x.input,
+                                p_run_id, p_flow_slug, s.step_slug, i),
+         s.rate_scope,
+         case when s.rate_scope is not null then
+           pgflow._task_limit_key(s.rate_key, s.rate_key_from, s.step_type, r.input, x.input,
+                                  p_run_id, p_flow_slug, s.step_slug, i) end,
          x.input
   from unnest(p_steps, p_counts, p_sources) as n(step_slug, task_count, source)
   join pgflow.steps s on s.flow_slug = p_flow_slug and s.step_slug = n.step_slug
@@ -86,6 +86,17 @@ begin
            array_agg(s.step_slug order by s.step_slug, i) as steps,
            array_agg(i order by s.step_slug, i) as idxs,
            array_agg(x.input order by s.step_slug, i) as inputs,
+           -- A rate-limited task is sent at once like any other, with its scope, key and
+           -- priority: its window is checked when it is claimed (0262_rate_limits.sql).
+           array_agg(s.rate_scope order by s.step_slug, i) as rate_scopes,
+           array_agg(case when s.rate_scope is not null then
+                       (select r.priority from pgflow.runs r where r.run_id = p_run_id) + s.priority
+                     else 0 end order by s.step_slug, i) as priorities,
+           array_agg(case when s.rate_scope is not null then
+                       pgflow._task_limit_key(s.rate_key, s.rate_key_from, s.step_type,
+                                              (select r.input from pgflow.runs r where r.run_id = p_run_id),
+                                              x.input, p_run_id, p_flow_slug, s.step_slug, i) end
+                     order by s.step_slug, i) as rate_keys,
            -- The body is informational only: the claim reads ids, never bodies.
            array_agg(jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
                                         'step_slug', s.step_slug, 'task_index', i)
@@ -113,11 +124,16 @@ begin
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
       from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
-      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
-      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input
+      insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
+                                     rate_scope, rate_key, priority)
+      select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
+             u.priority
       from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
-                  grp.inputs[slice_start:slice_start + batch_size - 1])
-        as u(step_slug, task_index, id, input);
+                  grp.inputs[slice_start:slice_start + batch_size - 1],
+                  grp.rate_scopes[slice_start:slice_start + batch_size - 1],
+                  grp.rate_keys[slice_start:slice_start + batch_size - 1],
+                  grp.priorities[slice_start:slice_start + batch_size - 1])
+        as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends

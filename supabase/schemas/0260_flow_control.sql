@@ -43,64 +43,25 @@ as $$
   select pg_catalog.hashtext(p_scope || chr(31) || p_key)
 $$;
 
--- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
--- first), then age. Each is made queued and its message sent to its queue snapshot, with what is
--- left of its step's start delay; queues that got visible messages are announced. A waiting task
--- locked by another transaction (a cancel) is skipped. Returns how many were released.
-create or replace function pgflow._release_waiting(p_scope text, p_key text)
+-- Releases waiting tasks a release picked (and locked): each is made queued and its message sent
+-- to its queue snapshot, with what is left of its step's start delay, its message id stored on the
+-- task; queues that got visible messages are announced. Returns how many were released.
+create or replace function pgflow._release_tasks(p_runs uuid[], p_steps text[], p_idx integer[])
 returns integer
 language plpgsql
 volatile
 set search_path = ''
 as $$
 declare
-  cap integer;
-  held integer;
-  rel_runs uuid[];
-  rel_flows text[];
-  rel_steps text[];
-  rel_idx integer[];
-  rel_queues text[];
-  rel_delays integer[];
   grp record;
   ids bigint[];
 begin
-  perform pg_catalog.pg_advisory_xact_lock(pgflow._limit_lock_class(), pgflow._limit_lock_key(p_scope, p_key));
-  -- After the lock: each statement of a read-committed transaction reads a fresh snapshot.
-  select l.max_running into cap from pgflow.concurrency_limits l where l.scope = p_scope;
-  select count(*) into held from pgflow.step_tasks t
-  where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started');
-  -- A scope without a limit row (it was never set, or deleted by hand) limits nothing.
-  if coalesce(cap, 2147483647) - held <= 0 then
+  if p_runs is null then
     return 0;
   end if;
-  with picked as (
-    select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
-    where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
-    order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
-    limit coalesce(cap, 2147483647) - held
-    for update skip locked
-  ),
-  released as (
-    update pgflow.step_tasks t set status = 'queued'
-    from picked p
-    where t.run_id = p.run_id and t.step_slug = p.step_slug and t.task_index = p.task_index
-    returning t.run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, t.queued_at
-  )
-  select array_agg(r.run_id order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.flow_slug order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.step_slug order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.task_index order by r.run_id, r.step_slug, r.task_index),
-         array_agg(r.queue_name order by r.run_id, r.step_slug, r.task_index),
-         -- The step's start delay counts from when the task was created, waiting included.
-         array_agg(greatest(0, ceil(extract(epoch from r.queued_at - clock_timestamp()) + s.opt_start_delay))::integer
-                   order by r.run_id, r.step_slug, r.task_index)
-  into rel_runs, rel_flows, rel_steps, rel_idx, rel_queues, rel_delays
-  from released r
-  join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = r.step_slug;
-  if rel_runs is null then
-    return 0;
-  end if;
+  update pgflow.step_tasks t set status = 'queued', not_before = null
+  from unnest(p_runs, p_steps, p_idx) as u(run_id, step_slug, task_index)
+  where t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index;
   for grp in
     select u.queue_name, u.delay, array_agg(u.run_id order by u.ord) as runs,
            array_agg(u.step_slug order by u.ord) as steps, array_agg(u.task_index order by u.ord) as idxs,
@@ -108,8 +69,14 @@ begin
            array_agg(jsonb_build_object('flow_slug', u.flow_slug, 'run_id', u.run_id,
                                         'step_slug', u.step_slug, 'task_index', u.task_index)
                      order by u.ord) as msgs
-    from unnest(rel_runs, rel_flows, rel_steps, rel_idx, rel_queues, rel_delays)
-      with ordinality as u(run_id, flow_slug, step_slug, task_index, queue_name, delay, ord)
+    from (
+      select t.run_id, t.flow_slug, t.step_slug, t.task_index, t.queue_name, r.ord,
+             -- The step's start delay counts from when the task was created, waiting included.
+             greatest(0, ceil(extract(epoch from t.queued_at - clock_timestamp()) + s.opt_start_delay))::integer as delay
+      from unnest(p_runs, p_steps, p_idx) with ordinality as r(run_id, step_slug, task_index, ord)
+      join pgflow.step_tasks t on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index
+      join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+    ) u
     group by u.queue_name, u.delay
   loop
     -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
@@ -122,7 +89,51 @@ begin
       perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;
-  return cardinality(rel_runs);
+  return cardinality(p_runs);
+end;
+$$;
+
+-- Releases the waiting tasks of one (scope, key) that its capacity allows: by priority (higher
+-- first), then age (pgflow._release_tasks). A waiting
+-- task locked by another transaction (a cancel) is skipped, and so is one a rate limit holds back
+-- (0262_rate_limits.sql): its not_before has not come, or its rate key's window has no room now
+-- (a hint read without the rate lock: the claim decides exactly, this only spares sending a
+-- message the claim would send back). Returns how many were released.
+create or replace function pgflow._release_waiting(p_scope text, p_key text)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  cap integer;
+  held integer;
+  rel_runs uuid[];
+  rel_steps text[];
+  rel_idx integer[];
+begin
+  perform pg_catalog.pg_advisory_xact_lock(pgflow._limit_lock_class(), pgflow._limit_lock_key(p_scope, p_key));
+  -- After the lock: each statement of a read-committed transaction reads a fresh snapshot.
+  select l.max_running into cap from pgflow.concurrency_limits l where l.scope = p_scope;
+  select count(*) into held from pgflow.step_tasks t
+  where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started');
+  -- A scope without a limit row (it was never set, or deleted by hand) limits nothing.
+  if coalesce(cap, 2147483647) - held <= 0 then
+    return 0;
+  end if;
+  select array_agg(p.run_id), array_agg(p.step_slug), array_agg(p.task_index)
+  into rel_runs, rel_steps, rel_idx
+  from (
+    select t.run_id, t.step_slug, t.task_index from pgflow.step_tasks t
+    where t.limit_scope = p_scope and t.limit_key = p_key and t.status = 'waiting'
+      and (t.rate_scope is null
+           or ((t.not_before is null or t.not_before <= clock_timestamp())
+               and pgflow._rate_room(t.rate_scope, t.rate_key) > 0))
+    order by t.priority desc, t.queued_at, t.run_id, t.step_slug, t.task_index
+    limit coalesce(cap, 2147483647) - held
+    for update skip locked
+  ) p;
+  return pgflow._release_tasks(rel_runs, rel_steps, rel_idx);
 end;
 $$;
 
@@ -216,8 +227,8 @@ $$;
 -- The periodic release: releases, for every (scope, key) with waiting tasks, what its capacity
 -- allows now, in lock order. Every release that matters already happens in the transaction that
 -- freed the capacity; this pass is the safety net for capacity freed outside pgflow's functions
--- (a task row changed by hand) and the one place time-based releases will hook in. It also fires
--- schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
+-- (a task row changed by hand), and it releases what rate limits allow now
+-- (pgflow.release_rate_waiting). It also fires schedules' due ticks. Workers call it with stalled recovery; pg_cron may call it too. Returns how
 -- many tasks it released.
 create or replace function pgflow.tick()
 returns integer
@@ -229,13 +240,21 @@ declare
   k record;
   released integer := 0;
 begin
+  -- Rate limits first: their locks come before every concurrency lock (0262_rate_limits.sql). The
+  -- tasks that have a concurrency limit too are released by the loop below, in its one pass.
+  released := pgflow.release_rate_waiting(false);
   for k in
     select w.limit_scope, w.limit_key
-    from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t where t.status = 'waiting') w
+    from (select distinct t.limit_scope, t.limit_key from pgflow.step_tasks t
+          where t.status = 'waiting' and t.limit_scope is not null) w
     order by pgflow._limit_lock_key(w.limit_scope, w.limit_key), w.limit_scope || chr(31) || w.limit_key
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
   end loop;
+  -- Windows whose every start has left them hold nothing a claim would read.
+  delete from pgflow.rate_limit_windows w
+  where not exists (select 1 from pgflow.rate_limits l
+                    where l.scope = w.scope and w.starts[cardinality(w.starts)] > clock_timestamp() - l.per);
   -- Schedules' due ticks too (0270_schedules.sql), so whatever calls tick fires them; safe beside
   -- every other ticker (one run per tick).
   perform pgflow.fire_due_schedules();
@@ -262,36 +281,5 @@ as $$
                 waiting_reason.in_flight, coalesce(waiting_reason.max_running::text, 'unlimited'))
 $$;
 
--- Tasks waiting for capacity, per queue and (scope, key): how many, since when, and why, e.g.
--- "concurrency slack-api key C042: 3 of 3 in flight". in_flight counts the key's tasks that hold
--- capacity (queued or started), on any queue. The one place status, the dashboard and the client
--- read waiting work from.
-create or replace function pgflow.waiting_tasks(queue_name text default null)
-returns table (
-  queue_name text,
-  limit_scope text,
-  limit_key text,
-  waiting bigint,
-  oldest_queued_at timestamptz,
-  in_flight bigint,
-  max_running integer,
-  reason text
-)
-language sql
-stable
-set search_path = ''
-as $$
-  select w.queue_name, w.limit_scope, w.limit_key, w.waiting, w.oldest, h.n, l.max_running,
-         pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
-  from (select t.queue_name, t.limit_scope, t.limit_key, count(*) as waiting, min(t.queued_at) as oldest
-        from pgflow.step_tasks t
-        where t.status = 'waiting'
-          and (waiting_tasks.queue_name is null or t.queue_name = waiting_tasks.queue_name)
-        group by t.queue_name, t.limit_scope, t.limit_key) w
-  cross join lateral (
-    select count(*) as n from pgflow.step_tasks t
-    where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key and t.status in ('queued', 'started')
-  ) h
-  left join pgflow.concurrency_limits l on l.scope = w.limit_scope
-  order by w.queue_name, w.oldest, w.limit_scope, w.limit_key
-$$;
+-- pgflow.waiting_tasks, which lists waiting tasks and why they wait, is in 0262_rate_limits.sql:
+-- it reads rate limits' windows too.

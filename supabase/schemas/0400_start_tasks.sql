@@ -318,6 +318,8 @@ declare
   v_off integer[];
   -- How many distinct ids were read.
   n_ids integer;
+  -- Claimed messages of rate-limited tasks; then those the rate check sent back to waiting.
+  rl_msg bigint[];
   changed integer;
   -- Messages handed back, and messages set back to the visibility the worker asked for.
   h_msg bigint[];
@@ -380,7 +382,8 @@ begin
       and t.run_id = i.run_id and t.step_slug = i.step_slug and t.task_index = i.task_index
       and t.status = 'queued'
       and sup_keys ? pgflow._pair_key(t.flow_slug, t.step_slug)
-    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count
+    returning t.message_id, t.run_id, t.flow_slug, t.step_slug, t.task_index, t.attempts_count,
+              t.rate_scope
   ),
   -- Each step's effective timeout + the claim margin, once per step of the batch.
   timeouts as (
@@ -397,10 +400,29 @@ begin
          array_agg(c.task_index), array_agg(c.attempts_count),
          array_agg(c.message_id) filter (where o.off is distinct from p_read_visibility),
          array_agg(o.off) filter (where o.off is distinct from p_read_visibility),
-         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null)
-  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids
+         (select count(distinct m)::integer from unnest(msg_ids) m where m is not null),
+         array_agg(c.message_id) filter (where c.rate_scope is not null)
+  into c_msg, c_flow, c_run, c_step, c_idx, c_att, v_msg, v_off, n_ids, rl_msg
   from claimed c
   join timeouts o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
+
+  -- Rate check: only a batch with rate-limited tasks. Those whose key's window is full go back to
+  -- waiting (0262_rate_limits.sql) and leave the claimed set.
+  if rl_msg is not null then
+    rl_msg := nullif(pgflow._rate_gate(q, rl_msg), '{}');
+    if rl_msg is not null then
+      select array_agg(c.mid order by c.ord), array_agg(c.flow_slug order by c.ord),
+             array_agg(c.run_id order by c.ord), array_agg(c.step_slug order by c.ord),
+             array_agg(c.task_index order by c.ord), array_agg(c.attempt order by c.ord)
+      into c_msg, c_flow, c_run, c_step, c_idx, c_att
+      from unnest(c_msg, c_flow, c_run, c_step, c_idx, c_att) with ordinality
+        as c(mid, flow_slug, run_id, step_slug, task_index, attempt, ord)
+      where not (c.mid = any (rl_msg));
+      select array_agg(v.mid order by v.ord), array_agg(v.off order by v.ord) into v_msg, v_off
+      from unnest(v_msg, v_off) with ordinality as v(mid, off, ord)
+      where not (v.mid = any (rl_msg));
+    end if;
+  end if;
 
   -- Re-arm visibility: hide each claimed message for its effective timeout + the claim margin, and
   -- make sure it happened: a claim whose message is gone would otherwise run with nothing guarding
@@ -418,7 +440,7 @@ begin
 
   -- Hand back what another live worker serves, and the surplus: costs nothing when every message
   -- read is claimed.
-  if coalesce(cardinality(c_msg), 0) < n_ids then
+  if coalesce(cardinality(c_msg), 0) + coalesce(cardinality(rl_msg), 0) < n_ids then
     select h.handed, h.vt_ids, h.vts into h_msg, h_vt_ids, h_vts
     from pgflow._hand_back(q, msg_ids, c_msg, sur_msg, sup_keys, _start_tasks.worker_id,
                            p_read_visibility) h;
@@ -430,10 +452,11 @@ begin
   -- hid the messages neither claimed nor handed back for as long: they get the visibility the
   -- worker asked for, as if read with it.
   if p_unclaimed_visibility is not null
-     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0) < n_ids then
+     and coalesce(cardinality(c_msg), 0) + coalesce(cardinality(h_msg), 0)
+         + coalesce(cardinality(rl_msg), 0) < n_ids then
     select array_agg(m) into u_msg
     from (select m from unnest(msg_ids) m where m is not null
-          except select unnest(c_msg) except select unnest(h_msg)) i;
+          except select unnest(c_msg) except select unnest(h_msg) except select unnest(rl_msg)) i;
     select s_ids || array_agg(r.msg_id), s_vts || array_agg(r.vt) into s_ids, s_vts
     from pgflow.set_vt_batch(q, u_msg, array_fill(p_unclaimed_visibility, array[cardinality(u_msg)])) r;
   end if;
@@ -455,6 +478,7 @@ begin
   select i.mid, null::integer, null::timestamptz, nv.vt, null::jsonb, null::jsonb,
          case
            when c.mid is not null then 'claimed'
+           when rl.mid is not null then 'rate_limited'
            when t.run_id is null then 'unknown'
            when sur.mid is not null then 'surplus'
            when h.mid is not null then 'handed_back'
@@ -476,6 +500,7 @@ begin
   left join unnest(s_ids, s_vts) as nv(mid, vt) on nv.mid = i.mid
   left join unnest(h_msg) as h(mid) on h.mid = i.mid
   left join unnest(sur_msg) as sur(mid) on sur.mid = i.mid
+  left join unnest(rl_msg) as rl(mid) on rl.mid = i.mid
   -- A message not claimed: the task that owns it, if any, looked up per id (LIMIT 1: the pair is
   -- unique), as in the claim above: a join let stale statistics scan every task of the queue.
   left join lateral (

@@ -7,7 +7,8 @@
 -- would lose. Steps come in definition order, which puts every step after its dependencies.
 --
 -- security invoker: the caller needs select on pgflow.runs, step_states, steps, step_tasks,
--- task_attempts and concurrency_limits, and execute on waiting_reason (service_role has them, see
+-- task_attempts, concurrency_limits, rate_limits and rate_limit_windows, and execute on
+-- waiting_reason, rate_waiting_reason, _waiting_why and _rate_recent (service_role has them, see
 -- 0900_privileges); a wrapper for other roles decides which runs they may read
 -- (docs/permissions.md).
 
@@ -57,29 +58,29 @@ as $$
         'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'reused', ss.reused,
-        -- Its tasks waiting for capacity (flow control), per (scope, key), with the reason
-        -- waiting_tasks gives: a waiting task has no message, so it is neither queued nor lost.
-        -- Only a started step of a limited step can have any, so no other step reads its tasks.
-        'waiting', case when ss.status = 'started' and s.concurrency_scope is not null then coalesce((
+        -- Its tasks waiting for capacity or for a rate limit's window (flow control), per (scope,
+        -- key), with the reason waiting_tasks gives: a waiting task has no message, so it is
+        -- neither queued nor lost. Only a started step of a limited step can have any, so no
+        -- other step reads its tasks.
+        'waiting', case when ss.status = 'started'
+                             and (s.concurrency_scope is not null or s.rate_scope is not null) then coalesce((
           select jsonb_agg(jsonb_build_object(
-            'limit_scope', w.limit_scope,
-            'limit_key', w.limit_key,
+            'limit_scope', w.scope,
+            'limit_key', w.key,
             'tasks', w.n,
             'since', to_char(w.oldest at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-            'in_flight', h.n,
-            'max_running', l.max_running,
-            'reason', pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running)
-          ) order by w.oldest, w.limit_scope, w.limit_key)
-          from (select t.limit_scope, t.limit_key, count(*) as n, min(t.queued_at) as oldest
+            'in_flight', y.in_flight,
+            'max_running', y.max_running,
+            'reason', y.reason
+          ) order by w.oldest, w.scope, w.key)
+          from (select t.not_before is not null as rate,
+                       case when t.not_before is not null then t.rate_scope else t.limit_scope end as scope,
+                       case when t.not_before is not null then t.rate_key else t.limit_key end as key,
+                       count(*) as n, min(t.queued_at) as oldest, min(t.not_before) as next_at
                 from pgflow.step_tasks t
                 where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.status = 'waiting'
-                group by t.limit_scope, t.limit_key) w
-          cross join lateral (
-            select count(*) as n from pgflow.step_tasks t
-            where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key
-              and t.status in ('queued', 'started')
-          ) h
-          left join pgflow.concurrency_limits l on l.scope = w.limit_scope
+                group by 1, 2, 3) w
+          cross join lateral pgflow._waiting_why(w.rate, w.scope, w.key, w.next_at) y
         ), '[]'::jsonb) else '[]'::jsonb end,
         -- The attempts that ended other than by completing (the newest 100 of the step).
         'attempts', coalesce((

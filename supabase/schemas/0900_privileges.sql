@@ -36,9 +36,13 @@ begin
     -- Waiting tasks and why they wait (flow control): get_run reads them for its steps, and a
     -- client may list them per queue.
     grant execute on function pgflow.waiting_tasks(text),
-      pgflow.waiting_reason(text, text, bigint, integer) to service_role;
+      pgflow.waiting_reason(text, text, bigint, integer),
+      pgflow.rate_waiting_reason(text, text, integer, interval, timestamptz),
+      pgflow._waiting_why(boolean, text, text, timestamptz),
+      pgflow._rate_recent(text, text, interval, timestamptz) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
-      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
+      pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
+      pgflow.rate_limits, pgflow.rate_limit_windows to service_role;
   end if;
 end
 $$;

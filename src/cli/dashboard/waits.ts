@@ -117,19 +117,18 @@ export async function readWaits(
     }
   }
 
+  // A task with a not_before waits for its rate limit, any other for its concurrency limit: the
+  // same grouping and reason as pgflow.waiting_tasks.
   const held = await tx<{ step_slug: string; n: number; since: Date; reason: string }[]>`
-    select w.step_slug, w.n, w.since,
-           pgflow.waiting_reason(w.limit_scope, w.limit_key, h.n, l.max_running) as reason
-    from (select t.step_slug, t.limit_scope, t.limit_key, count(*)::int as n, min(t.queued_at) as since
+    select w.step_slug, w.n, w.since, y.reason
+    from (select t.step_slug, t.not_before is not null as rate,
+                 case when t.not_before is not null then t.rate_scope else t.limit_scope end as scope,
+                 case when t.not_before is not null then t.rate_key else t.limit_key end as key,
+                 count(*)::int as n, min(t.queued_at) as since, min(t.not_before) as next_at
           from pgflow.step_tasks t where t.run_id = ${runId}::uuid and t.status = 'waiting'
-          group by t.step_slug, t.limit_scope, t.limit_key) w
-    cross join lateral (
-      select count(*) as n from pgflow.step_tasks t
-      where t.limit_scope = w.limit_scope and t.limit_key = w.limit_key
-        and t.status in ('queued', 'started')
-    ) h
-    left join pgflow.concurrency_limits l on l.scope = w.limit_scope
-    order by w.step_slug, w.since, w.limit_scope, w.limit_key`;
+          group by 1, 2, 3, 4) w
+    cross join lateral pgflow._waiting_why(w.rate, w.scope, w.key, w.next_at) y
+    order by w.step_slug, w.since, w.scope, w.key`;
   for (const w of held) {
     add(w.step_slug, {
       kind: "capacity",
