@@ -147,7 +147,9 @@ begin
     elsif prior.status = 'completed' then
       child := prior;
     else
-      child := pgflow.start_flow(step.child_flow, child_in, traceparent => run.traceparent);
+      -- The child's spans hang under this step's span, in the parent's trace.
+      child := pgflow.start_flow(step.child_flow, child_in,
+        traceparent => pgflow._step_traceparent(p_run_id, p_step_slug, run.traceparent));
       update pgflow.runs r set parent_run_id = p_run_id, parent_step_slug = p_step_slug, parent_task_index = i
       where r.run_id = child.run_id;
     end if;
