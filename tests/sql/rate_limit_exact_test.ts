@@ -53,6 +53,15 @@ db.test("no key starts more than its rate limit in any window, while a worker pr
   const killer = (async () => {
     while (!done) {
       await new Promise((r) => setTimeout(r, 2000));
+      // On a busy machine a new process can take longer than that to start: kill it once it holds
+      // started tasks, so every kill is one that recovery must clean up after.
+      while (!done) {
+        const [{ holds }] = await sql`select exists (
+            select 1 from pgflow.step_tasks t join pgflow.workers w on w.worker_id = t.last_worker_id
+            where t.status = 'started' and w.function_name = ${`victim${generation}`}) as holds`;
+        if (holds) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
       if (done) break;
       victim.kill("SIGKILL");
       await victim.status;
