@@ -299,7 +299,7 @@ begin
     exit when run.status <> 'started';
     for ready in
       select ss.step_slug, s.step_type, s.deps_count, s.required_input_pattern, s.forbidden_input_pattern,
-             s.when_unmet,
+             s.when_unmet, s.kind,
              -- A map step has at most one dependency: the one it maps over.
              (select min(d.dep_slug) from pgflow.deps d
               where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug) as map_dep
@@ -388,6 +388,11 @@ begin
           (select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
            where t.run_id = p_run_id and t.step_slug = ready.step_slug));
         progressed := true;
+      elsif ready.kind in ('event', 'sleep') then
+        -- A waiting step has no task and no message (0280_events.sql).
+        if pgflow._start_wait(p_run_id, ready.step_slug) then
+          progressed := true;
+        end if;
       else
         reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;

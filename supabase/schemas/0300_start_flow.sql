@@ -71,7 +71,7 @@ begin
 
   select count(*),
          array_agg(s.step_slug order by s.step_index) filter (where s.deps_count = 0),
-         bool_and(s.deps_count > 0 or (s.step_type = 'single' and s.required_input_pattern is null
+         bool_and(s.deps_count > 0 or (s.kind = 'task' and s.step_type = 'single' and s.required_input_pattern is null
                                       and s.forbidden_input_pattern is null))
   into step_count, roots, plain_roots
   from pgflow.steps s where s.flow_slug = flow.flow_slug;

@@ -28,7 +28,9 @@ as $$
     'whenExhausted', s.when_exhausted,
     'requiredInputPattern', pgflow._pattern_slot(s.required_input_pattern),
     'forbiddenInputPattern', pgflow._pattern_slot(s.forbidden_input_pattern)
-  ) order by s.step_index), '[]'::jsonb))
+  ) || case when s.kind in ('event', 'sleep')  -- only a waiting step carries the key (0280_events.sql)
+            then jsonb_build_object('wait', pgflow._wait_shape(s)) else '{}'::jsonb end
+  order by s.step_index), '[]'::jsonb))
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
 $$;
@@ -67,7 +69,7 @@ as $$
     from generate_series(0, greatest(jsonb_array_length(p_stored_shape -> 'steps'),
                                      jsonb_array_length(p_shape -> 'steps')) - 1) as i
     cross join (values ('slug'), ('stepType'), ('dependencies'), ('whenUnmet'), ('whenExhausted'),
-                       ('requiredInputPattern'), ('forbiddenInputPattern')) as k(key)
+                       ('requiredInputPattern'), ('forbiddenInputPattern'), ('wait')) as k(key)
     cross join lateral (select p_stored_shape -> 'steps' -> i as step) a
     cross join lateral (select p_shape -> 'steps' -> i as step) b
     where a.step is not null and b.step is not null and (a.step -> k.key) is distinct from (b.step -> k.key)

@@ -72,6 +72,7 @@ begin
        or jsonb_typeof(step -> 'forbiddenInputPattern' -> 'defined') is distinct from 'boolean' then
       problems := problems || format('step %s: patterns must be {"defined": false} or {"defined": true, "value": ...}', i);
     end if;
+    problems := problems || pgflow._wait_step_problems(step, i);
     slugs := slugs || (step ->> 'slug');
     i := i + 1;
   end loop;
@@ -203,6 +204,9 @@ begin
       when_unmet => step ->> 'whenUnmet',
       when_exhausted => step ->> 'whenExhausted',
       queue_name => p_routes -> 'queues' ->> (step ->> 'slug'));
+    if step ? 'wait' then
+      perform pgflow._set_wait(p_flow_slug, step ->> 'slug', step -> 'wait');
+    end if;
   end loop;
 end;
 $$;

@@ -36,6 +36,10 @@ begin
     -- client may list them per queue.
     grant execute on function pgflow.waiting_tasks(text),
       pgflow.waiting_reason(text, text, bigint, integer) to service_role;
+    -- Events (0280_events.sql): sending one completes a wait, so it is a server's act, like
+    -- start_flow; an end user's send goes through a wrapper that checks the run is theirs.
+    grant execute on function pgflow.send_event(text, jsonb, uuid, text, text, interval),
+      pgflow.create_wait_token(uuid, text, interval), pgflow.send_event_with_token(text, jsonb) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits to service_role;
   end if;
