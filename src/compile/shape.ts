@@ -2,6 +2,7 @@ import type { AnyFlow } from "../dsl/extract.ts";
 import type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "../dsl/options.ts";
 import type { FlowControlOptions } from "../dsl/flow_control.ts";
 import type { PatternSlot } from "../dsl/types.ts";
+import type { WaitDefinition } from "../dsl/wait.ts";
 import { flowQueueName } from "../routing/flow_queue.ts";
 import type { RoutedFlow, StepQueuedFlow } from "../routing/routed.ts";
 
@@ -42,6 +43,8 @@ export interface StepShape {
   readonly requiredInputPattern: PatternSlot;
   /** The `ifNot` pattern, keys sorted; `{ defined: false }` when absent. */
   readonly forbiddenInputPattern: PatternSlot;
+  /** A waiting step's event or sleep (`.waitForEvent()`, `.sleep()`); absent for a task step. */
+  readonly wait?: WaitDefinition;
 }
 
 /**
@@ -160,6 +163,7 @@ export function extractFlowShape(target: CompilableFlow): FlowShape {
     whenExhausted: step.whenExhausted ?? "fail",
     requiredInputPattern: step.requiredInputPattern,
     forbiddenInputPattern: step.forbiddenInputPattern,
+    ...(step.wait === undefined ? {} : { wait: step.wait }),
   }));
   return { steps };
 }

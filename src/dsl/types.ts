@@ -1,3 +1,5 @@
+import type { WaitDefinition } from "./wait.ts";
+import type { StandardSchemaV1 } from "./input_schema.ts";
 import type { Json } from "./json.ts";
 import type { StepRuntimeOptions, WhenMode } from "./options.ts";
 import type { FlowControlOptions } from "./flow_control.ts";
@@ -175,6 +177,10 @@ export interface StepDefinition {
   readonly whenUnmet?: WhenMode;
   /** `whenExhausted` as written, if it was. */
   readonly whenExhausted?: WhenMode;
+  /** For a waiting step (`.waitForEvent()`, `.sleep()`): what it waits for. */
+  readonly wait?: WaitDefinition;
+  /** An event step's payload schema, if any: the client checks payloads with it. */
+  readonly payloadSchema?: StandardSchemaV1;
   /** The handler. */
   readonly handler: AnyStepHandler;
 }

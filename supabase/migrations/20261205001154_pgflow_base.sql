@@ -3188,11 +3188,13 @@ $$;
 -- An event step's event name; the JSON path into the run input giving the correlation key a keyed
 -- send_event matches (NULL: only addressed sends reach it).
 alter table pgflow.steps add column if not exists wait_event text;
-alter table pgflow.steps add column if not exists wait_key_path jsonpath;
+-- Paths are kept as written (jsonpath would rewrite "$.orderId" as "$.\"orderId\"", and the
+-- compiler compares the shape it sends with the stored one) and cast where they are read.
+alter table pgflow.steps add column if not exists wait_key_path text;
 -- How long an event step waits (NULL: forever) or a sleep sleeps, in seconds; or, for a sleep,
 -- the JSON path into the step's input giving the time to wake at (an ISO 8601 string).
 alter table pgflow.steps add column if not exists wait_seconds integer;
-alter table pgflow.steps add column if not exists wait_until_path jsonpath;
+alter table pgflow.steps add column if not exists wait_until_path text;
 -- What an event step's timeout does: NULL fails the step (then whenExhausted decides, as for a
 -- task that ran out of attempts); {"value": v} completes it with v.
 alter table pgflow.steps add column if not exists on_timeout jsonb;
@@ -3214,6 +3216,9 @@ do $$
 begin
   alter table pgflow.steps add constraint steps_wait_event_is_valid check (
     wait_event is null or wait_event ~ '^[A-Za-z0-9_.:-]{1,100}$');
+  alter table pgflow.steps add constraint steps_wait_paths_are_jsonpath check (
+    (wait_key_path is null or wait_key_path::jsonpath is not null)
+    and (wait_until_path is null or wait_until_path::jsonpath is not null));
   alter table pgflow.steps add constraint steps_wait_seconds_range check (
     wait_seconds is null or wait_seconds between 0 and 31536000);
 exception when duplicate_object then
@@ -3294,7 +3299,7 @@ begin
   select s.* into step from pgflow.steps s where s.flow_slug = run.flow_slug and s.step_slug = p_step_slug;
   if step.kind = 'sleep' and step.wait_until_path is not null then
     at_text := jsonb_path_query_first(
-      (select o from pgflow._task_input(p_run_id, run.flow_slug, p_step_slug, 0) o), step.wait_until_path) #>> '{}';
+      (select o from pgflow._task_input(p_run_id, run.flow_slug, p_step_slug, 0) o), step.wait_until_path::jsonpath) #>> '{}';
     begin
       deadline := at_text::timestamptz;
     exception when others then
@@ -3310,7 +3315,7 @@ begin
     deadline := clock_timestamp() + make_interval(secs => step.wait_seconds);
   end if;
   if step.wait_key_path is not null then
-    key := jsonb_path_query_first(run.input, step.wait_key_path) #>> '{}';
+    key := jsonb_path_query_first(run.input, step.wait_key_path::jsonpath) #>> '{}';
   end if;
   update pgflow.step_states ss
   set waiting_for = coalesce(step.wait_event, ''), wait_key = key, wait_until = deadline,
@@ -3624,9 +3629,9 @@ as $$
   select case when s.kind in ('event', 'sleep') then
     jsonb_build_object('kind', s.kind)
     || case when s.wait_event is null then '{}'::jsonb else jsonb_build_object('event', s.wait_event) end
-    || case when s.wait_key_path is null then '{}'::jsonb else jsonb_build_object('key', s.wait_key_path::text) end
+    || case when s.wait_key_path is null then '{}'::jsonb else jsonb_build_object('key', s.wait_key_path) end
     || case when s.wait_seconds is null then '{}'::jsonb else jsonb_build_object('seconds', s.wait_seconds) end
-    || case when s.wait_until_path is null then '{}'::jsonb else jsonb_build_object('until', s.wait_until_path::text) end
+    || case when s.wait_until_path is null then '{}'::jsonb else jsonb_build_object('until', s.wait_until_path) end
     || case when s.on_timeout is null then '{}'::jsonb else jsonb_build_object('onTimeout', s.on_timeout) end
   end
 $$;
@@ -3683,8 +3688,8 @@ volatile
 set search_path = ''
 as $$
   update pgflow.steps s
-  set kind = p_wait ->> 'kind', wait_event = p_wait ->> 'event', wait_key_path = (p_wait ->> 'key')::jsonpath,
-      wait_seconds = (p_wait ->> 'seconds')::integer, wait_until_path = (p_wait ->> 'until')::jsonpath,
+  set kind = p_wait ->> 'kind', wait_event = p_wait ->> 'event', wait_key_path = p_wait ->> 'key',
+      wait_seconds = (p_wait ->> 'seconds')::integer, wait_until_path = p_wait ->> 'until',
       on_timeout = p_wait -> 'onTimeout'
   where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug
 $$;
