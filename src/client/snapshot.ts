@@ -12,6 +12,7 @@ import type {
   RunSummary,
   StepState,
   StepStatus,
+  StepWait,
   TaskAttempt,
   WaitingTasks,
 } from "./types.ts";
@@ -69,6 +70,11 @@ export interface RawStep {
   readonly attempts?: readonly RawAttempt[] | null;
   // Absent from an engine older than flow control (issue 43): read as [].
   readonly waiting?: readonly RawWaiting[] | null;
+  // Absent from an engine older than waiting steps (issue 44): read as no wait.
+  readonly kind?: string;
+  readonly waiting_for?: string | null;
+  readonly wait_key?: string | null;
+  readonly wait_until?: string | null;
 }
 
 /** The run as `pgflow.get_run` returns it. */
@@ -159,7 +165,19 @@ export function toRunState(raw: unknown): AnyRunState | null {
       reused: s.reused ?? false,
       attempts: (s.attempts ?? []).map(toAttempt),
       waiting: (s.waiting ?? []).map(toWaiting),
+      wait: toWait(s),
     })),
+  };
+}
+
+function toWait(s: RawStep): StepWait | null {
+  if (s.waiting_for === null || s.waiting_for === undefined) return null;
+  return {
+    kind: s.kind === "sleep" ? "sleep" : "event",
+    event: s.waiting_for === "" ? null : s.waiting_for,
+    key: s.wait_key ?? null,
+    since: s.started_at,
+    until: s.wait_until ?? null,
   };
 }
 

@@ -38,6 +38,7 @@ export function explainUnreachable(backend: Backend, url: string | undefined): B
     startFlow: explained(backend.startFlow),
     getRun: explained(backend.getRun),
     cancelRun: explained(backend.cancelRun),
+    sendEvent: explained(backend.sendEvent),
     restartRun: explained(backend.restartRun),
     listRuns: explained(backend.listRuns),
     aliasTarget: explained(backend.aliasTarget),
