@@ -47,7 +47,9 @@ async function send(
   args: { runId?: string; key?: string; payload?: unknown; event?: string },
 ): Promise<Delivery[]> {
   const [{ r }] = await sql<{ r: { results: Delivery[] } }[]>`
-    select pgflow.send_event(${args.event ?? "approved"}, ${sql.json((args.payload ?? null) as never)},
+    select pgflow.send_event(${args.event ?? "approved"}, ${
+    sql.json((args.payload ?? null) as never)
+  },
       run_id => ${args.runId ?? null}::uuid, key => ${args.key ?? null}) as r`;
   return r.results;
 }
@@ -72,7 +74,8 @@ db.test("an event step waits without task or message and completes with the payl
   await approvalFlow(sql, "ev_basic");
   const runId = await start(sql, "ev_basic", { orderId: "A-1" });
   assert.deepEqual(await steps(sql, runId), { approve: "started", notify: "created" });
-  const [{ tasks }] = await sql`select count(*)::int as tasks from pgflow.step_tasks where run_id = ${runId}`;
+  const [{ tasks }] =
+    await sql`select count(*)::int as tasks from pgflow.step_tasks where run_id = ${runId}`;
   assert.equal(tasks, 0, "a wait has no task");
   const [{ n }] = await sql`select count(*)::int as n from pgmq.read('ev_basic', 30, 10)`;
   assert.equal(n, 0, "a wait has no message");
@@ -99,7 +102,11 @@ db.test("an event step waits without task or message and completes with the payl
 db.test("an event before the wait is kept and delivered when the wait starts", async ({ sql }) => {
   await approvalFlow(sql, "ev_early", {}, true);
   const runId = await start(sql, "ev_early", { orderId: "E-1" });
-  assert.deepEqual(await steps(sql, runId), { submit: "started", approve: "created", notify: "created" });
+  assert.deepEqual(await steps(sql, runId), {
+    submit: "started",
+    approve: "created",
+    notify: "created",
+  });
   const early = await send(sql, { runId, payload: "yes" });
   assert.equal(early[0].status, "kept");
   const dup = await send(sql, { runId, payload: "no" });
@@ -156,7 +163,8 @@ db.test("a timeout fails the run or completes with the onTimeout value", async (
   assert.equal((await steps(sql, failing)).approve, "started", "not due yet");
   await tickAt(sql, 3601);
   assert.equal(await runStatus(sql, failing), "failed");
-  const [{ error_message }] = await sql`select error_message from pgflow.runs where run_id = ${failing}`;
+  const [{ error_message }] =
+    await sql`select error_message from pgflow.runs where run_id = ${failing}`;
   assert.match(error_message, /^\[WAIT_TIMEOUT\] step approve: no 'approved' event within 3600 s/);
   assert.deepEqual(await steps(sql, valued), { approve: "completed", notify: "started" });
   const [{ output }] = await sql`select output from pgflow.step_states
@@ -218,7 +226,10 @@ db.test("bad sends name the value and the fix", async ({ sql }) => {
     return true;
   });
   await assert.rejects(send(sql, { event: "approved" }), /names neither a run nor a key/);
-  await assert.rejects(send(sql, { key: "x", event: "bad name!" }), /event name 'bad name!' is not valid/);
+  await assert.rejects(
+    send(sql, { key: "x", event: "bad name!" }),
+    /event name 'bad name!' is not valid/,
+  );
 });
 
 db.test("waits are not stuck, not uncovered, and cancel, retry and resume handle them", async ({ sql }) => {
