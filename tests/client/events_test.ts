@@ -10,6 +10,8 @@ import { createClient, EventPayloadError, Flow, type StandardSchemaV1 } from "..
 import { testDatabase } from "../support/db.ts";
 import { compileFlow } from "../support/engine.ts";
 import { runCli, shown } from "../cli/helpers.ts";
+import { readOnly } from "../../src/cli/dashboard/read_only.ts";
+import { readRun } from "../../src/cli/dashboard/run_view.ts";
 
 const db = testDatabase(import.meta.url);
 
