@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
 import { testDatabase } from "../support/db.ts";
-import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
+import { compileFlow, defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
+import { Flow } from "../../mod.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -253,7 +254,12 @@ db.test("waits are not stuck, not uncovered, and cancel, retry and resume handle
   assert.deepEqual((await send(sql, { runId })).map((d) => d.reason), ["run cancelled"]);
   const [{ resumed }] = await sql`select (pgflow.resume_run(${runId})).run_id as resumed`;
   assert.equal((await steps(sql, resumed)).approve, "started");
-  assert.equal((await send(sql, { key: "O-1", payload: "r" }))[0].status, "delivered");
+  // The key reaches the resumed run's wait; the cancelled run's is reported, not reopened.
+  const keyed = await send(sql, { key: "O-1", payload: "r" });
+  assert.deepEqual(
+    keyed.map((d) => [d.run_id, d.status, d.reason]).sort(),
+    [[resumed, "delivered", undefined], [runId, "ignored", "run cancelled"]].sort(),
+  );
 
   // A resumed run whose wait had completed reuses its event.
   await sql`select pgflow.cancel_run(${resumed}, 'again')`;
@@ -291,4 +297,30 @@ db.test("only service_role may send events", async ({ sql }) => {
     }),
     /permission denied/,
   );
+});
+
+db.test("the wait is part of the shape: compiled, verified, and a changed one is a mismatch", async ({ sql }) => {
+  const make = (timeout: "3 days" | "4 days") =>
+    new Flow<{ orderId: string }>({ slug: "ev_compiled" })
+      .waitForEvent({ slug: "decision", event: "decided", key: "$.orderId", timeout })
+      .sleep({ slug: "pause", dependsOn: ["decision"], for: "1 hour" });
+  assert.equal((await compileFlow(sql, make("3 days"))).status, "compiled");
+  const [stored] = await sql`select kind, wait_event, wait_key_path, wait_seconds from pgflow.steps
+                             where flow_slug = 'ev_compiled' order by step_index`;
+  assert.deepEqual(stored, {
+    kind: "event",
+    wait_event: "decided",
+    wait_key_path: "$.orderId",
+    wait_seconds: 259200,
+  });
+  assert.equal((await compileFlow(sql, make("3 days"))).status, "verified");
+  const changed = await compileFlow(sql, make("4 days"));
+  assert.equal(changed.status, "mismatch");
+  assert.match(changed.differences.join("\n"), /step 0: wait .*259200.* stored, .*345600.* new/);
+  const [{ problems }] = await sql`
+    select pgflow._wait_step_problems('{"stepType": "map", "wait": {"kind": "sleep"}}', 3) as problems`;
+  assert.deepEqual(problems, [
+    "step 3: a waiting step cannot be a map",
+    "step 3: a sleep needs exactly one of seconds and until",
+  ]);
 });
