@@ -3329,7 +3329,12 @@ begin
     end if;
     return false;
   end if;
-  -- An event that came early: addressed to this step, else the oldest keyed one for its key.
+  -- An event that came early: addressed to this step, else the oldest keyed one for its key. A
+  -- keyed sender that found no wait takes the same lock before it keeps its event, so the two
+  -- cannot miss each other (see send_event).
+  if key is not null then
+    perform pg_advisory_xact_lock(pgflow._event_key_lock(step.wait_event, key));
+  end if;
   delete from pgflow.pending_events e
   where e.event_id = (
     select e2.event_id from pgflow.pending_events e2
@@ -3347,6 +3352,17 @@ begin
   end if;
   return false;
 end;
+$$;
+
+-- The advisory lock of one (event, correlation key): taken by a keyed send that found no wait and
+-- by a wait starting with that key, so an event kept at the same moment a wait starts is not lost.
+create or replace function pgflow._event_key_lock(p_event text, p_key text)
+returns bigint
+language sql
+immutable
+set search_path = ''
+as $$
+  select hashtextextended('pgflow.event' || chr(31) || p_event || chr(31) || p_key, 0)
 $$;
 
 -- A time as get_run writes times (ISO 8601, UTC, microseconds), as JSON: a sleep's output.
@@ -3475,6 +3491,20 @@ begin
     any_wait := true;
     results := results || pgflow._deliver_event(waiting.run_id, waiting.step_slug, payload, send_event.keep);
   end loop;
+  if not any_wait then
+    -- No wait for the key. A wait starting now holds this lock from its start to its commit
+    -- (_start_wait): once it is ours, such a wait is committed and found by the search again,
+    -- or it starts after our commit and takes the kept event.
+    perform pg_advisory_xact_lock(pgflow._event_key_lock(send_event.event_name, send_event.key));
+    for waiting in
+      select ss.run_id, ss.step_slug from pgflow.step_states ss
+      where ss.waiting_for = send_event.event_name and ss.wait_key = send_event.key
+      order by ss.run_id, ss.step_slug
+    loop
+      any_wait := true;
+      results := results || pgflow._deliver_event(waiting.run_id, waiting.step_slug, payload, send_event.keep);
+    end loop;
+  end if;
   if not any_wait then
     insert into pgflow.pending_events (event_name, correlation_key, payload, keep_until)
     values (send_event.event_name, send_event.key, payload, clock_timestamp() + send_event.keep)

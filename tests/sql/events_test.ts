@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { compileFlow, defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
 import { Flow } from "../../mod.ts";
 
@@ -323,4 +323,37 @@ db.test("the wait is part of the shape: compiled, verified, and a changed one is
     "step 3: a waiting step cannot be a map",
     "step 3: a sleep needs exactly one of seconds and until",
   ]);
+});
+
+db.test("a keyed event sent while a wait for its key starts is delivered, not kept and lost", async ({ sql, connect }) => {
+  await approvalFlow(sql, "ev_race");
+  const starter = connect();
+  const sender = connect();
+  try {
+    let runId = "";
+    let sending: Promise<Delivery[]> | undefined;
+    await starter.begin(async (tx) => {
+      [{ run_id: runId }] = await tx<{ run_id: string }[]>`
+        select run_id from pgflow.start_flow('ev_race', '{"orderId": "R-1"}')`;
+      // The wait has started, uncommitted: the sender cannot see it yet.
+      sending = send(sender, { key: "R-1", payload: "r" });
+      const first = await Promise.race([
+        sending.then(() => "returned"),
+        waitFor(
+          async () =>
+            (await sql`select 1 from pg_locks where locktype = 'advisory' and not granted`)[0],
+          {
+            what: "the sender to wait for the starting wait",
+          },
+        ).then(() => "blocked"),
+      ]);
+      assert.equal(first, "blocked", "the sender returned before the wait committed");
+    });
+    const results = await sending!;
+    assert.deepEqual(results.map((d) => [d.run_id, d.status]), [[runId, "delivered"]]);
+    assert.equal((await steps(sql, runId)).approve, "completed");
+  } finally {
+    await starter.end();
+    await sender.end();
+  }
 });
