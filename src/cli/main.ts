@@ -60,8 +60,8 @@ commands:
   plan      what deploying a module's flows would do (create, verified, refused), changing nothing
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
-error (runs, aliases, queues, schedules and events add 3 nothing matched and 4 not confirmed). Progress
-goes to stderr, results to stdout.`;
+error (runs, aliases, queues, schedules and events add 3 nothing matched and 4 not confirmed).
+Progress goes to stderr, results to stdout.`;
 
 const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   init,
