@@ -10,6 +10,8 @@ import { createClient, EventPayloadError, Flow, type StandardSchemaV1 } from "..
 import { testDatabase } from "../support/db.ts";
 import { compileFlow } from "../support/engine.ts";
 import { runCli, shown } from "../cli/helpers.ts";
+import { createClient as createSupabase } from "@supabase/supabase-js";
+import { fakePostgrest } from "./postgrest.ts";
 import { readOnly } from "../../src/cli/dashboard/read_only.ts";
 import { readRun } from "../../src/cli/dashboard/run_view.ts";
 
@@ -126,4 +128,33 @@ db.test("pgflow events send and runs show", async ({ sql, url }) => {
     wrong.stderr,
     /has no event step waiting for event 'other_event'.*decision waits for cev_decided/,
   );
+});
+
+db.test("client.sendEvent over supabase-js rpc: the same answers", async ({ sql, url }) => {
+  await compileFlow(sql, flow);
+  const api = fakePostgrest(url);
+  const supabase = createSupabase(api.url, "service-role-key", { auth: { persistSession: false } });
+  const client = createClient({ supabase, transport: "poll", pollIntervalMs: 25 });
+  try {
+    const [{ run_id: runId }] = await sql<{ run_id: string }[]>`
+      select run_id from pgflow.start_flow('cev_approval', '{"orderId": "R-1"}')`;
+    const sent = await client.sendEvent(flow, "decision", { approved: true }, { key: "R-1" });
+    assert.deepEqual(sent.results.map((r) => [r.runId, r.stepSlug, r.status]), [[
+      runId,
+      "decision",
+      "delivered",
+    ]]);
+    const kept = await client.sendEvent("cev_decided", { approved: true }, {
+      key: "R-2",
+      keepSeconds: 60,
+    });
+    assert.equal(kept.results[0].status, "kept");
+    assert.ok(api.calls.some((c) => c.startsWith("send_event(")), api.calls.join("; "));
+    const [{ output }] = await sql`select output from pgflow.step_states
+                                   where run_id = ${runId} and step_slug = 'decision'`;
+    assert.deepEqual(output, { approved: true });
+  } finally {
+    await client.close();
+    await api.close();
+  }
 });
