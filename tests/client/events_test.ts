@@ -98,6 +98,15 @@ db.test("pgflow events send and runs show", async ({ sql, url }) => {
     /decision\s+single\s+waiting\s.*waiting for event cev_decided \(key S-1\) since .*, until /,
   );
 
+  // The dashboard's run view: the step is waiting, for its event, with no task queued.
+  const view = await readOnly(sql, (tx) => readRun(tx, runId));
+  const waiting = view?.steps.find((s) => s.stepSlug === "decision");
+  assert.equal(waiting?.status, "waiting");
+  assert.deepEqual(waiting?.waits.map((w) => w.kind === "event" && [w.event, w.key]), [[
+    "cev_decided",
+    "S-1",
+  ]]);
+
   const sent = await cli(
     "events",
     "send",
