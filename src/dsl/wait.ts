@@ -235,5 +235,8 @@ export function sleepWait(options: { for?: unknown; until?: unknown }, where: st
 
 /** A waiting step's handler: never called, since a wait has no message to claim. */
 export const waitsInSql: AnyStepHandler = () => {
-  throw new Error("a waiting step (event or sleep) completes in SQL: no worker runs it");
+  throw new Error(
+    "a waiting step (event or sleep) completes in SQL: no worker runs it; in runFlowInMemory, " +
+      "give it a handler in options.handlers that returns the event's payload (or the wake time)",
+  );
 };

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { expectTypeOf } from "expect-type";
 import { durationSeconds, eventPayload, Flow, FlowDefinitionError } from "../../mod.ts";
 import { extractFlowShape } from "../../tools.ts";
+import { runFlowInMemory } from "../../testing.ts";
 import type { StepOutput } from "../../mod.ts";
 
 const approval = new Flow<{ orderId: string }>({ slug: "dsl_wait" })
@@ -112,4 +113,18 @@ Deno.test("bad wait options are refused, naming the value and the fix", () => {
       String(message),
     );
   }
+});
+
+Deno.test("in memory, a waiting step's event is a handler override returning the payload", async () => {
+  const flow = new Flow<{ orderId: string }>({ slug: "dsl_mem", maxAttempts: 1 })
+    .waitForEvent({ slug: "decision", event: "decided", payload: eventPayload<{ ok: boolean }>() })
+    .step({ slug: "ship", dependsOn: ["decision"] }, (deps) => deps.decision.ok);
+  const approved = await runFlowInMemory(flow, { orderId: "A" }, {
+    handlers: { decision: () => ({ ok: true }) },
+  });
+  assert.equal(approved.status, "completed");
+  assert.deepEqual(approved.output, { ship: true });
+  const forgotten = await runFlowInMemory(flow, { orderId: "A" });
+  assert.equal(forgotten.status, "failed");
+  assert.match(forgotten.error ?? "", /in runFlowInMemory, give it a handler in options.handlers/);
 });
