@@ -187,6 +187,7 @@ const MAIN_TYPES = [
   "StandardSchemaV1Result",
   "StandardSchemaV1Types",
   "StartFlowOptions",
+  "StartFlowsOptions",
   "StepContext",
   "StepDefinition",
   "StepEvent",
