@@ -9,6 +9,7 @@ import { testDatabase } from "../support/db.ts";
 import { compileFlow, queueMessages, readAndStart, registerWorker } from "../support/engine.ts";
 import { toRunState } from "../../src/client/snapshot.ts";
 import { formatRun } from "../../src/cli/runs/format.ts";
+import { stepTraceparent } from "../../src/telemetry/span_ids.ts";
 import { readOnly } from "../../src/cli/dashboard/read_only.ts";
 import { readRun } from "../../src/cli/dashboard/run_view.ts";
 
@@ -90,7 +91,8 @@ db.test("a child starts when its step is ready, with the input picked in SQL, an
   assert.equal(child.flow_slug, "enrich_v1");
   assert.deepEqual(child.input, { id: "c1" });
   assert.deepEqual([child.parent_step_slug, child.parent_task_index], ["enriched", 0]);
-  assert.equal(child.traceparent, parent.traceparent);
+  // In the parent's trace, under the step's span (the id the worker gives that span).
+  assert.equal(child.traceparent, stepTraceparent(parent.run_id, "enriched", parent.traceparent));
   const [task] = await sql`select * from pgflow.step_tasks where run_id = ${parent.run_id}`;
   assert.deepEqual([task.status, task.message_id, task.child_run_id], [
     "started",
