@@ -4354,11 +4354,12 @@ $$;
 -- input. It is evaluated here, without a worker, so a child starts in the transaction that made
 -- its step ready.
 --
--- Lock order. The child's finish holds the child's run lock and then takes the parent's; a
--- parent's cancellation holds the parent's and then takes each running child's. The two can meet
--- only when a parent is cancelled while a child finishes; Postgres then ends one of them with a
--- deadlock error (40P01), which the worker's completion retries and an operator sees as a failed
--- cancel to repeat. Nothing is half done either way.
+-- Lock order: descendant before ancestor. The child's finish holds the child's run lock and then
+-- takes the parent's; cancel_run (0530) locks a run's started descendants, deepest first, before
+-- the run itself, so a parent's cancellation meeting a child's finish waits instead of
+-- deadlocking. A step skipped when one child fails still cancels its other children while holding
+-- the parent: a sibling finishing at that moment can meet it, and Postgres then ends one side with
+-- 40P01 (the worker's completion retries it; nothing is half done).
 
 -- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
 -- 'flow' (this file) waits for child runs, 'event' and 'sleep' wait for an event or a time.
@@ -6368,6 +6369,20 @@ declare
   -- One time for the run and its steps: the cancel is one event.
   at timestamptz;
 begin
+  -- A run's started descendants (child flows) first, deepest first: a child's end locks the child
+  -- and then its parent, so a cancel that took the parent first could deadlock with it. A run
+  -- that is no one's parent costs one probe of the partial index on parent_run_id.
+  perform 1
+  from (with recursive d(run_id, depth) as (
+          select c.run_id, 1 from pgflow.runs c
+          where c.parent_run_id = cancel_run.run_id and c.status = 'started'
+          union all
+          select c.run_id, d.depth + 1 from pgflow.runs c join d on c.parent_run_id = d.run_id
+          where c.status = 'started')
+        select d.run_id, d.depth from d) x
+  join pgflow.runs r on r.run_id = x.run_id
+  order by x.depth desc, x.run_id
+  for update of r;
   select * into run from pgflow.runs r where r.run_id = cancel_run.run_id for update;
   if not found then
     raise exception 'run % does not exist', coalesce(cancel_run.run_id::text, 'NULL')

@@ -13,11 +13,12 @@
 -- input. It is evaluated here, without a worker, so a child starts in the transaction that made
 -- its step ready.
 --
--- Lock order. The child's finish holds the child's run lock and then takes the parent's; a
--- parent's cancellation holds the parent's and then takes each running child's. The two can meet
--- only when a parent is cancelled while a child finishes; Postgres then ends one of them with a
--- deadlock error (40P01), which the worker's completion retries and an operator sees as a failed
--- cancel to repeat. Nothing is half done either way.
+-- Lock order: descendant before ancestor. The child's finish holds the child's run lock and then
+-- takes the parent's; cancel_run (0530) locks a run's started descendants, deepest first, before
+-- the run itself, so a parent's cancellation meeting a child's finish waits instead of
+-- deadlocking. A step skipped when one child fails still cancels its other children while holding
+-- the parent: a sibling finishing at that moment can meet it, and Postgres then ends one side with
+-- 40P01 (the worker's completion retries it; nothing is half done).
 
 -- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
 -- 'flow' (this file) waits for child runs, 'event' and 'sleep' wait for an event or a time.
