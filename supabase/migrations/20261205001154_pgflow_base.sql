@@ -257,6 +257,10 @@ create table if not exists pgflow.steps (
   rate_scope text,
   rate_key jsonpath,
   rate_key_from text,
+  -- What does the step's work: 'task' steps run a handler; the other kinds complete from SQL and
+  -- never have a message: 'event' and 'sleep' wait for an event or a time (0280_events.sql),
+  -- 'flow' for child runs (0290_child_flows.sql).
+  kind text not null default 'task',
   created_at timestamptz not null default now(),
   constraint steps_pkey primary key (flow_slug, step_slug),
   constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
@@ -264,6 +268,7 @@ create table if not exists pgflow.steps (
   constraint steps_slug_is_valid check (pgflow.is_valid_slug(step_slug)),
   constraint steps_index_range check (step_index >= 0),
   constraint steps_type_known check (step_type in ('single', 'map')),
+  constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow')),
   constraint steps_deps_count_range check (deps_count >= 0),
   constraint steps_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
   constraint steps_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),
@@ -3740,16 +3745,6 @@ $$;
 -- step starts waiting; the first event of a wait wins and every later one is ignored, and
 -- send_event says which happened. Lock order: a run's row, then its step states (as everywhere).
 
--- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
--- 'event' and 'sleep' (this file) wait for an event or a time, 'flow' for child runs.
-alter table pgflow.steps add column if not exists kind text not null default 'task';
-do $$
-begin
-  alter table pgflow.steps add constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow'));
-exception when duplicate_object then
-  null;
-end
-$$;
 -- An event step's event name; the JSON path into the run input giving the correlation key a keyed
 -- send_event matches (NULL: only addressed sends reach it).
 alter table pgflow.steps add column if not exists wait_event text;
@@ -4361,21 +4356,11 @@ $$;
 -- the parent: a sibling finishing at that moment can meet it, and Postgres then ends one side with
 -- 40P01 (the worker's completion retries it; nothing is half done).
 
--- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
--- 'flow' (this file) waits for child runs, 'event' and 'sleep' wait for an event or a time.
-alter table pgflow.steps add column if not exists kind text not null default 'task';
 -- The flow (a concrete slug or an alias, resolved when each child starts) a 'flow' step runs.
 alter table pgflow.steps add column if not exists child_flow text;
 -- How a 'flow' step builds its child's input from its task's input; NULL: the task's input as it
 -- is. {"template": <json>, "refs": [[<path in template>, <path in task input>], ...]}.
 alter table pgflow.steps add column if not exists child_input jsonb;
-do $$
-begin
-  alter table pgflow.steps add constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow'));
-exception when duplicate_object then
-  null;
-end
-$$;
 do $$
 begin
   alter table pgflow.steps add constraint steps_child_flow_iff_flow_kind

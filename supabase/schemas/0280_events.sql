@@ -11,16 +11,6 @@
 -- step starts waiting; the first event of a wait wins and every later one is ignored, and
 -- send_event says which happened. Lock order: a run's row, then its step states (as everywhere).
 
--- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
--- 'event' and 'sleep' (this file) wait for an event or a time, 'flow' for child runs.
-alter table pgflow.steps add column if not exists kind text not null default 'task';
-do $$
-begin
-  alter table pgflow.steps add constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow'));
-exception when duplicate_object then
-  null;
-end
-$$;
 -- An event step's event name; the JSON path into the run input giving the correlation key a keyed
 -- send_event matches (NULL: only addressed sends reach it).
 alter table pgflow.steps add column if not exists wait_event text;

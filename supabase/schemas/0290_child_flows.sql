@@ -20,21 +20,11 @@
 -- the parent: a sibling finishing at that moment can meet it, and Postgres then ends one side with
 -- 40P01 (the worker's completion retries it; nothing is half done).
 
--- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
--- 'flow' (this file) waits for child runs, 'event' and 'sleep' wait for an event or a time.
-alter table pgflow.steps add column if not exists kind text not null default 'task';
 -- The flow (a concrete slug or an alias, resolved when each child starts) a 'flow' step runs.
 alter table pgflow.steps add column if not exists child_flow text;
 -- How a 'flow' step builds its child's input from its task's input; NULL: the task's input as it
 -- is. {"template": <json>, "refs": [[<path in template>, <path in task input>], ...]}.
 alter table pgflow.steps add column if not exists child_input jsonb;
-do $$
-begin
-  alter table pgflow.steps add constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow'));
-exception when duplicate_object then
-  null;
-end
-$$;
 do $$
 begin
   alter table pgflow.steps add constraint steps_child_flow_iff_flow_kind
