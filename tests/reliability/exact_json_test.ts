@@ -190,16 +190,21 @@ function clients(url: string) {
   };
 }
 
-/** The two workers of `echo` (one per queue) and both clients, for `body`; then stops them. */
-async function withEcho(
+/**
+ * A worker per `[flows, queue]` and both clients, for `body`; then stops them. `echo`'s two
+ * workers (one per queue), or the nested flows' one.
+ */
+async function withWorkers(
   url: string,
+  queues: readonly (readonly [flows: unknown, queue: string])[],
   body: (clients: [string, PgflowClient][]) => Promise<void>,
 ): Promise<void> {
   const workers: FlowWorker[] = [];
   const both = clients(url);
   try {
-    await startWorker(workers, echo, { connectionString: url, queueName: "xj_first" });
-    await startWorker(workers, echo, { connectionString: url, queueName: "xj_second" });
+    for (const [flows, queueName] of queues) {
+      await startWorker(workers, flows as never, { connectionString: url, queueName });
+    }
     await body(both.list);
   } finally {
     await stopAll(workers);
@@ -207,8 +212,10 @@ async function withEcho(
   }
 }
 
+const ECHO_WORKERS = [[echo, "xj_first"], [echo, "xj_second"]] as const;
+
 db.test("random JSON started from SQL comes back exactly through real workers and both clients", async ({ sql, url }) => {
-  await withEcho(url, async (list) => {
+  await withWorkers(url, ECHO_WORKERS, async (list) => {
     const documents = randomJsonDocuments({ count: 120, seed: SEED });
     const runs: string[] = [];
     const readings: Reading[] = [];
@@ -233,7 +240,7 @@ db.test("random JSON started from SQL comes back exactly through real workers an
 });
 
 db.test("random JSON started by each client comes back exactly in waitFor, events and getRun", async ({ sql, url }) => {
-  await withEcho(url, async (list) => {
+  await withWorkers(url, ECHO_WORKERS, async (list) => {
     const documents = randomJsonDocuments({ count: 50, seed: SEED + 1 });
     const readings: Reading[] = [];
     for (const [name, client] of list) {
@@ -277,27 +284,8 @@ db.test("random JSON started by each client comes back exactly in waitFor, event
   });
 });
 
-/** A worker on the nested flows' queue and both clients, for `body`; then stops them. */
-async function withNested(
-  url: string,
-  body: (clients: [string, PgflowClient][]) => Promise<void>,
-): Promise<void> {
-  const workers: FlowWorker[] = [];
-  const both = clients(url);
-  try {
-    await startWorker(workers, nestedFlows as never, {
-      connectionString: url,
-      queueName: NESTED_QUEUE,
-    });
-    await body(both.list);
-  } finally {
-    await stopAll(workers);
-    await both.close();
-  }
-}
-
 db.test("random JSON comes back exactly as an event's payload and through child runs (SQL)", async ({ sql, url }) => {
-  await withNested(url, async (list) => {
+  await withWorkers(url, [[nestedFlows, NESTED_QUEUE]], async (list) => {
     const documents = randomJsonDocuments({ count: 60, seed: SEED + 2 });
     const runs: NestedRun[] = [];
     const readings: Reading[] = [];
@@ -324,7 +312,7 @@ db.test("random JSON comes back exactly as an event's payload and through child 
 });
 
 db.test("random JSON sent by each client's sendEvent comes back exactly in the parent's output", async ({ sql, url }) => {
-  await withNested(url, async (list) => {
+  await withWorkers(url, [[nestedFlows, NESTED_QUEUE]], async (list) => {
     const documents = randomJsonDocuments({ count: 30, seed: SEED + 3 });
     const runs: NestedRun[] = [];
     const readings: Reading[] = [];
