@@ -6,6 +6,8 @@
  * @module
  */
 import type { Sql } from "../platform/types.ts";
+import { parseJson } from "../util/json_parse.ts";
+import { jsonText, JsonValueError } from "../util/json_write.ts";
 import type { ParsedArgs } from "./args.ts";
 import { CliError, result, UsageError } from "./output.ts";
 import { runSubcommand } from "./subcommands.ts";
@@ -67,6 +69,29 @@ interface Delivery {
   keep_until?: string;
 }
 
+/**
+ * `--payload` as it will be sent, after checking that it is one JSON value that jsonb stores as
+ * written (no U+0000, no lone surrogate), as the client checks a payload: an error names where,
+ * never the text, which may hold personal data.
+ */
+function checkedPayload(text: string): string {
+  let value: unknown;
+  try {
+    value = parseJson(text);
+  } catch {
+    throw new UsageError(
+      `pgflow events send: --payload is not JSON; quote it for your shell, e.g. --payload '{"ok": true}'`,
+    );
+  }
+  try {
+    jsonText(value, "payload");
+  } catch (error) {
+    if (!(error instanceof JsonValueError)) throw error;
+    throw new UsageError(`pgflow events send: --payload: ${error.message}; remove it`);
+  }
+  return text;
+}
+
 async function send(sql: Sql, args: ParsedArgs): Promise<number> {
   const [event] = args.positionals;
   const runId = args.strings["run"];
@@ -77,14 +102,7 @@ async function send(sql: Sql, args: ParsedArgs): Promise<number> {
   if (args.strings["step"] !== undefined && runId === undefined) {
     throw new UsageError("pgflow events send: --step goes with --run");
   }
-  const payload = args.strings["payload"] ?? "null";
-  try {
-    JSON.parse(payload);
-  } catch {
-    throw new UsageError(
-      `pgflow events send: --payload is not JSON; quote it for your shell, e.g. --payload '{"ok": true}'`,
-    );
-  }
+  const payload = checkedPayload(args.strings["payload"] ?? "null");
   const keep = Number(args.strings["keep"] ?? 86400);
   if (!Number.isInteger(keep) || keep < 0 || keep > 2_592_000) {
     throw new UsageError(

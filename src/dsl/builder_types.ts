@@ -47,16 +47,26 @@ export type NewSlug<TSteps extends AnySteps, Slug extends string> = Slug extends
 export type WhenUnmetOption<If, IfNot, Unmet> = [If, IfNot] extends [undefined, undefined] ? never
   : Unmet;
 
-/** Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. */
+/**
+ * Options shared by `.step()`, `.array()` and `.map()` apart from slug and dependencies. Its four
+ * condition fields (`if`, `ifNot`, `whenUnmet`, `whenExhausted`) are also those of the steps that
+ * run no handler (child flows, waits), which take them from here.
+ */
 export interface ConditionOptions<If, IfNot, Unmet, Exhausted>
   extends StepRuntimeOptions, FlowControlOptions {
-  /** Run the step only when its input contains this pattern (jsonb `@>`). */
+  /**
+   * Run the step (start its wait, its child run) only when its input contains this pattern
+   * (jsonb `@>`).
+   */
   readonly if?: If;
   /** Run the step only when its input does NOT contain this pattern. */
   readonly ifNot?: IfNot;
   /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
   readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
-  /** What to do when every attempt failed (default `'fail'`). */
+  /**
+   * What to do when the step fails for good (default `'fail'`: the run fails): every attempt of a
+   * task failed, a child run failed or was cancelled, or a wait's timeout failed it.
+   */
   readonly whenExhausted?: Exhausted;
 }
 
@@ -219,19 +229,16 @@ export type ChildInputOption<StepInput, TChild extends FlowCarrier> = [StepInput
   };
 
 /** What every child-flow step takes besides its slug, dependencies and input. */
-export interface ChildFlowOptions<TChild extends FlowCarrier, If, IfNot, Unmet, Exhausted> {
+export interface ChildFlowOptions<TChild extends FlowCarrier, If, IfNot, Unmet, Exhausted>
+  extends
+    Pick<
+      ConditionOptions<If, IfNot, Unmet, Exhausted>,
+      "if" | "ifNot" | "whenUnmet" | "whenExhausted"
+    > {
   /** The flow each child run runs. */
   readonly flow: TChild;
   /** Start the child through the flow's alias (its active version then) instead of its slug. */
   readonly viaAlias?: boolean;
-  /** Run the step only when its input contains this pattern (jsonb `@>`). */
-  readonly if?: If;
-  /** Run the step only when its input does NOT contain this pattern. */
-  readonly ifNot?: IfNot;
-  /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
-  readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
-  /** What to do when a child run fails or is cancelled (default `'fail'`). */
-  readonly whenExhausted?: Exhausted;
 }
 
 /**
@@ -308,19 +315,15 @@ export interface WaitStepOptions<
   IfNot,
   Unmet,
   Exhausted,
-> {
+> extends
+  Pick<
+    ConditionOptions<If, IfNot, Unmet, Exhausted>,
+    "if" | "ifNot" | "whenUnmet" | "whenExhausted"
+  > {
   /** The step slug, unique within the flow. */
   readonly slug: NewSlug<TSteps, Slug>;
   /** Steps (already defined) that must finish before the wait starts. */
   readonly dependsOn?: Deps;
-  /** Wait only when the step's input contains this pattern (jsonb `@>`). */
-  readonly if?: If;
-  /** Wait only when the step's input does NOT contain this pattern. */
-  readonly ifNot?: IfNot;
-  /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
-  readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
-  /** What a timeout that fails the step does (default `'fail'`: the run fails). */
-  readonly whenExhausted?: Exhausted;
 }
 
 /**

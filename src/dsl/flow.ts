@@ -574,9 +574,12 @@ export class Flow<
     TPlatform
   > {
     const raw = options as unknown as RawStepOptions & Record<string, unknown>;
-    const where = `flow "${this.slug}", step "${String(raw?.slug)}"`;
-    this.#checkOptionsObject(raw, "waitForEvent", '{ slug: "approval", event: "approved" }');
-    rejectUnknownKeys(raw, EVENT_KEYS, where);
+    const where = this.#checkOptions(
+      raw,
+      "waitForEvent",
+      '{ slug: "approval", event: "approved" }',
+      EVENT_KEYS,
+    );
     const { event, key, payload, timeout, onTimeout, ...stepOptions } = raw;
     const wait = eventWait({ event, key, timeout, onTimeout }, where);
     const payloadSchema = checkInputSchema(payload, `${where}, payload`);
@@ -623,9 +626,7 @@ export class Flow<
     TPlatform
   > {
     const raw = options as unknown as RawStepOptions & Record<string, unknown>;
-    const where = `flow "${this.slug}", step "${String(raw?.slug)}"`;
-    this.#checkOptionsObject(raw, "sleep", '{ slug: "pause", for: "2 days" }');
-    rejectUnknownKeys(raw, SLEEP_KEYS, where);
+    const where = this.#checkOptions(raw, "sleep", '{ slug: "pause", for: "2 days" }', SLEEP_KEYS);
     const { for: duration, until, ...stepOptions } = raw;
     const wait = sleepWait({ for: duration, until }, where);
     return this.#add("single", stepOptions as RawStepOptions, waitsInSql, { wait });
@@ -669,25 +670,34 @@ export class Flow<
     return this.stepOrder.map((slug) => this.getStepDefinition(slug));
   }
 
-  #checkOptionsObject(options: unknown, method: string, sample: string): void {
+  /**
+   * Checks that `.method()`'s options are an object (`sample` shows one) holding only `keys` (all
+   * keys when absent); returns where the step is, for error messages.
+   */
+  #checkOptions(
+    options: unknown,
+    method: string,
+    sample: string,
+    keys?: ReadonlySet<string>,
+  ): string {
     if (options === null || typeof options !== "object") {
       throw new FlowDefinitionError(
         `flow "${this.slug}": .${method}() needs an options object such as ${sample}`,
       );
     }
+    const where = `flow "${this.slug}", step "${String((options as { slug?: unknown }).slug)}"`;
+    if (keys !== undefined) rejectUnknownKeys(options, keys, where);
+    return where;
   }
 
   // deno-lint-ignore no-explicit-any
   #addChild(kind: "single" | "map", options: RawChildOptions): any {
-    const where = `flow "${this.slug}", step "${String(options?.slug)}"`;
-    if (options === null || typeof options !== "object") {
-      throw new FlowDefinitionError(
-        `flow "${this.slug}": .${
-          kind === "map" ? "subflowMap" : "subflow"
-        }() needs an options object such as { slug: "my_step", flow: otherFlow }`,
-      );
-    }
-    rejectUnknownKeys(options, kind === "map" ? SUBFLOW_MAP_KEYS : SUBFLOW_KEYS, where);
+    const where = this.#checkOptions(
+      options,
+      kind === "map" ? "subflowMap" : "subflow",
+      '{ slug: "my_step", flow: otherFlow }',
+      kind === "map" ? SUBFLOW_MAP_KEYS : SUBFLOW_KEYS,
+    );
     const { flow, viaAlias, input, ...stepOptions } = options;
     const child = childFlowOf(flow, viaAlias, input, where);
     return this.#add(kind, stepOptions, runsInSql, { child });
@@ -705,18 +715,14 @@ export class Flow<
     // deno-lint-ignore no-explicit-any
   ): any {
     const { child, wait, payloadSchema } = sql;
-    if (options === null || typeof options !== "object") {
-      throw new FlowDefinitionError(
-        `flow "${this.slug}": .${
-          methodName(kind)
-        }() needs an options object such as { slug: "my_step" }`,
-      );
-    }
+    // A child or wait step's options were checked by its own method, against its own keys.
+    const where = this.#checkOptions(
+      options,
+      methodName(kind),
+      '{ slug: "my_step" }',
+      child !== undefined || wait !== undefined ? undefined : kind === "map" ? MAP_KEYS : STEP_KEYS,
+    );
     const slug = options.slug;
-    const where = `flow "${this.slug}", step "${String(slug)}"`;
-    if (child === undefined && wait === undefined) {
-      rejectUnknownKeys(options, kind === "map" ? MAP_KEYS : STEP_KEYS, where);
-    }
     validateSlug(slug, `step slug in flow "${this.slug}"`);
     this.#checkUnique(slug);
     const dependencies = kind === "map"

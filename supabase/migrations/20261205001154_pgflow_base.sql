@@ -3974,6 +3974,29 @@ begin
 end;
 $$;
 
+-- Delivers a keyed event to every wait for (p_event, p_key), in run order so concurrent senders
+-- lock runs in the same order. One result per wait found (see _deliver_event); [] when none was.
+create or replace function pgflow._deliver_keyed_event(p_event text, p_key text, p_payload jsonb, p_keep interval)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  waiting record;
+  results jsonb := '[]'::jsonb;
+begin
+  for waiting in
+    select ss.run_id, ss.step_slug from pgflow.step_states ss
+    where ss.waiting_for = p_event and ss.wait_key = p_key
+    order by ss.run_id, ss.step_slug
+  loop
+    results := results || pgflow._deliver_event(waiting.run_id, waiting.step_slug, p_payload, p_keep);
+  end loop;
+  return results;
+end;
+$$;
+
 -- Sends an event (docs/waiting.md). Addressed: to run_id, to its step step_slug, or to the step of
 -- its flow that waits for event_name. Keyed (run_id NULL): to every step waiting for event_name
 -- whose correlation key (steps.wait_key_path read from the run input) equals key; when none waits,
@@ -4003,9 +4026,7 @@ as $$
 declare
   flow text;
   target text;
-  results jsonb := '[]'::jsonb;
-  waiting record;
-  any_wait boolean := false;
+  results jsonb;
 begin
   if send_event.event_name is null or send_event.event_name !~ '^[A-Za-z0-9_.:-]{1,100}$' then
     raise exception 'send_event: event name % is not valid', coalesce(quote_literal(send_event.event_name), 'NULL')
@@ -4042,30 +4063,15 @@ begin
     raise exception 'send_event: event % names neither a run nor a key', quote_literal(send_event.event_name)
       using errcode = '22023', hint = 'pass run_id (and optionally step_slug), or key for the steps whose key path matches it';
   end if;
-  -- Every wait for (event, key), in run order so concurrent senders lock runs in the same order.
-  for waiting in
-    select ss.run_id, ss.step_slug from pgflow.step_states ss
-    where ss.waiting_for = send_event.event_name and ss.wait_key = send_event.key
-    order by ss.run_id, ss.step_slug
-  loop
-    any_wait := true;
-    results := results || pgflow._deliver_event(waiting.run_id, waiting.step_slug, payload, send_event.keep);
-  end loop;
-  if not any_wait then
+  results := pgflow._deliver_keyed_event(send_event.event_name, send_event.key, payload, send_event.keep);
+  if jsonb_array_length(results) = 0 then
     -- No wait for the key. A wait starting now holds this lock from its start to its commit
     -- (_start_wait): once it is ours, such a wait is committed and found by the search again,
     -- or it starts after our commit and takes the kept event.
     perform pg_advisory_xact_lock(pgflow._event_key_lock(send_event.event_name, send_event.key));
-    for waiting in
-      select ss.run_id, ss.step_slug from pgflow.step_states ss
-      where ss.waiting_for = send_event.event_name and ss.wait_key = send_event.key
-      order by ss.run_id, ss.step_slug
-    loop
-      any_wait := true;
-      results := results || pgflow._deliver_event(waiting.run_id, waiting.step_slug, payload, send_event.keep);
-    end loop;
+    results := pgflow._deliver_keyed_event(send_event.event_name, send_event.key, payload, send_event.keep);
   end if;
-  if not any_wait then
+  if jsonb_array_length(results) = 0 then
     insert into pgflow.pending_events (event_name, correlation_key, payload, keep_until)
     values (send_event.event_name, send_event.key, payload, clock_timestamp() + send_event.keep)
     on conflict (event_name, correlation_key) where run_id is null do nothing;

@@ -128,6 +128,21 @@ db.test("pgflow events send and runs show", async ({ sql, url }) => {
   assert.equal(kept.code, 0, shown(kept));
   assert.match(kept.stdout, /key S-9: kept until /);
 
+  // A payload jsonb cannot store is refused before anything is sent: where, never what.
+  const unstorable: [string, RegExp][] = [
+    ['{"note": "p4ss\\u0000"}', /payload\.note is a string with U\+0000, which Postgres jsonb/],
+    ['["p4ss\\ud800"]', /payload\[0\] is a string with a lone surrogate/],
+  ];
+  for (const [payload, problem] of unstorable) {
+    const bad = await cli("events", "send", "cev_decided", "--key", "S-10", "--payload", payload);
+    assert.equal(bad.code, 2, shown(bad));
+    assert.match(bad.stderr, problem);
+    assert.doesNotMatch(bad.stdout + bad.stderr, /p4ss/, "the payload is never printed");
+  }
+  const [{ keptBad }] = await sql<{ keptBad: number }[]>`
+    select count(*)::int as "keptBad" from pgflow.pending_events where correlation_key = 'S-10'`;
+  assert.equal(keptBad, 0);
+
   const usage = await cli("events", "send", "cev_decided");
   assert.equal(usage.code, 2, shown(usage));
   assert.match(usage.stderr, /exactly one of --run RUN_ID and --key KEY/);

@@ -182,6 +182,37 @@ Deno.test("unknown options and bad handlers are rejected", () => {
   );
 });
 
+Deno.test("every builder method refuses options that are not an object, or that hold a key it does not take, naming both", () => {
+  const child = new Flow<{ id: string }>({ slug: "opt_child" }).step({ slug: "x" }, () => 1);
+  const methods: [string, (options: never) => unknown, string][] = [
+    ["step", (o) => base.step(o, () => 1), '{ slug: "my_step" }'],
+    ["array", (o) => base.array(o, () => []), '{ slug: "my_step" }'],
+    ["map", (o) => base.map(o, () => 1), '{ slug: "my_step" }'],
+    ["subflow", (o) => base.subflow(o), '{ slug: "my_step", flow: otherFlow }'],
+    ["subflowMap", (o) => base.subflowMap(o), '{ slug: "my_step", flow: otherFlow }'],
+    ["waitForEvent", (o) => base.waitForEvent(o), '{ slug: "approval", event: "approved" }'],
+    ["sleep", (o) => base.sleep(o), '{ slug: "pause", for: "2 days" }'],
+  ];
+  for (const [method, add, sample] of methods) {
+    for (const bad of [null, "a", 3]) {
+      assert.throws(() => add(bad as never), (error: Error) => {
+        assert.ok(error instanceof FlowDefinitionError, method);
+        assert.equal(
+          error.message,
+          `flow "demo_flow": .${method}() needs an options object such as ${sample}`,
+        );
+        return true;
+      });
+    }
+    const options = { slug: "s", flow: child, event: "e", for: 5, array: "a", nope: 1 };
+    assert.throws(
+      () => add(options as never),
+      new RegExp(`^FlowDefinitionError: flow "demo_flow", step "s": unknown option "\\w+"`),
+      method,
+    );
+  }
+});
+
 Deno.test("getStepDefinition of an unknown step names the known ones", () => {
   const flow = base.step({ slug: "a" }, () => 1);
   assert.throws(

@@ -6,13 +6,16 @@
  * return what they receive (the root step's input, a dependency's output, the run input loaded by
  * another worker). Started from SQL and through both client backends (postgres.js, supabase-js
  * over PostgREST): the stored outputs, and what each client reads (`waitFor`, `events`, `getRun`),
- * equal the input.
+ * equal the input. The same documents also travel as an event's payload (`send_event` from SQL,
+ * each client's `sendEvent`) to a `.waitForEvent()` step, and as a child run's input and output
+ * (`.subflow()`, and `.subflowMap()` with an input mapping), back to the parent run's output.
  */
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { createClient as createSupabase } from "@supabase/supabase-js";
 import {
   createClient,
+  eventPayload,
   Flow,
   type FlowWorker,
   parseJson,
@@ -25,6 +28,7 @@ import { fakePostgrest } from "../client/postgrest.ts";
 import { startWorker, stopAll, waitForRun } from "../worker/helpers.ts";
 import { seedFromEnv } from "./harness.ts";
 import { randomJsonDocuments } from "./random_json.ts";
+import type { Json } from "../../dsl.ts";
 
 const db = testDatabase(import.meta.url);
 const SEED = seedFromEnv();
@@ -46,6 +50,40 @@ const echo = routeFlow(
   { queues: { echo: "xj_first", again: "xj_second", whole: "xj_second" } },
 );
 
+/** The child flow: returns what it receives, so its output is `{"echo": <its input>}`. */
+const child = new Flow<unknown>({ slug: "xj_child", maxAttempts: 1 })
+  .step({ slug: "echo" }, (input) => input as never);
+
+/**
+ * The parent: `event` waits for a payload (its output, typed by a schema so the client checks
+ * it), `child` runs the child on the run input, `children` runs it on each element of `pair`
+ * (the run input twice) through an input mapping. Both flows on one queue, one worker.
+ */
+const parent = new Flow<unknown>({ slug: "xj_parent", maxAttempts: 1 })
+  .waitForEvent({ slug: "event", event: "xj_document", payload: eventPayload<Json>() })
+  .subflow({ slug: "child", flow: child })
+  .array({ slug: "pair" }, (input) => [input, input] as never[])
+  .subflowMap({ slug: "children", array: "pair", flow: child, input: (item) => ({ inner: item }) });
+
+const NESTED_QUEUE = "xj_nested";
+const nestedFlows = [
+  routeFlow(child, { queues: { echo: NESTED_QUEUE } }),
+  routeFlow(parent, {
+    queues: {
+      event: NESTED_QUEUE,
+      child: NESTED_QUEUE,
+      pair: NESTED_QUEUE,
+      children: NESTED_QUEUE,
+    },
+  }),
+];
+
+/** The parent's run output for a document: the event's payload and what the children returned. */
+function nestedOutput(text: string): string {
+  const inner = `{"echo": {"inner": ${text}}}`;
+  return `{"event": ${text}, "child": {"echo": ${text}}, "children": [${inner}, ${inner}]}`;
+}
+
 /**
  * The runs whose outputs differ from their input (as jsonb compares): the run output (the leaf
  * steps `again` and `whole`) and `echo`'s stored output.
@@ -60,6 +98,41 @@ async function mismatches(sql: postgres.Sql, runs: readonly string[]): Promise<s
     where r.run_id = any(${runs as string[]}::uuid[])`;
   return rows.filter((r) => r.status !== "completed" || !r.same)
     .map((r) => `${r.run_id} ${r.status}`);
+}
+
+/** A parent run, the document it carries, and how a failure names it. */
+interface NestedRun {
+  readonly runId: string;
+  readonly text: string;
+  readonly label: string;
+}
+
+/**
+ * The parent runs whose output differs from {@link nestedOutput}, and the child runs whose input or
+ * output differs from what the parent gave and got, each named with its document.
+ */
+async function nestedMismatches(
+  sql: postgres.Sql,
+  runs: readonly NestedRun[],
+): Promise<string[]> {
+  const rows = await sql<{ what: string }[]>`
+    with t(run_id, doc, label) as (
+      select * from unnest(${runs.map((r) => r.runId)}::uuid[], ${runs.map((r) => r.text)}::text[],
+                           ${runs.map((r) => r.label)}::text[])
+    )
+    select t.label || ' parent ' || r.status as what from t join pgflow.runs r using (run_id)
+    where r.status <> 'completed' or r.output is distinct from jsonb_build_object(
+      'event', t.doc::jsonb, 'child', jsonb_build_object('echo', t.doc::jsonb),
+      'children', jsonb_build_array(jsonb_build_object('echo', jsonb_build_object('inner', t.doc::jsonb)),
+                                    jsonb_build_object('echo', jsonb_build_object('inner', t.doc::jsonb))))
+    union all
+    select t.label || ' child ' || c.parent_step_slug || '[' || c.parent_task_index || '] ' || c.status
+    from t join pgflow.runs c on c.parent_run_id = t.run_id
+    where c.status <> 'completed'
+       or c.input is distinct from case when c.parent_step_slug = 'child' then t.doc::jsonb
+                                        else jsonb_build_object('inner', t.doc::jsonb) end
+       or c.output is distinct from jsonb_build_object('echo', c.input)`;
+  return rows.map((r) => r.what);
 }
 
 /** One value a client read, and the document it should equal. */
@@ -117,16 +190,21 @@ function clients(url: string) {
   };
 }
 
-/** The two workers of `echo` (one per queue) and both clients, for `body`; then stops them. */
-async function withEcho(
+/**
+ * A worker per `[flows, queue]` and both clients, for `body`; then stops them. `echo`'s two
+ * workers (one per queue), or the nested flows' one.
+ */
+async function withWorkers(
   url: string,
+  queues: readonly (readonly [flows: unknown, queue: string])[],
   body: (clients: [string, PgflowClient][]) => Promise<void>,
 ): Promise<void> {
   const workers: FlowWorker[] = [];
   const both = clients(url);
   try {
-    await startWorker(workers, echo, { connectionString: url, queueName: "xj_first" });
-    await startWorker(workers, echo, { connectionString: url, queueName: "xj_second" });
+    for (const [flows, queueName] of queues) {
+      await startWorker(workers, flows as never, { connectionString: url, queueName });
+    }
     await body(both.list);
   } finally {
     await stopAll(workers);
@@ -134,8 +212,10 @@ async function withEcho(
   }
 }
 
+const ECHO_WORKERS = [[echo, "xj_first"], [echo, "xj_second"]] as const;
+
 db.test("random JSON started from SQL comes back exactly through real workers and both clients", async ({ sql, url }) => {
-  await withEcho(url, async (list) => {
+  await withWorkers(url, ECHO_WORKERS, async (list) => {
     const documents = randomJsonDocuments({ count: 120, seed: SEED });
     const runs: string[] = [];
     const readings: Reading[] = [];
@@ -160,7 +240,7 @@ db.test("random JSON started from SQL comes back exactly through real workers an
 });
 
 db.test("random JSON started by each client comes back exactly in waitFor, events and getRun", async ({ sql, url }) => {
-  await withEcho(url, async (list) => {
+  await withWorkers(url, ECHO_WORKERS, async (list) => {
     const documents = randomJsonDocuments({ count: 50, seed: SEED + 1 });
     const readings: Reading[] = [];
     for (const [name, client] of list) {
@@ -200,6 +280,67 @@ db.test("random JSON started by each client comes back exactly in waitFor, event
         });
       }
     }
+    assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
+  });
+});
+
+db.test("random JSON comes back exactly as an event's payload and through child runs (SQL)", async ({ sql, url }) => {
+  await withWorkers(url, [[nestedFlows, NESTED_QUEUE]], async (list) => {
+    const documents = randomJsonDocuments({ count: 60, seed: SEED + 2 });
+    const runs: NestedRun[] = [];
+    const readings: Reading[] = [];
+    for (const [i, text] of documents.entries()) {
+      const [row] = await sql<{ run_id: string }[]>`
+        select run_id::text from pgflow.start_flow('xj_parent', ${text}::text::jsonb)`;
+      await sql`select pgflow.send_event('xj_document', ${text}::text::jsonb, run_id => ${row.run_id}::uuid)`;
+      runs.push({ runId: row.run_id, text, label: `document ${i}` });
+    }
+    for (const [i, { runId, text }] of runs.entries()) {
+      await waitForRun(sql, runId, 30_000);
+      for (const [name, client] of list) {
+        const state = await client.getRun(runId);
+        readings.push({
+          what: `document ${i} ${name} getRun output`,
+          value: state?.output,
+          want: nestedOutput(text),
+        });
+      }
+    }
+    assert.deepEqual(await nestedMismatches(sql, runs), [], `seed ${SEED}`);
+    assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
+  });
+});
+
+db.test("random JSON sent by each client's sendEvent comes back exactly in the parent's output", async ({ sql, url }) => {
+  await withWorkers(url, [[nestedFlows, NESTED_QUEUE]], async (list) => {
+    const documents = randomJsonDocuments({ count: 30, seed: SEED + 3 });
+    const runs: NestedRun[] = [];
+    const readings: Reading[] = [];
+    for (const [name, client] of list) {
+      for (const [i, text] of documents.entries()) {
+        const label = `document ${i} ${name}`;
+        const run = await client.startFlow("xj_parent", parseJson(text));
+        // As the client would be given it: parseJson's value (ExactNumbers for what a double
+        // cannot hold), through the step's payload schema, written back by the client.
+        const sent = await client.sendEvent(parent, "event", parseJson(text) as Json, {
+          runId: run.runId,
+        });
+        assert.deepEqual(sent.results.map((r) => r.status), ["delivered"], label);
+        runs.push({ runId: run.runId, text, label });
+        readings.push({
+          what: `${label} waitFor`,
+          value: await run.waitFor("completed", { timeoutMs: 30_000 }),
+          want: nestedOutput(text),
+        });
+        const state = await client.getRun(run.runId);
+        readings.push({
+          what: `${label} getRun event`,
+          value: state?.steps.find((s) => s.stepSlug === "event")?.output,
+          want: text,
+        });
+      }
+    }
+    assert.deepEqual(await nestedMismatches(sql, runs), [], `seed ${SEED}`);
     assert.deepEqual(await differing(sql, readings), [], `seed ${SEED}`);
   });
 });

@@ -5,22 +5,24 @@
  *
  * @module
  */
+import type { Schedule } from "../../client/schedules.ts";
 import type { ReadTx } from "./read_only.ts";
 
-/** One schedule as the panel shows it. */
-export interface ScheduleInfo {
-  readonly name: string;
-  /** The flow or alias it starts. */
-  readonly flow: string;
+/** One schedule as the panel shows it: the client's fields, its timing in one text, no input. */
+export interface ScheduleInfo extends
+  Pick<
+    Schedule,
+    | "name"
+    | "flow"
+    | "paused"
+    | "nextTickAt"
+    | "lastTickAt"
+    | "lastRunId"
+    | "lastError"
+    | "skippedTicks"
+  > {
   /** `0 2 * * * (Europe/Paris)` or `every 10 s`. */
   readonly timing: string;
-  readonly paused: boolean;
-  /** ISO times; `null` when paused (next) or never ticked (last). */
-  readonly nextTickAt: string | null;
-  readonly lastTickAt: string | null;
-  readonly lastRunId: string | null;
-  readonly lastError: string | null;
-  readonly skippedTicks: number;
 }
 
 /**
