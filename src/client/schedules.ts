@@ -8,6 +8,7 @@
  */
 import type { Json } from "../dsl/json.ts";
 import { jsonText } from "../util/json_write.ts";
+import { parseJson } from "../util/json_parse.ts";
 import type { FlowCarrier } from "../dsl/extract.ts";
 import type { FlowInputOf } from "./types.ts";
 
@@ -206,6 +207,7 @@ interface ScheduleRow {
   every_seconds: number | null;
   time_zone: string;
   input: Json;
+  input_text?: string;
   tick_key: string | null;
   catch_up: number;
   paused: boolean;
@@ -225,7 +227,8 @@ function toSchedule(row: ScheduleRow): Schedule {
     cron: row.cron,
     everySeconds: row.every_seconds,
     timeZone: row.time_zone,
-    input: row.input,
+    // input_text when the database sent it: read exactly, whichever parser read the row.
+    input: row.input_text === undefined ? row.input : parseJson(row.input_text),
     tickKey: row.tick_key,
     catchUp: row.catch_up,
     paused: row.paused,

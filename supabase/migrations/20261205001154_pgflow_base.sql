@@ -3440,7 +3440,9 @@ begin
 end;
 $$;
 
--- A schedule as list_schedules and the write functions return it.
+-- A schedule as list_schedules and the write functions return it. input_text repeats the input as
+-- the database's own text: a client that can only read the document through JSON.parse
+-- (supabase-js) reads that string exactly, where big numbers in `input` would be rounded.
 create or replace function pgflow._schedule_json(s pgflow.schedules)
 returns jsonb
 language sql
@@ -3450,7 +3452,7 @@ as $$
   select jsonb_build_object(
     'schedule', s.schedule_name, 'flow', s.flow_slug, 'cron', s.cron,
     'every_seconds', extract(epoch from s.every)::bigint, 'time_zone', s.time_zone,
-    'input', s.input, 'tick_key', s.tick_key, 'catch_up', s.catch_up, 'paused', s.paused,
+    'input', s.input, 'input_text', s.input::text, 'tick_key', s.tick_key, 'catch_up', s.catch_up, 'paused', s.paused,
     'next_tick_at', case when s.paused then null else s.next_tick_at end,
     'last_tick_at', s.last_tick_at, 'last_run_id', s.last_run_id, 'last_error', s.last_error,
     'skipped_ticks', s.skipped_ticks, 'created_at', s.created_at, 'updated_at', s.updated_at)

@@ -29,6 +29,18 @@ const RPC: Record<string, Record<string, string>> = {
     restarted: "boolean",
   },
   waiting_tasks: { queue_name: "text" },
+  create_schedule: {
+    schedule_name: "text",
+    flow_slug: "text",
+    cron: "text",
+    input: "jsonb",
+    time_zone: "text",
+    every: "interval",
+    tick_key: "text",
+    catch_up: "integer",
+    paused: "boolean",
+  },
+  list_schedules: {},
   send_event: {
     event_name: "text",
     payload: "jsonb",
@@ -40,7 +52,7 @@ const RPC: Record<string, Record<string, string>> = {
 };
 
 /** Functions returning a set: PostgREST answers with an array of their rows. */
-const RETURNS_SET = new Set(["list_runs"]);
+const RETURNS_SET = new Set(["list_runs", "list_schedules"]);
 /** Functions returning a table: each row is an object of its columns. */
 const RETURNS_TABLE = new Set(["waiting_tasks"]);
 

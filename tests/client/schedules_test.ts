@@ -4,9 +4,12 @@
  * with SQLSTATE and hint; and a tick fired afterwards starting the run with the client's input.
  */
 import assert from "node:assert/strict";
-import { createClient, exactNumber, Flow, ScheduleError } from "../../mod.ts";
+import { createClient as createSupabase } from "@supabase/supabase-js";
+import { createClient, exactNumber, Flow, parseJson, ScheduleError } from "../../mod.ts";
+import { jsonText } from "../../src/util/json_write.ts";
 import { testDatabase } from "../support/db.ts";
 import { compileFlow } from "../support/engine.ts";
+import { fakePostgrest } from "./postgrest.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -94,5 +97,32 @@ db.test("client.schedules: the database's refusal is a ScheduleError with its hi
     );
   } finally {
     await client.close();
+  }
+});
+
+db.test("client.schedules over supabase-js: the input comes back exactly (big numbers are not rounded)", async ({ sql, url }) => {
+  await compileFlow(sql, report);
+  const api = fakePostgrest(url);
+  const supabase = createSupabase(api.url, "service-role-key", { auth: { persistSession: false } });
+  const client = createClient({ supabase, transport: "poll", pollIntervalMs: 25 });
+  try {
+    const input = parseJson(
+      '{"full": true, "big": 12345678901234567890123, "tiny": 0.1000000000000000055511151231257827}',
+    );
+    const created = await client.schedules.create("cls_report", {
+      name: "cls_exact",
+      every: "1 hour",
+      input,
+    });
+    const [stored] = await sql<{ t: string }[]>`
+      select input::text as t from pgflow.schedules where schedule_name = 'cls_exact'`;
+    assert.match(stored.t, /12345678901234567890123/);
+    assert.equal(jsonText(created.input), jsonText(parseJson(stored.t)));
+    const [listed] = await client.schedules.list();
+    assert.equal(jsonText(listed.input), jsonText(parseJson(stored.t)));
+    assert.ok(api.calls.some((c) => c.startsWith("list_schedules")));
+  } finally {
+    await client.close();
+    await api.close();
   }
 });
