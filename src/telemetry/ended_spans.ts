@@ -123,7 +123,6 @@ export class EndedSpanEmitter {
   /** Steps whose reports may have ended something, by "run step": one claim each. */
   readonly #pending = new Map<string, { runId: string; stepSlug: string }>();
   #draining: Promise<void> | undefined;
-  #target: OtlpTarget | null | undefined;
 
   constructor(sql: Sql, log: Logger, timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS) {
     this.#sql = sql;
@@ -134,7 +133,7 @@ export class EndedSpanEmitter {
   /** After a report: a completed or failed attempt may have ended its step and its run. */
   reported(task: { readonly runId: string; readonly stepSlug: string }, outcome: string): void {
     if (outcome !== "completed" && outcome !== "failed") return;
-    if (this.#target === null) return;
+    if (target === null) return;
     this.#pending.set(`${task.runId} ${task.stepSlug}`, task);
     if (this.#draining !== undefined) return;
     // Known to flushEndedSpans only while it has work: a stopped worker's emitter is not kept.
@@ -159,7 +158,7 @@ export class EndedSpanEmitter {
           "claim_ended_spans",
           this.#timeoutMs,
         );
-        const target = this.#resolveTarget();
+        const target = spanTarget(this.#log);
         if (target !== null) await sendSpans(target, endedSpans(rows));
       } catch (error) {
         // Claimed spans that could not be sent are lost, like any export a collector refuses.
@@ -173,22 +172,35 @@ export class EndedSpanEmitter {
     this.#draining = undefined;
     emitters.delete(this);
   }
+}
 
-  #resolveTarget(): OtlpTarget | null {
-    if (this.#target !== undefined) return this.#target;
-    let env: Record<string, string> = {};
-    try {
-      env = Deno.env.toObject();
-    } catch {
-      // Without --allow-env: Deno's exporter has its defaults, and so do we.
-    }
-    const target = otlpTarget(env);
-    if ("unsupported" in target) {
-      this.#log.warn("run and step spans are not sent with this OTLP protocol", {
-        protocol: target.unsupported,
-      });
-      this.#target = null;
-    } else this.#target = target;
-    return this.#target;
+let target: OtlpTarget | null | undefined;
+
+/**
+ * Where this process sends run and step spans, from the `OTEL_*` variables (read once), or `null`
+ * when its protocol is one not spoken here (said once, as a warning).
+ *
+ * @example
+ * ```ts ignore
+ * import { spanTarget } from "./ended_spans.ts";
+ *
+ * const target = spanTarget(log); // { url, headers, resource, encoding } or null
+ * ```
+ */
+export function spanTarget(log: Logger): OtlpTarget | null {
+  if (target !== undefined) return target;
+  let env: Record<string, string> = {};
+  try {
+    env = Deno.env.toObject();
+  } catch {
+    // Without --allow-env: Deno's exporter has its defaults, and so do we.
   }
+  const found = otlpTarget(env);
+  if ("unsupported" in found) {
+    log.warn("run and step spans are not sent with this OTLP protocol", {
+      protocol: found.unsupported,
+    });
+    target = null;
+  } else target = found;
+  return target;
 }
