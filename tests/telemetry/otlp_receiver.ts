@@ -33,8 +33,8 @@ export interface OtlpReceiver {
   readonly metrics: { name: string; points: Record<string, unknown>[] }[];
   /** Every request body, as received (as UTF-8 text). */
   readonly bodies: string[];
-  /** The path of every protobuf request, in order. */
-  readonly protobufBodies: string[];
+  /** Every request's path and encoding, in order. */
+  readonly requests: { path: string; encoding: "json" | "protobuf" }[];
   close(): Promise<void>;
 }
 
@@ -54,7 +54,7 @@ export function startReceiver(): OtlpReceiver {
   const spans: ReceivedSpan[] = [];
   const metrics: OtlpReceiver["metrics"] = [];
   const bodies: string[] = [];
-  const protobufBodies: string[] = [];
+  const requests: OtlpReceiver["requests"] = [];
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     const raw = new Uint8Array(await req.arrayBuffer());
     // Strings are UTF-8 in both encodings: a marker in a protobuf body is found in this text too.
@@ -62,7 +62,7 @@ export function startReceiver(): OtlpReceiver {
     bodies.push(text);
     const path = new URL(req.url).pathname;
     const protobuf = req.headers.get("content-type") === "application/x-protobuf";
-    if (protobuf) protobufBodies.push(path);
+    requests.push({ path, encoding: protobuf ? "protobuf" : "json" });
     const body = !protobuf
       ? JSON.parse(text)
       : path === "/v1/traces"
@@ -103,7 +103,7 @@ export function startReceiver(): OtlpReceiver {
     spans,
     metrics,
     bodies,
-    protobufBodies,
+    requests,
     close: () => server.shutdown(),
   };
 }

@@ -82,11 +82,10 @@ for (const protocol of ["http/protobuf", "http/json"]) {
         },
         { ...span, spanId: "00f067aa0ba902b8", attributes: {}, status: "ok" },
       ]);
-      assert.deepEqual(
-        receiver.protobufBodies,
-        protocol === "http/protobuf" ? ["/v1/traces"] : [],
-        "the body's encoding is the protocol's",
-      );
+      assert.deepEqual(receiver.requests, [{
+        path: "/v1/traces",
+        encoding: protocol === "http/json" ? "json" : "protobuf",
+      }], "the body's encoding is the protocol's");
       assert.deepEqual(receiver.spans.map((s) => ({ ...s })), [{
         ...received,
         parentSpanId: "b7ad6b7169203331",
