@@ -161,11 +161,7 @@ export class EndedSpanEmitter {
         const target = spanTarget(this.#log);
         if (target !== null) await sendSpans(target, endedSpans(rows));
       } catch (error) {
-        // Claimed spans that could not be sent are lost, like any export a collector refuses.
-        this.#log.warn("run and step spans not sent", {
-          errorKind: error instanceof Error ? error.name : typeof error,
-          errorCode: (error as { code?: string }).code,
-        });
+        warnNotSent(this.#log, "run and step spans not sent", error);
       }
     }
     // Synchronously with the loop's last check: a report arriving later starts a new drain.
@@ -203,4 +199,22 @@ export function spanTarget(log: Logger): OtlpTarget | null {
     target = null;
   } else target = found;
   return target;
+}
+
+/**
+ * Says that claimed spans were not sent, naming the error's kind and code, never its text. They
+ * are lost, like any export a collector refuses.
+ *
+ * @example
+ * ```ts ignore
+ * import { warnNotSent } from "./ended_spans.ts";
+ *
+ * warnNotSent(log, "swept run and step spans not sent", new TypeError("fetch failed"));
+ * ```
+ */
+export function warnNotSent(log: Logger, message: string, error: unknown): void {
+  log.warn(message, {
+    errorKind: error instanceof Error ? error.name : typeof error,
+    errorCode: (error as { code?: string } | null)?.code,
+  });
 }

@@ -14,7 +14,7 @@ import type { Logger } from "../platform/logger.ts";
 import { bounded } from "../platform/deadline.ts";
 import { every } from "../util/periodic.ts";
 import { tracingEnabled } from "./attempts.ts";
-import { type EndedSpanRow, endedSpans, spanTarget } from "./ended_spans.ts";
+import { type EndedSpanRow, endedSpans, spanTarget, warnNotSent } from "./ended_spans.ts";
 import { sendSpans } from "./otlp_spans.ts";
 
 /** How often a worker that exports spans sweeps. */
@@ -51,11 +51,7 @@ export function sweepEndedSpans(
       );
       await sendSpans(target, endedSpans(rows));
     } catch (error) {
-      // Claimed spans that could not be sent are lost, like any export a collector refuses.
-      log.warn("swept run and step spans not sent", {
-        errorKind: error instanceof Error ? error.name : typeof error,
-        errorCode: (error as { code?: string }).code,
-      });
+      warnNotSent(log, "swept run and step spans not sent", error);
     }
   }, { firstDelayMs: 0 });
 }

@@ -8429,6 +8429,27 @@ create table if not exists pgflow.emitted_spans (
     on delete cascade
 );
 
+-- One ended span, as claim_ended_spans and sweep_ended_spans hand it out: the step's, or the run's
+-- ('' as its step_slug); its times in microseconds since the epoch; the run's flow, alias and
+-- traceparent; the step's task count (null for the run).
+do $$
+begin
+  create type pgflow.ended_span as (
+    run_id uuid,
+    step_slug text,
+    status text,
+    started_us bigint,
+    ended_us bigint,
+    flow_slug text,
+    started_as text,
+    traceparent text,
+    tasks integer
+  );
+exception when duplicate_object then
+  null;
+end
+$$;
+
 -- The spans reports may have ended, each returned to one caller only: for each (run_ids[i],
 -- step_slugs[i]), that step once it is completed, failed, skipped or cancelled; and once the run
 -- itself has ended, the run ('' as its step_slug) with every ended step of it not yet handed out
@@ -8436,17 +8457,7 @@ create table if not exists pgflow.emitted_spans (
 -- batch of reports: one transaction, one commit. Times are microseconds since the epoch; a step
 -- that never started (skipped, cancelled) starts when it ended.
 create or replace function pgflow.claim_ended_spans(run_ids uuid[], step_slugs text[])
-returns table (
-  run_id uuid,
-  step_slug text,
-  status text,
-  started_us bigint,
-  ended_us bigint,
-  flow_slug text,
-  started_as text,
-  traceparent text,
-  tasks integer
-)
+returns setof pgflow.ended_span
 language sql
 volatile
 set search_path = ''
@@ -8524,17 +8535,7 @@ create or replace function pgflow.sweep_ended_spans(
   max_scanned integer default 1000,
   horizon interval default '7 days'
 )
-returns table (
-  run_id uuid,
-  step_slug text,
-  status text,
-  started_us bigint,
-  ended_us bigint,
-  flow_slug text,
-  started_as text,
-  traceparent text,
-  tasks integer
-)
+returns setof pgflow.ended_span
 language plpgsql
 volatile
 set search_path = ''
