@@ -1,6 +1,7 @@
 /**
  * pgflow.sweep_ended_spans finds the runs that ended without a worker's report (cancel_run, stalled
- * recovery failing a run) and hands out their spans and their ended steps' once; a page at a time,
+ * recovery failing a run, a wait timing out in the tick, an event completing the last step) and
+ * hands out their spans and their ended steps' once; a page at a time,
  * one sweeper at a time, never the spans the report path took, never runs that ended before the
  * first sweep.
  */
@@ -128,5 +129,26 @@ db.test("a bad page size or horizon is refused, naming it", async ({ sql }) => {
   await assert.rejects(
     sql`select * from pgflow.sweep_ended_spans(10, interval '-1 day')`,
     /horizon must be a positive interval/,
+  );
+});
+
+db.test("runs the tick fails (a wait's timeout) or an event completes are swept", async ({ sql }) => {
+  await freshSweep(sql);
+  await defineFlow(sql, "sweep_wait", [{ slug: "approve" }]);
+  await sql`select pgflow._set_wait('sweep_wait', 'approve',
+    ${sql.json({ kind: "event", event: "approved", key: "$.id", seconds: 3600 })})`;
+  const [timedOut] = await sql`select run_id from pgflow.start_flow('sweep_wait', '{"id": "t"}')`;
+  const [answered] = await sql`select run_id from pgflow.start_flow('sweep_wait', '{"id": "a"}')`;
+  assert.deepEqual(keys(await sweep(sql)), [], "both wait");
+  await sql`select pgflow.send_event('approved', '{}', key => 'a')`;
+  await sql`select pgflow.fire_due_schedules(clock_timestamp() + interval '3601 s')`;
+  assert.deepEqual(
+    keys(await sweep(sql)),
+    [
+      `${answered.run_id}  completed`,
+      `${answered.run_id} approve completed`,
+      `${timedOut.run_id}  failed`,
+      `${timedOut.run_id} approve failed`,
+    ].sort(),
   );
 });
