@@ -14,7 +14,10 @@ import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { runTrace, stepSpanId } from "./span_ids.ts";
 import { type FinishedSpan, type OtlpTarget, otlpTarget, sendSpans } from "./otlp_spans.ts";
 
-/** A row of `pgflow.claim_ended_spans` or `pgflow.sweep_ended_spans`: a step's span, or the run's (`step_slug` ''). */
+/**
+ * A row of `pgflow.claim_ended_spans` or `pgflow.sweep_ended_spans`: a step's span, or the run's
+ * (`step_slug` '').
+ */
 export interface EndedSpanRow {
   readonly run_id: string;
   readonly step_slug: string;
