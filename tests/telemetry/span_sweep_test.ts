@@ -1,14 +1,15 @@
 /**
  * pgflow.sweep_ended_spans finds the runs that ended without a worker's report (cancel_run, stalled
- * recovery failing a run, a wait timing out in the tick, an event completing the last step) and
- * hands out their spans and their ended steps' once; a page at a time,
- * one sweeper at a time, never the spans the report path took, never runs that ended before the
- * first sweep.
+ * recovery failing a run, a wait timing out in the tick, an event completing the last step, a
+ * child run cancelled with its parent) and hands out their spans and their ended steps' once; a
+ * page at a time, one sweeper at a time, never the spans the report path took, never runs that
+ * ended before the first sweep.
  */
 import assert from "node:assert/strict";
 import { testDatabase, type TestDb } from "../support/db.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
-import type { EndedSpanRow } from "../../src/telemetry/ended_spans.ts";
+import { type EndedSpanRow, endedSpans } from "../../src/telemetry/ended_spans.ts";
+import { runTrace, stepSpanId, stepTraceparent } from "../../src/telemetry/span_ids.ts";
 
 const db = testDatabase(import.meta.url);
 type Sql = TestDb["sql"];
@@ -151,4 +152,37 @@ db.test("runs the tick fails (a wait's timeout) or an event completes are swept"
       `${timedOut.run_id} approve failed`,
     ].sort(),
   );
+});
+
+db.test("a child run cancelled with its parent is swept, under the parent's step", async ({ sql }) => {
+  await freshSweep(sql);
+  await defineFlow(sql, "sweep_parent", [{ slug: "fan_out" }]);
+  await defineFlow(sql, "sweep_child", [{ slug: "only" }]);
+  const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const [parent] = await sql`select run_id from pgflow.start_flow('sweep_parent', '{}',
+    traceparent => ${caller})`;
+  // A child as a child-flow step starts it: its traceparent names the parent's step span.
+  const [child] = await sql`select run_id from pgflow.start_flow('sweep_child', '{}',
+    traceparent => ${stepTraceparent(parent.run_id, "fan_out", caller)})`;
+  await sql`update pgflow.runs set parent_run_id = ${parent.run_id}, parent_step_slug = 'fan_out',
+              parent_task_index = 0 where run_id = ${child.run_id}`;
+  await sql`select pgflow.cancel_run(${parent.run_id})`;
+  const rows = await sweep(sql);
+  assert.deepEqual(
+    keys(rows),
+    [
+      `${child.run_id}  cancelled`,
+      `${child.run_id} only cancelled`,
+      `${parent.run_id}  cancelled`,
+      `${parent.run_id} fan_out cancelled`,
+    ].sort(),
+  );
+  const spans = endedSpans(rows);
+  const childRun = spans.find((s) => s.name === "pgflow.run sweep_child")!;
+  assert.equal(childRun.traceId, "0af7651916cd43dd8448eb211c80319c", "the caller's trace");
+  assert.equal(childRun.parentSpanId, stepSpanId(parent.run_id, "fan_out"));
+  const parentRun = spans.find((s) => s.name === "pgflow.run sweep_parent")!;
+  assert.equal(parentRun.spanId, runTrace(parent.run_id, caller).runSpanId);
+  assert.equal(parentRun.parentSpanId, "b7ad6b7169203331");
+  for (const span of spans) assert.equal(span.status, "unset", `${span.name}: cancelled is unset`);
 });
