@@ -59,6 +59,8 @@ interface Figures {
   workerMs: number;
   /** Top-level statements per task: the same SQL sends the same number. */
   roundTrips: number;
+  /** Statements run inside functions per task (pg_stat_statements, track = all). */
+  nested: number;
   exportedBytes: number;
 }
 const results = new Map<string, Figures[]>();
@@ -96,6 +98,7 @@ async function runOnce(v: Variant): Promise<Figures> {
     serverMs: pick("server CPU ms/task"),
     workerMs: pick("worker CPU ms/task"),
     roundTrips: pick("round trips/task"),
+    nested: pick("nested statements/task"),
     exportedBytes: (exported - bytes0) / tasks,
   };
 }
@@ -108,6 +111,7 @@ for (let round = 0; round < rounds; round++) {
     console.error(
       `round ${round + 1} ${v.name}: ${f.tasksPerSecond} tasks/s, server ${f.serverMs} ms/task, ` +
         `worker ${f.workerMs} ms/task, ${f.roundTrips} round trips/task, ` +
+        `${f.nested} nested statements/task, ` +
         `exported ${f.exportedBytes.toFixed(0)} B/task`,
     );
     results.set(v.name, [...(results.get(v.name) ?? []), f]);
@@ -122,15 +126,15 @@ const median = (xs: number[]) => {
 const cell = (xs: number[], d: number) =>
   `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)})`;
 console.log(
-  `\n| variant | tasks/s | server CPU ms/task | worker CPU ms/task | round trips/task | exported B/task |` +
-    `\n|---|---:|---:|---:|---:|---:|`,
+  `\n| variant | tasks/s | server CPU ms/task | worker CPU ms/task | round trips/task | nested statements/task | exported B/task |` +
+    `\n|---|---:|---:|---:|---:|---:|---:|`,
 );
 for (const [name, fs] of results) {
   console.log(
     `| ${name} | ${cell(fs.map((f) => f.tasksPerSecond), 0)} | ${
       cell(fs.map((f) => f.serverMs), 3)
     } | ${cell(fs.map((f) => f.workerMs), 3)} | ${cell(fs.map((f) => f.roundTrips), 2)} | ${
-      cell(fs.map((f) => f.exportedBytes), 0)
-    } |`,
+      cell(fs.map((f) => f.nested), 1)
+    } | ${cell(fs.map((f) => f.exportedBytes), 0)} |`,
   );
 }

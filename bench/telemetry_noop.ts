@@ -1,16 +1,19 @@
 /**
  * The task path's telemetry with no exporter, per attempt: `startAttempt(...)` and its `end(...)`
- * (the API's no-op span and counters) in this tree and in another (`--before DIR`, e.g. `main`
- * unpacked with `git archive`), timed in turns so both see the same machine. A whole task costs a
- * worker about 0.3 ms of CPU (`bench/telemetry_cost.ts`); this says how much of it telemetry off is.
+ * (the API's no-op span and counters) in this tree and, with `--before DIR`, in another that has
+ * them (`main` unpacked with `git archive`), timed in turns so both see the same machine. Without
+ * `--before` it times this tree alone: against a tree from before telemetry, which made no such
+ * call, that time is the whole of what telemetry off adds per attempt. A whole task costs a worker
+ * about 0.3 ms of CPU (`bench/telemetry_cost.ts`); this says how much of it telemetry off is.
  *
- *   deno run -A bench/telemetry_noop.ts --before /tmp/pgflow-main [--calls 200000] [--rounds 7]
+ *   deno run -A bench/telemetry_noop.ts [--before /tmp/pgflow-main] [--calls 200000] [--rounds 7]
  *
  * Run it without `OTEL_DENO`: it measures the no-op.
  *
  * @module
  */
 import { parseArgs } from "node:util";
+import type { AttemptIdentity } from "../src/telemetry/attempts.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -20,11 +23,12 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "7" },
   },
 });
-if (args.before === undefined) throw new Error("--before DIR: the tree to compare with");
-
-type Start = (task: Record<string, unknown>) => { end(outcome: string, s: number): void };
+type Start = (task: AttemptIdentity) => { end(outcome: "completed", s: number): void };
 const trees: [string, Start][] = [
-  ["before", (await import(`${args.before}/src/platform/telemetry.ts`)).startAttempt],
+  ...(args.before === undefined ? [] : [[
+    "before",
+    (await import(`${args.before}/src/telemetry/attempts.ts`)).startAttempt,
+  ] as [string, Start]]),
   ["after", (await import("../src/telemetry/attempts.ts")).startAttempt],
 ];
 const calls = Number(args.calls);

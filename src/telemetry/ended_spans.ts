@@ -14,7 +14,10 @@ import { bounded, DEFAULT_QUERY_TIMEOUT_MS } from "../platform/deadline.ts";
 import { runTrace, stepSpanId } from "./span_ids.ts";
 import { type FinishedSpan, type OtlpTarget, otlpTarget, sendSpans } from "./otlp_spans.ts";
 
-/** A row of `pgflow.claim_ended_spans`: a step's span, or the run's (`step_slug` ''). */
+/**
+ * A row of `pgflow.claim_ended_spans` or `pgflow.sweep_ended_spans`: a step's span, or the run's
+ * (`step_slug` '').
+ */
 export interface EndedSpanRow {
   readonly run_id: string;
   readonly step_slug: string;
@@ -123,7 +126,6 @@ export class EndedSpanEmitter {
   /** Steps whose reports may have ended something, by "run step": one claim each. */
   readonly #pending = new Map<string, { runId: string; stepSlug: string }>();
   #draining: Promise<void> | undefined;
-  #target: OtlpTarget | null | undefined;
 
   constructor(sql: Sql, log: Logger, timeoutMs: number = DEFAULT_QUERY_TIMEOUT_MS) {
     this.#sql = sql;
@@ -134,7 +136,7 @@ export class EndedSpanEmitter {
   /** After a report: a completed or failed attempt may have ended its step and its run. */
   reported(task: { readonly runId: string; readonly stepSlug: string }, outcome: string): void {
     if (outcome !== "completed" && outcome !== "failed") return;
-    if (this.#target === null) return;
+    if (target === null) return;
     this.#pending.set(`${task.runId} ${task.stepSlug}`, task);
     if (this.#draining !== undefined) return;
     // Known to flushEndedSpans only while it has work: a stopped worker's emitter is not kept.
@@ -159,36 +161,63 @@ export class EndedSpanEmitter {
           "claim_ended_spans",
           this.#timeoutMs,
         );
-        const target = this.#resolveTarget();
+        const target = spanTarget(this.#log);
         if (target !== null) await sendSpans(target, endedSpans(rows));
       } catch (error) {
-        // Claimed spans that could not be sent are lost, like any export a collector refuses.
-        this.#log.warn("run and step spans not sent", {
-          errorKind: error instanceof Error ? error.name : typeof error,
-          errorCode: (error as { code?: string }).code,
-        });
+        warnNotSent(this.#log, "run and step spans not sent", error);
       }
     }
     // Synchronously with the loop's last check: a report arriving later starts a new drain.
     this.#draining = undefined;
     emitters.delete(this);
   }
+}
 
-  #resolveTarget(): OtlpTarget | null {
-    if (this.#target !== undefined) return this.#target;
-    let env: Record<string, string> = {};
-    try {
-      env = Deno.env.toObject();
-    } catch {
-      // Without --allow-env: Deno's exporter has its defaults, and so do we.
-    }
-    const target = otlpTarget(env);
-    if ("unsupported" in target) {
-      this.#log.warn("run and step spans are not sent with this OTLP protocol", {
-        protocol: target.unsupported,
-      });
-      this.#target = null;
-    } else this.#target = target;
-    return this.#target;
+let target: OtlpTarget | null | undefined;
+
+/**
+ * Where this process sends run and step spans, from the `OTEL_*` variables (read once), or `null`
+ * when its protocol is one not spoken here (said once, as a warning).
+ *
+ * @example
+ * ```ts ignore
+ * import { spanTarget } from "./ended_spans.ts";
+ *
+ * const target = spanTarget(log); // { url, headers, resource, encoding } or null
+ * ```
+ */
+export function spanTarget(log: Logger): OtlpTarget | null {
+  if (target !== undefined) return target;
+  let env: Record<string, string> = {};
+  try {
+    env = Deno.env.toObject();
+  } catch {
+    // Without --allow-env: Deno's exporter has its defaults, and so do we.
   }
+  const found = otlpTarget(env);
+  if ("unsupported" in found) {
+    log.warn("run and step spans are not sent with this OTLP protocol", {
+      protocol: found.unsupported,
+    });
+    target = null;
+  } else target = found;
+  return target;
+}
+
+/**
+ * Says that claimed spans were not sent, naming the error's kind and code, never its text. They
+ * are lost, like any export a collector refuses.
+ *
+ * @example
+ * ```ts ignore
+ * import { warnNotSent } from "./ended_spans.ts";
+ *
+ * warnNotSent(log, "swept run and step spans not sent", new TypeError("fetch failed"));
+ * ```
+ */
+export function warnNotSent(log: Logger, message: string, error: unknown): void {
+  log.warn(message, {
+    errorKind: error instanceof Error ? error.name : typeof error,
+    errorCode: (error as { code?: string } | null)?.code,
+  });
 }

@@ -5,13 +5,14 @@
  * parent its attempts named hours before. Only these spans go this way; attempts and the handler's
  * own spans stay on the API and Deno's exporter.
  *
- * The encoding is OTLP/HTTP JSON, which the OpenTelemetry Collector and OTLP/HTTP backends accept
- * whatever `OTEL_EXPORTER_OTLP_PROTOCOL` says for Deno's exporter; gRPC and the console exporter
+ * The encoding follows `OTEL_EXPORTER_OTLP_PROTOCOL` as Deno's exporter does: protobuf by default
+ * and for `http/protobuf` (otlp_protobuf.ts), JSON for `http/json`. gRPC and the console exporter
  * are not spoken here, and with them run and step spans are not sent (docs/telemetry.md).
  *
  * @module
  */
 import { ENGINE_VERSION } from "../util/version.ts";
+import { encodeTraceRequest } from "./otlp_protobuf.ts";
 
 /** One finished span, its ids and times already known. */
 export interface FinishedSpan {
@@ -35,6 +36,8 @@ export interface OtlpTarget {
   readonly headers: Readonly<Record<string, string>>;
   /** Resource attributes: `service.name` and `OTEL_RESOURCE_ATTRIBUTES`. */
   readonly resource: Readonly<Record<string, string>>;
+  /** The body's encoding: `http/protobuf` (Deno's default) or `http/json`. */
+  readonly encoding: "protobuf" | "json";
 }
 
 /**
@@ -45,14 +48,15 @@ export interface OtlpTarget {
  * import { otlpTarget } from "./otlp_spans.ts";
  *
  * const target = otlpTarget({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://localhost:4318" });
- * // { url: "http://localhost:4318/v1/traces", headers: {}, resource: { "service.name": ... } }
+ * // { url: "http://localhost:4318/v1/traces", headers: {}, resource: {...}, encoding: "protobuf" }
  * ```
  */
 export function otlpTarget(
   env: Readonly<Record<string, string>>,
 ): OtlpTarget | { unsupported: string } {
-  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "";
-  if (protocol === "grpc" || protocol === "console") return { unsupported: protocol };
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ??
+    "http/protobuf";
+  if (protocol !== "http/protobuf" && protocol !== "http/json") return { unsupported: protocol };
   const base = (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? "http://localhost:4318").replace(/\/+$/, "");
   const resource = pairs(env.OTEL_RESOURCE_ATTRIBUTES);
   resource["service.name"] = env.OTEL_SERVICE_NAME ?? resource["service.name"] ?? "unknown_service";
@@ -63,17 +67,25 @@ export function otlpTarget(
       ...pairs(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
     },
     resource,
+    encoding: protocol === "http/json" ? "json" : "protobuf",
   };
 }
 
+/** Most spans in one request: a sweep may claim thousands, and endpoints bound a body's size. */
+const MAX_PER_REQUEST = 1000;
+
 /**
- * Posts `spans` in one OTLP/HTTP JSON request; rejects with the status when it is refused.
+ * Posts `spans` as OTLP/HTTP requests in the target's encoding (a request per thousand spans);
+ * rejects with the status when one is refused.
  *
  * @example
  * ```ts
  * import { sendSpans } from "./otlp_spans.ts";
  *
- * await sendSpans({ url: "http://localhost:4318/v1/traces", headers: {}, resource: {} }, []);
+ * await sendSpans(
+ *   { url: "http://localhost:4318/v1/traces", headers: {}, resource: {}, encoding: "protobuf" },
+ *   [],
+ * );
  * ```
  */
 export async function sendSpans(
@@ -81,16 +93,25 @@ export async function sendSpans(
   spans: readonly FinishedSpan[],
   timeoutMs = 10_000,
 ): Promise<void> {
-  if (spans.length === 0) return;
-  const response = await fetch(target.url, {
-    method: "POST",
-    headers: { ...target.headers, "content-type": "application/json" },
-    body: JSON.stringify(otlpJson(target, spans)),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  await response.body?.cancel();
-  if (!response.ok) throw new Error(`the OTLP endpoint answered ${response.status}`);
+  for (let from = 0; from < spans.length; from += MAX_PER_REQUEST) {
+    const part = spans.slice(from, from + MAX_PER_REQUEST);
+    const response = await fetch(target.url, {
+      method: "POST",
+      headers: {
+        ...target.headers,
+        "content-type": target.encoding === "json" ? "application/json" : "application/x-protobuf",
+      },
+      body: target.encoding === "json"
+        ? JSON.stringify(otlpJson(target, part))
+        : encodeTraceRequest(target.resource, SCOPE, part),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await response.body?.cancel();
+    if (!response.ok) throw new Error(`the OTLP endpoint answered ${response.status}`);
+  }
 }
+
+const SCOPE = { name: "@pgflow/shared", version: ENGINE_VERSION };
 
 const STATUS = { unset: 0, ok: 1, error: 2 } as const;
 const INTERNAL = 1;
@@ -100,7 +121,7 @@ function otlpJson(target: OtlpTarget, spans: readonly FinishedSpan[]) {
     resourceSpans: [{
       resource: { attributes: keyValues(target.resource) },
       scopeSpans: [{
-        scope: { name: "@pgflow/shared", version: ENGINE_VERSION },
+        scope: SCOPE,
         spans: spans.map((s) => ({
           traceId: s.traceId,
           spanId: s.spanId,

@@ -7,6 +7,7 @@ import { tickSchedules } from "./schedule_ticks.ts";
 import { logSummaries } from "./summary.ts";
 import { beatUntilStopped } from "./worker_row.ts";
 import { QUEUE_SAMPLE_MS, sampleQueue } from "./queue_sample.ts";
+import { SPAN_SWEEP_MS, sweepEndedSpans } from "../telemetry/span_sweep.ts";
 
 /** What a worker's timers need. */
 export interface TimerDeps {
@@ -26,7 +27,7 @@ export interface TimerDeps {
 /**
  * Starts a running worker's timers: the heartbeat (which notices a deprecation), the summary
  * line, stalled-task recovery and schedule ticks unless they are turned off, and the queue's sample
- * for the telemetry gauges while telemetry is on. Each promise settles once `signal`
+ * for the telemetry gauges and the sweep for ended runs' spans while telemetry is on. Each promise settles once `signal`
  * aborts and its last tick has ended.
  */
 export function startTimers(deps: TimerDeps): Promise<void>[] {
@@ -34,6 +35,7 @@ export function startTimers(deps: TimerDeps): Promise<void>[] {
   const timing = (intervalMs: number) => ({ intervalMs, timeoutMs: config.queryTimeoutMs });
   const recovery = recoverStalledTasks(sql, log, timing(config.stalledRecoveryIntervalMs), signal);
   const queue = sampleQueue(sql, deps.worker.queueName, log, timing(QUEUE_SAMPLE_MS), signal);
+  const spans = sweepEndedSpans(sql, log, timing(SPAN_SWEEP_MS), signal);
   const schedules = tickSchedules(sql, log, timing(config.scheduleTickIntervalMs), signal);
   return [
     beatUntilStopped(sql, deps.worker.id, log, {
@@ -51,6 +53,7 @@ export function startTimers(deps: TimerDeps): Promise<void>[] {
     ),
     ...(recovery === undefined ? [] : [recovery]),
     ...(queue === undefined ? [] : [queue]),
+    ...(spans === undefined ? [] : [spans]),
     ...(schedules === undefined ? [] : [schedules]),
   ];
 }

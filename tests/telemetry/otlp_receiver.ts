@@ -1,7 +1,9 @@
 /**
- * A small OTLP/HTTP receiver (JSON encoding) for the telemetry tests: keeps every span and metric
- * name it is sent, and every request body as text (to search for what must never be exported).
+ * A small OTLP/HTTP receiver for the telemetry tests: keeps every span and metric name it is sent,
+ * and every request body as text (to search for what must never be exported). JSON bodies are read
+ * whole; protobuf bodies (Deno's default) are decoded for spans only, by the test's own decoder.
  */
+import { decodeTraceRequest } from "./otlp_protobuf_decode.ts";
 
 /** One received span, its attributes flattened to plain values. */
 export interface ReceivedSpan {
@@ -29,8 +31,10 @@ export interface OtlpReceiver {
   readonly spans: ReceivedSpan[];
   /** Names of every metric received, with their data points' attributes. */
   readonly metrics: { name: string; points: Record<string, unknown>[] }[];
-  /** Every request body, as received. */
+  /** Every request body, as received (as UTF-8 text). */
   readonly bodies: string[];
+  /** Every request's path and encoding, in order. */
+  readonly requests: { path: string; encoding: "json" | "protobuf" }[];
   close(): Promise<void>;
 }
 
@@ -50,11 +54,20 @@ export function startReceiver(): OtlpReceiver {
   const spans: ReceivedSpan[] = [];
   const metrics: OtlpReceiver["metrics"] = [];
   const bodies: string[] = [];
+  const requests: OtlpReceiver["requests"] = [];
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
-    const text = await req.text();
+    const raw = new Uint8Array(await req.arrayBuffer());
+    // Strings are UTF-8 in both encodings: a marker in a protobuf body is found in this text too.
+    const text = new TextDecoder().decode(raw);
     bodies.push(text);
-    const body = JSON.parse(text);
     const path = new URL(req.url).pathname;
+    const protobuf = req.headers.get("content-type") === "application/x-protobuf";
+    requests.push({ path, encoding: protobuf ? "protobuf" : "json" });
+    const body = !protobuf
+      ? JSON.parse(text)
+      : path === "/v1/traces"
+      ? decodeTraceRequest(raw)
+      : {};
     if (path === "/v1/traces") {
       for (const rs of body.resourceSpans ?? []) {
         for (const ss of rs.scopeSpans ?? []) {
@@ -90,6 +103,7 @@ export function startReceiver(): OtlpReceiver {
     spans,
     metrics,
     bodies,
+    requests,
     close: () => server.shutdown(),
   };
 }

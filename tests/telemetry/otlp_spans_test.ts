@@ -1,6 +1,7 @@
 /**
- * The OTLP/HTTP JSON sender of run and step spans: the endpoint, headers and resource come from the
- * variables Deno's exporter reads; a span arrives with its chosen ids and its times in nanoseconds.
+ * The OTLP/HTTP sender of run and step spans: the endpoint, headers, resource and encoding come
+ * from the variables Deno's exporter reads (protobuf unless told http/json, as Deno); a span
+ * arrives with its chosen ids and its times in nanoseconds, in either encoding.
  */
 import assert from "node:assert/strict";
 import { otlpTarget, sendSpans } from "../../src/telemetry/otlp_spans.ts";
@@ -11,6 +12,7 @@ Deno.test("the target follows Deno's OTEL_* variables", () => {
     url: "http://localhost:4318/v1/traces",
     headers: {},
     resource: { "service.name": "unknown_service" },
+    encoding: "protobuf",
   });
   assert.deepEqual(
     otlpTarget({
@@ -23,7 +25,20 @@ Deno.test("the target follows Deno's OTEL_* variables", () => {
       url: "https://collector.example:4318/v1/traces",
       headers: { "x-api-key": "a=b", "x-team": "ops" },
       resource: { "deployment.environment": "prod", "service.name": "orders-worker" },
+      encoding: "protobuf",
     },
+  );
+  const encoding = (env: Record<string, string>) =>
+    (otlpTarget(env) as { encoding: string }).encoding;
+  assert.equal(encoding({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" }), "protobuf");
+  assert.equal(encoding({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }), "json");
+  assert.equal(
+    encoding({
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
+    }),
+    "json",
+    "the traces' own variable wins",
   );
   assert.equal(
     (otlpTarget({
@@ -36,38 +51,70 @@ Deno.test("the target follows Deno's OTEL_* variables", () => {
   assert.deepEqual(otlpTarget({ OTEL_EXPORTER_OTLP_PROTOCOL: "console" }), {
     unsupported: "console",
   });
+  assert.deepEqual(otlpTarget({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/xml" }), {
+    unsupported: "http/xml",
+  });
 });
 
-Deno.test("a sent span arrives with its ids, parent, times and status", async () => {
-  const receiver = startReceiver();
-  try {
-    const target = otlpTarget({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint });
-    assert.ok(!("unsupported" in target));
-    await sendSpans(target, [{
-      traceId: "0af7651916cd43dd8448eb211c80319c",
-      spanId: "00f067aa0ba902b7",
-      parentSpanId: "b7ad6b7169203331",
-      name: "pgflow.run orders",
-      startUs: "1765000000123456",
-      endUs: "1765000001123456",
-      attributes: { "pgflow.flow": "orders", "pgflow.tasks": 3 },
-      status: "error",
-    }]);
-    assert.deepEqual(receiver.spans.map((s) => ({ ...s })), [{
-      traceId: "0af7651916cd43dd8448eb211c80319c",
-      spanId: "00f067aa0ba902b7",
-      parentSpanId: "b7ad6b7169203331",
-      name: "pgflow.run orders",
-      kind: 1,
-      startTimeUnixNano: "1765000000123456000",
-      endTimeUnixNano: "1765000001123456000",
-      attributes: { "pgflow.flow": "orders", "pgflow.tasks": 3 },
-      status: { code: 2 },
-    }]);
-  } finally {
-    await receiver.close();
-  }
-});
+for (const protocol of ["http/protobuf", "http/json"]) {
+  Deno.test(`a sent span arrives with its ids, parent, times and status (${protocol})`, async () => {
+    const receiver = startReceiver();
+    try {
+      const target = otlpTarget({
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+        OTEL_SERVICE_NAME: "orders-worker",
+      });
+      assert.ok(!("unsupported" in target));
+      const span = {
+        traceId: "0af7651916cd43dd8448eb211c80319c",
+        spanId: "00f067aa0ba902b7",
+        name: "pgflow.run orders",
+        startUs: "1765000000123456",
+        endUs: "1765000001123456",
+      };
+      await sendSpans(target, [
+        {
+          ...span,
+          parentSpanId: "b7ad6b7169203331",
+          attributes: { "pgflow.flow": "orders", "pgflow.tasks": 3, "pgflow.status": "failed" },
+          status: "error",
+        },
+        { ...span, spanId: "00f067aa0ba902b8", attributes: {}, status: "ok" },
+      ]);
+      assert.deepEqual(receiver.requests, [{
+        path: "/v1/traces",
+        encoding: protocol === "http/json" ? "json" : "protobuf",
+      }], "the body's encoding is the protocol's");
+      assert.deepEqual(receiver.spans.map((s) => ({ ...s })), [{
+        ...received,
+        parentSpanId: "b7ad6b7169203331",
+        attributes: { "pgflow.flow": "orders", "pgflow.tasks": 3, "pgflow.status": "failed" },
+        status: { code: 2 },
+      }, {
+        ...received,
+        spanId: "00f067aa0ba902b8",
+        parentSpanId: "",
+        attributes: {},
+        status: { code: 1 },
+      }]);
+      const body = receiver.bodies[0];
+      assert.ok(body.includes("orders-worker"), "the resource's service.name is sent");
+      assert.ok(body.includes("@pgflow/shared"), "the scope is sent");
+    } finally {
+      await receiver.close();
+    }
+  });
+}
+
+const received = {
+  traceId: "0af7651916cd43dd8448eb211c80319c",
+  spanId: "00f067aa0ba902b7",
+  name: "pgflow.run orders",
+  kind: 1,
+  startTimeUnixNano: "1765000000123456000",
+  endTimeUnixNano: "1765000001123456000",
+};
 
 Deno.test("a refused request rejects, naming the status", async () => {
   const server = Deno.serve(
