@@ -11,6 +11,7 @@ import type { Logger } from "../platform/logger.ts";
 import { pgMessage } from "../platform/pg_message.ts";
 import type { WorkerEnv } from "../platform/env.ts";
 import { prepareSupabaseClient } from "../platform/supabase_client.ts";
+import { loadTelemetry } from "../telemetry/otel_loader.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { SupportedPair } from "../task/claim.ts";
 import { queueSupportSet } from "../task/support.ts";
@@ -65,6 +66,10 @@ export interface Ready {
 export async function startUp(acquired: Acquired, input: StartupInput): Promise<Ready | undefined> {
   const { config, log, target } = input;
   const timeoutMs = config.queryTimeoutMs;
+  // Loaded (only where an SDK is registered) while the database steps wait on the server; the
+  // first read must know whether spans are recorded.
+  const telemetry = loadTelemetry();
+  telemetry.catch(() => {}); // awaited below; a startup that fails first must not leave it unhandled
   const db = acquired.db = await connectWorker(config);
   const sql = db.sql;
   log.info("database connection", { ...db.connection, preparedStatements: db.prepared });
@@ -88,6 +93,7 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
     log,
     timeoutMs,
   );
+  await telemetry;
   if (input.stopRequested()) return undefined;
   log.info("worker started", {
     function: input.functionName,
