@@ -83,6 +83,7 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
   // The support set is recorded with the worker so the coverage check can see what it serves.
   await registerWorker(sql, input, supported, timeoutMs);
   acquired.registered = true;
+  log.debug("worker registered", { pairs: supported.length });
   if (input.stopRequested()) return undefined;
   acquired.wakeups = await openWakeups(
     sql,
