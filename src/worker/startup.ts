@@ -81,11 +81,11 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
   const supabase = await prepareSupabaseClient(input.env);
   if (input.stopRequested()) return undefined;
   // The support set is recorded with the worker so the coverage check can see what it serves.
-  await registerWorker(sql, input, supported, timeoutMs);
-  acquired.registered = true;
-  log.debug("worker registered", { pairs: supported.length });
-  if (input.stopRequested()) return undefined;
-  acquired.wakeups = await openWakeups(
+  // The LISTEN opens on a connection of its own meanwhile: neither waits for the other, and both
+  // are done before the first read.
+  const registering = registerWorker(sql, input, supported, timeoutMs)
+    .then(() => log.debug("worker registered", { pairs: supported.length }));
+  const listening = openWakeups(
     sql,
     input.queueName,
     supported,
@@ -94,12 +94,18 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
     log,
     timeoutMs,
   );
+  const [registered, opened] = await Promise.allSettled([registering, listening]);
+  // Recorded before any error is thrown, so that a failed startup still closes what it opened.
+  if (opened.status === "fulfilled") acquired.wakeups = opened.value;
+  if (registered.status === "rejected") throw registered.reason;
+  acquired.registered = true;
+  if (opened.status === "rejected") throw opened.reason;
   await telemetry;
   if (input.stopRequested()) return undefined;
   log.info("worker started", {
     function: input.functionName,
     supported: supported.map(([flow, step]) => `${flow}.${step}`),
-    wakeups: acquired.wakeups.mode,
+    wakeups: opened.value.mode,
   });
   return { sql, supported, supabase };
 }
