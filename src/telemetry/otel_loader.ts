@@ -8,15 +8,18 @@
  *
  * @module
  */
+import type * as Attempts from "./attempts.ts";
 import type { AttemptIdentity, AttemptOutcome, QueueSample } from "./attempts.ts";
-
-type Attempts = typeof import("./attempts.ts");
-type Api = typeof import("npm:@opentelemetry/api@1.9.0");
 
 /** Where `@opentelemetry/api` 1.x keeps what an SDK registered (its `global-utils`). */
 const REGISTRY = Symbol.for("opentelemetry.js.api.1");
 
-let loaded: { attempts: Attempts; api: Api } | undefined;
+/** What the task path uses of `@opentelemetry/api`'s value exports. */
+interface Api {
+  readonly context: { with<T>(context: Attempts.AttemptTelemetry["context"], fn: () => T): T };
+}
+
+let loaded: { attempts: typeof Attempts; api: Api } | undefined;
 let loading: Promise<void> | undefined;
 
 /**
