@@ -27,7 +27,7 @@ import {
   type SendEventResult,
   toSendEventResult,
 } from "./events.ts";
-import { activeTraceparent } from "../telemetry/attempts.ts";
+import { activeTraceparent } from "../telemetry/otel_loader.ts";
 import {
   checkListRunsOptions,
   checkStartManyOptions,
@@ -375,7 +375,7 @@ export function createClient(options: ClientOptions): PgflowClient {
     let result;
     try {
       // The span active around this call (if any) becomes the run's trace: docs/telemetry.md.
-      result = await backend.startFlow(flowSlug, text, runId, priority, activeTraceparent());
+      result = await backend.startFlow(flowSlug, text, runId, priority, await activeTraceparent());
     } catch (error) {
       throw startError(error, flowSlug, "startFlow", runId, closed);
     }
@@ -446,7 +446,7 @@ export function createClient(options: ClientOptions): PgflowClient {
         flowSlug,
         `[${texts.join(",")}]`,
         priority,
-        activeTraceparent(),
+        await activeTraceparent(),
       );
     } catch (error) {
       throw startError(error, flowSlug, "startFlows", null, closed);

@@ -104,6 +104,28 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
 }
 
 /**
+ * Makes `sql` (a pool from {@link createPool} with `prepare` off) prepare every query built from
+ * now on, on the connections it already has and on those it opens later. A worker can only tell
+ * a direct connection from a pooler once connected; turning preparing on afterwards keeps that
+ * first connection, where opening a second pool to prepare would cost a connection setup at
+ * every start. postgres.js reads `options.prepare` (its public `sql.options`) each time it builds
+ * a query, so statements already sent unnamed stay so and are not prepared behind a transaction
+ * pooler: only call this for a connection that keeps its server session (`ownsServerSession`).
+ *
+ * @example
+ * ```ts
+ * import { createPool, startPreparing } from "./pool.ts";
+ *
+ * const sql = createPool("postgres://postgres@127.0.0.1:5432/postgres");
+ * // after telling that the connection is direct:
+ * startPreparing(sql);
+ * ```
+ */
+export function startPreparing(sql: Sql): void {
+  (sql as unknown as { options: { prepare: boolean } }).options.prepare = true;
+}
+
+/**
  * postgres.js's own `json` and `jsonb` types (written with `JSON.stringify`, as postgres.js does),
  * read with `parseJson` and `parseJsonb`. Arrays of them (`jsonb[]`) use them too.
  */

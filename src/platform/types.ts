@@ -4,6 +4,10 @@
  *
  * @module
  */
+// supabase-js takes `@opentelemetry/api` as an optional peer. Naming the API here (types only:
+// nothing is loaded) keeps a fresh resolution (a new project, no lockfile yet) type-checking
+// supabase-js with that peer; without it, its Realtime types went unresolved in such a project.
+import type {} from "npm:@opentelemetry/api@1.9.0";
 import type postgres from "npm:postgres@3.4.7";
 import type { SupabaseClient as SupabaseJsClient } from "npm:@supabase/supabase-js@2.119.2";
 

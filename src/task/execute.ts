@@ -11,8 +11,7 @@ import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
 import { settleOrTimeOut } from "./timeout_race.ts";
 import { RetryAfter } from "../dsl/retry_after.ts";
 import { StepTimedOut, WorkerShutdown } from "../dsl/abort_reasons.ts";
-import { context as otelContext } from "npm:@opentelemetry/api@1.9.0";
-import { startAttempt } from "../telemetry/attempts.ts";
+import { startAttempt } from "../telemetry/otel_loader.ts";
 import type { EndedSpanEmitter } from "../telemetry/ended_spans.ts";
 
 /** What running one task needs. */
@@ -105,10 +104,7 @@ export async function executeTask(
       const context = buildContext(deps.resources, deps.queue, task, message, signal);
       // The handler's own spans (fetch, queries) are children of the attempt's.
       const output = await settleOrTimeOut(
-        Promise.resolve(otelContext.with(
-          attempt.context,
-          () => registered.handler(task.input, context),
-        )),
+        Promise.resolve(attempt.run(() => registered.handler(task.input, context))),
         signal,
       );
       flowCode = false;

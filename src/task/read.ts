@@ -5,7 +5,7 @@ import { toMessageId } from "./message_id.ts";
 import { bounded } from "../platform/deadline.ts";
 import { parseJsonb } from "../util/json_parse.ts";
 import type { CompletionArrays } from "./report.ts";
-import { tracingEnabled } from "../telemetry/attempts.ts";
+import { tracingEnabled } from "../telemetry/otel_loader.ts";
 
 /** How one read reserves messages. */
 export interface ReadOptions {

@@ -22,7 +22,7 @@ import { settlesWithin } from "../util/within.ts";
 import { CANCEL_CHECK_MS, RunCancellations } from "./cancellations.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
 import { Completer } from "./completer.ts";
-import { tracingEnabled } from "../telemetry/attempts.ts";
+import { tracingEnabled } from "../telemetry/otel_loader.ts";
 import { EndedSpanEmitter } from "../telemetry/ended_spans.ts";
 import { executeTask } from "./execute.ts";
 import { FlowInputCache } from "./flow_input.ts";

@@ -1,7 +1,7 @@
 import type { Logger } from "../platform/logger.ts";
 import type { Sql } from "../platform/types.ts";
 import { bounded } from "../platform/deadline.ts";
-import { recordQueueSample, tracingEnabled } from "../telemetry/attempts.ts";
+import { recordQueueSample, tracingEnabled } from "../telemetry/otel_loader.ts";
 import { every } from "../util/periodic.ts";
 
 /** How often a worker samples its queue for the gauges, when telemetry is on. */

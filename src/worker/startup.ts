@@ -11,6 +11,7 @@ import type { Logger } from "../platform/logger.ts";
 import { pgMessage } from "../platform/pg_message.ts";
 import type { WorkerEnv } from "../platform/env.ts";
 import { prepareSupabaseClient } from "../platform/supabase_client.ts";
+import { loadTelemetry } from "../telemetry/otel_loader.ts";
 import type { Sql, SupabaseClient } from "../platform/types.ts";
 import type { SupportedPair } from "../task/claim.ts";
 import { queueSupportSet } from "../task/support.ts";
@@ -65,6 +66,10 @@ export interface Ready {
 export async function startUp(acquired: Acquired, input: StartupInput): Promise<Ready | undefined> {
   const { config, log, target } = input;
   const timeoutMs = config.queryTimeoutMs;
+  // Loaded (only where an SDK is registered) while the database steps wait on the server; the
+  // first read must know whether spans are recorded.
+  const telemetry = loadTelemetry();
+  telemetry.catch(() => {}); // awaited below; a startup that fails first must not leave it unhandled
   const db = acquired.db = await connectWorker(config);
   const sql = db.sql;
   log.info("database connection", { ...db.connection, preparedStatements: db.prepared });
@@ -76,10 +81,11 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
   const supabase = await prepareSupabaseClient(input.env);
   if (input.stopRequested()) return undefined;
   // The support set is recorded with the worker so the coverage check can see what it serves.
-  await registerWorker(sql, input, supported, timeoutMs);
-  acquired.registered = true;
-  if (input.stopRequested()) return undefined;
-  acquired.wakeups = await openWakeups(
+  // The LISTEN opens on a connection of its own meanwhile: neither waits for the other, and both
+  // are done before the first read.
+  const registering = registerWorker(sql, input, supported, timeoutMs)
+    .then(() => log.debug("worker registered", { pairs: supported.length }));
+  const listening = openWakeups(
     sql,
     input.queueName,
     supported,
@@ -88,11 +94,18 @@ export async function startUp(acquired: Acquired, input: StartupInput): Promise<
     log,
     timeoutMs,
   );
+  const [registered, opened] = await Promise.allSettled([registering, listening]);
+  // Recorded before any error is thrown, so that a failed startup still closes what it opened.
+  if (opened.status === "fulfilled") acquired.wakeups = opened.value;
+  if (registered.status === "rejected") throw registered.reason;
+  acquired.registered = true;
+  if (opened.status === "rejected") throw opened.reason;
+  await telemetry;
   if (input.stopRequested()) return undefined;
   log.info("worker started", {
     function: input.functionName,
     supported: supported.map(([flow, step]) => `${flow}.${step}`),
-    wakeups: acquired.wakeups.mode,
+    wakeups: opened.value.mode,
   });
   return { sql, supported, supabase };
 }

@@ -1,12 +1,11 @@
 /**
  * The pool a worker opens from its connection string. It can only tell what is between it and
- * Postgres once connected, and postgres.js fixes `prepare` when a pool is made, so the first pool
- * (no prepared statements: safe everywhere) describes the connection and, where prepared
- * statements keep working, gives way to one that prepares.
+ * Postgres once connected, so the pool starts without prepared statements (safe everywhere) and,
+ * where they keep working, prepares from then on: one pool and one connection setup either way.
  *
  * @module
  */
-import { createPool } from "../platform/pool.ts";
+import { createPool, startPreparing } from "../platform/pool.ts";
 import {
   type ConnectionInfo,
   describeConnection,
@@ -28,8 +27,9 @@ export function preparesOn(mode: PreparedStatementsMode, kind: ConnectionInfo["k
 }
 
 /**
- * Opens the pool of `max` connections to `url` and describes its connection. The describing
- * pool is ended when a preparing one replaces it, and on failure.
+ * Opens the pool of `max` connections to `url`, describes its connection on the pool's first
+ * one, and turns on prepared statements where `mode` wants them there. The pool is ended on
+ * failure.
  */
 export async function openWorkerPool(
   url: string,
@@ -37,19 +37,17 @@ export async function openWorkerPool(
   mode: PreparedStatementsMode,
   timeoutMs: number,
 ): Promise<WorkerPool> {
-  const firstPrepares = mode === "on";
-  const first = createPool(url, { max, prepare: firstPrepares });
+  const sql = createPool(url, { max, prepare: mode === "on" });
   let connection: ConnectionInfo;
   try {
-    connection = await describeConnection(first, url, timeoutMs);
+    connection = await describeConnection(sql, url, timeoutMs);
   } catch (error) {
-    await first.end({ timeout: 1 }).catch(() => {});
+    await sql.end({ timeout: 1 }).catch(() => {});
     throw error;
   }
   const prepared = preparesOn(mode, connection.kind);
-  if (prepared === firstPrepares) return { sql: first, connection, prepared };
-  await first.end({ timeout: 1 }).catch(() => {});
-  return { sql: createPool(url, { max, prepare: true }), connection, prepared };
+  if (prepared && mode !== "on") startPreparing(sql);
+  return { sql, connection, prepared };
 }
 
 /** A worker's database: its pool, what it is connected through, and whether the worker owns it. */

@@ -64,6 +64,8 @@ export interface GraphModule {
     readonly specifier: string;
     readonly code?: { readonly specifier?: string; readonly error?: string };
     readonly type?: { readonly specifier?: string; readonly error?: string };
+    /** An `import()`: loaded when it runs, not with the module. */
+    readonly isDynamic?: boolean;
   }[];
 }
 

@@ -22,6 +22,44 @@ Deno.test("mod.ts, the module a worker imports, loads no CLI or dashboard code",
   assert.deepEqual(modules.filter((m) => m.startsWith("src/cli/")), []);
 });
 
+/**
+ * What loading `entry` evaluates: the modules reached through static imports of code, not through
+ * `import()` or type-only imports. Repository files as paths, packages as written (`npm:…`).
+ */
+async function loadedWith(entry: string): Promise<Set<string>> {
+  const graph = await moduleGraph(entry, [], REPO_ROOT);
+  const root = new URL(REPO_ROOT, "file://").href;
+  const byName = new Map(graph.modules.map((m) => [m.specifier, m]));
+  const seen = new Set<string>();
+  const queue = [...graph.roots];
+  while (queue.length > 0) {
+    const specifier = queue.pop()!;
+    if (seen.has(specifier)) continue;
+    seen.add(specifier);
+    for (const dep of byName.get(specifier)?.dependencies ?? []) {
+      const to = dep.code?.specifier;
+      if (to !== undefined && dep.isDynamic !== true) queue.push(to);
+    }
+  }
+  return new Set([...seen].map((s) => s.replace(root, "")));
+}
+
+Deno.test("a worker loads neither @opentelemetry/api nor supabase-js until it needs them", async () => {
+  // Each is tens of milliseconds of a cold start; both are loaded by `import()` where an SDK is
+  // registered (src/telemetry/otel_loader.ts) or SUPABASE_URL is set (supabase_client.ts).
+  const loaded = [...await loadedWith("mod.ts")];
+  assert.ok(loaded.includes("src/task/execute.ts"), "the graph was read");
+  assert.ok(loaded.some((m) => m.startsWith("npm:") && m.includes("postgres")), String(loaded));
+  assert.deepEqual(
+    loaded.filter((m) =>
+      /@opentelemetry\/api|@supabase\/supabase-js|^src\/telemetry\/attempts\.ts$|^src\/cli\//.test(
+        m,
+      )
+    ),
+    [],
+  );
+});
+
 Deno.test("@pgflow/shared/dsl loads the DSL and routing only: no postgres.js, no supabase-js", async () => {
   const modules = await graphOf("dsl.ts");
   assert.ok(modules.includes("src/dsl/flow.ts"), "the graph was read");

@@ -74,3 +74,27 @@ db.test("a fenced function's workers drain, and no new worker registers until th
   assert.equal((await waitForRun(sql, queued)).status, "completed");
   await stopAll(workers);
 });
+
+db.test("a worker a deploy fence refuses leaves no connection open, the LISTEN it opened meanwhile included", async ({ sql, url }) => {
+  // The LISTEN opens while the worker registers, so a refused registration must still close it.
+  const flow = new Flow<{ n: number }>({ slug: "ops_fence_listen" }).step(
+    { slug: "a" },
+    (i) => i.n,
+  );
+  const [{ fence }] = await sql`select pgflow.begin_deploy_fence('{fenced_listen_fn}') as fence`;
+  const workers: FlowWorker[] = [];
+  try {
+    await assert.rejects(
+      startWorker(workers, flow, { connectionString: url, functionName: "fenced_listen_fn" }),
+      /disabled by open deploy fence/,
+    );
+    await waitFor(async () => {
+      const [{ n }] = await sql`select count(*)::int as n from pg_stat_activity
+                                where datname = current_database() and pid <> pg_backend_pid()`;
+      return n === 0;
+    }, { what: "the refused worker's connections (pool and LISTEN) to close" });
+  } finally {
+    await sql`select pgflow.end_deploy_fence(${fence})`;
+    await stopAll(workers);
+  }
+});

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { Flow, type FlowWorker } from "../../mod.ts";
-import { preparesOn } from "../../src/worker/worker_pool.ts";
+import { openWorkerPool, preparesOn } from "../../src/worker/worker_pool.ts";
 import { testDatabase } from "../support/db.ts";
 import { startPgBouncer } from "../../local/pgbouncer.ts";
 import { startRun, startWorker, stopAll, waitForRun } from "./helpers.ts";
@@ -94,4 +94,41 @@ Deno.test("preparesOn: auto prepares only where the server session stays the poo
   assert.equal(preparesOn("auto", "pooler"), false);
   assert.equal(preparesOn("on", "pooler"), true);
   assert.equal(preparesOn("off", "direct"), false);
+});
+
+db.test("the worker's pool prepares on the connection it was described on", async ({ url, sql }) => {
+  // One connection setup at startup, not two: the pool that told the connection is direct is the
+  // one that prepares, so its connection (opened before the pool was returned) serves the next
+  // query, named.
+  const pool = await openWorkerPool(url, 4, "auto", 10_000);
+  const returned = new Date();
+  try {
+    assert.equal(pool.prepared, true);
+    const [{ pid }] = await pool.sql<{ pid: number }[]>`select pg_backend_pid() as pid
+                                                       where ${1}::int = 1`;
+    const [backend] = await sql<{ started: Date }[]>`
+      select backend_start as started from pg_stat_activity where pid = ${pid}`;
+    assert.ok(
+      backend.started < returned,
+      `the pool's connection started at ${backend.started.toISOString()}, after the pool was ` +
+        `returned at ${returned.toISOString()}: a second connection was opened`,
+    );
+    const statements = await pool.sql<{ statement: string }[]>`
+      select statement from pg_prepared_statements where ${2}::int = 2`;
+    assert.ok(statements.some((s) => s.statement.includes("pg_backend_pid")), String(statements));
+  } finally {
+    await pool.sql.end();
+  }
+});
+
+db.test("a worker's pool that prepares on: the first statement is already named", async ({ url }) => {
+  const pool = await openWorkerPool(url, 2, "on", 10_000);
+  try {
+    assert.equal(pool.prepared, true);
+    const statements = await pool.sql<{ statement: string }[]>`
+      select statement from pg_prepared_statements where ${1}::int = 1`;
+    assert.ok(statements.some((s) => s.statement.includes("pg_backend_pid")), String(statements));
+  } finally {
+    await pool.sql.end();
+  }
 });
