@@ -13,7 +13,6 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import type { AttemptIdentity } from "../src/telemetry/attempts.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -23,6 +22,16 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "7" },
   },
 });
+/** The attempt's identity as `startAttempt` takes it (the bench reaches the module by import()). */
+interface AttemptIdentity {
+  queue: string;
+  workerId: string;
+  flowSlug: string;
+  stepSlug: string;
+  runId: string;
+  taskIndex: number;
+  attempt: number;
+}
 type Start = (task: AttemptIdentity) => { end(outcome: "completed", s: number): void };
 const trees: [string, Start][] = [
   ...(args.before === undefined ? [] : [[

@@ -13,7 +13,7 @@ import type { Sql } from "../platform/types.ts";
 import type { Logger } from "../platform/logger.ts";
 import { bounded } from "../platform/deadline.ts";
 import { every } from "../util/periodic.ts";
-import { tracingEnabled } from "./attempts.ts";
+import { tracingEnabled } from "./otel_loader.ts";
 import { type EndedSpanRow, endedSpans, spanTarget, warnNotSent } from "./ended_spans.ts";
 import { sendSpans } from "./otlp_spans.ts";
 
