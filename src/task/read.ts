@@ -104,6 +104,16 @@ let traced: boolean | undefined;
  * worker registered. Should the claim fail, the read is rolled back with it. Only claimed rows bring a
  * message body and headers: a message not claimed (another sender's, of any size) comes back as
  * its id and disposition alone.
+ *
+ * The transaction commits without waiting for its WAL to reach the disk (`synchronous_commit`
+ * off, for it alone): a claim is a lease (the message's visibility, the task started, its attempt
+ * counted), not durable work. Postgres still commits it atomically and in order, so a server
+ * crash can only forget the last claims whole, as if they had not been made, and the next
+ * synchronous commit (this worker's completion of the task) makes them durable first. A forgotten
+ * claim is a lost reply seen from the other side (docs/reliability.md): the task is claimed again
+ * and its handler may run again. The wait for the disk is the largest part of an unloaded
+ * pickup's claim. `complete_and_claim` carries outputs and keeps it. Set inside the statement:
+ * transaction-scoped, so it holds behind a transaction pooler, and no round trip is added.
  */
 export async function readAndClaim(
   sql: Sql,
@@ -121,7 +131,9 @@ export async function readAndClaim(
                                ${options.pollIntervalMs}::integer, ${pairs}::text::jsonb,
                                ${options.readQty ?? null}::integer) c
     -- The input's text once per row (offset 0: not recomputed for each use above).
-    cross join lateral (select c.input::text offset 0) as t(input)`,
+    cross join lateral (select c.input::text offset 0) as t(input)
+    -- A lease: committed without waiting for the disk (see readAndClaim).
+    cross join (select set_config('synchronous_commit', 'off', true)) as l(s)`,
     "read_and_claim",
     options.timeoutMs,
   );
