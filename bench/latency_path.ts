@@ -250,7 +250,10 @@ try {
         const notifyAt = heard.find((n, k) => k >= call.notifiedFrom && n >= call.issued);
         note(`${p}: start answered → NOTIFY heard`, notifyAt! - call.returned);
         note(`${p}: NOTIFY heard → read sent`, t.readSent! - notifyAt!);
-        note(`${p}: queued_at → handler start (the bench's pickup)`, t.handlerStart! - db(row.queued));
+        note(
+          `${p}: queued_at → handler start (the bench's pickup)`,
+          t.handlerStart! - db(row.queued),
+        );
       } else {
         note(`${p}: prev handler end → completion sent`, t.readSent! - previousEnd!);
         note(
@@ -268,8 +271,14 @@ try {
       previousEnd = t.handlerEnd;
     }
     const run = tasks[0];
-    note(`${label}: run started_at → completed_at (the bench's run latency)`, run.run_completed - run.run_started);
-    note(`${label}: start issued → last completion answered`, at(runId, steps.at(-1)!).completionAnswered! - call.issued);
+    note(
+      `${label}: run started_at → completed_at (the bench's run latency)`,
+      run.run_completed - run.run_started,
+    );
+    note(
+      `${label}: start issued → last completion answered`,
+      at(runId, steps.at(-1)!).completionAnswered! - call.issued,
+    );
   }
   const names = variants.map((v) => v.name);
   // Phases by task (pickup, chain a, b, c, the run), each task's in the order they happen.
@@ -278,7 +287,9 @@ try {
     "phase (ms)",
     ...names.flatMap((n) => [`${n} p50`, `${n} p10–p90`]),
   ]];
-  for (const [name, byVariant] of [...phases].sort(([a], [b]) => group(a).localeCompare(group(b)))) {
+  for (
+    const [name, byVariant] of [...phases].sort(([a], [b]) => group(a).localeCompare(group(b)))
+  ) {
     table.push([
       name,
       ...names.flatMap((n) => {
