@@ -1,5 +1,6 @@
 /**
- * `deno run -A bench/latency_path.ts [--runs N] [--gap-ms MS] [--fast] [--functions] [--base DIR]`
+ * `deno run -A bench/latency_path.ts [--runs N] [--gap-ms MS] [--fast] [--functions] [--base DIR]
+ * [--no-commit-wait]`
  *
  * Where an unloaded task's time goes, phase by phase (issue 48: pickup and the unloaded 3-step
  * chain). One worker per flow (a single-step flow and a 3-step chain a → b → c, each on its own
@@ -20,8 +21,9 @@
  * `--base DIR` runs a second engine beside this one, from another checkout of the repository
  * (`git archive <commit> | tar -x -C DIR`), on the same database with flows of its own, the runs
  * of both interleaved: a before/after on one loaded machine. Its SQL is this checkout's (one
- * database), so it compares the TypeScript side. `--functions` adds the server's time by
- * function (`track_functions`). Figures only; nothing here asserts on speed.
+ * database), so it compares the TypeScript side. `--no-commit-wait` adds this engine with no
+ * commit waiting for the disk (a bound: how much of each phase that wait is). `--functions` adds
+ * the server's time by function (`track_functions`). Figures only; nothing here asserts on speed.
  *
  * @module
  */
@@ -45,6 +47,12 @@ const fast = Deno.args.includes("--fast");
 const byFunction = Deno.args.includes("--functions");
 const baseAt = Deno.args.indexOf("--base");
 const baseDir = baseAt < 0 ? undefined : Deno.args[baseAt + 1];
+/**
+ * Also a third engine, this one with no commit waiting for the disk at all (its pool's sessions
+ * set `synchronous_commit` off): a bound that shows how much of each phase is the wait for WAL,
+ * not a setting the engine offers.
+ */
+const bound = Deno.args.includes("--no-commit-wait");
 
 /** Wall-clock times of one task's events, by `run_id␟step_slug`. */
 interface TaskTimes {
@@ -80,11 +88,13 @@ function handler(last: boolean) {
 interface Variant {
   readonly name: string;
   readonly mod: typeof engine;
+  /** Its pool's sessions commit without waiting for the disk (see `--no-commit-wait`). */
+  readonly async?: boolean;
   readonly single: string;
   readonly chain: string;
 }
 
-function variant(name: string, mod: typeof engine, tag: string): Variant & {
+function variant(name: string, mod: typeof engine, tag: string, async = false): Variant & {
   flows: unknown[];
 } {
   const single = new mod.Flow<Json>({ slug: `path_single${tag}` })
@@ -93,15 +103,20 @@ function variant(name: string, mod: typeof engine, tag: string): Variant & {
     .step({ slug: "a" }, handler(false))
     .step({ slug: "b", dependsOn: ["a"] }, handler(false))
     .step({ slug: "c", dependsOn: ["b"] }, handler(true));
-  return { name, mod, single: single.slug, chain: chain.slug, flows: [single, chain] };
+  return { name, mod, async, single: single.slug, chain: chain.slug, flows: [single, chain] };
 }
 
 /**
  * The worker's pool with every hot-path call timestamped: when it is awaited (postgres.js sends a
  * query then) and when its answer arrives. Only times are kept; rows are read for their identity.
  */
-function tracedPool(mod: typeof engine, url: string): Sql {
-  const pool = mod.createPool(url, { max: 4, prepare: true });
+function tracedPool(mod: typeof engine, url: string, async: boolean): Sql {
+  const pool = mod.createPool(url, {
+    max: 4,
+    prepare: true,
+    // Passed through to postgres.js: the sessions' startup parameters.
+    ...(async ? { connection: { synchronous_commit: "off" } } : {}),
+  } as engine.PoolOptions);
   type Row = { disposition?: string; run_id?: string; step_slug?: string };
   return new Proxy(pool, {
     apply(fn, self, args) {
@@ -151,6 +166,7 @@ try {
                       set track_functions = 'all'`);
   }
   const variants = [variant("this", engine, "")];
+  if (bound) variants.push(variant("no commit wait", engine, "_async", true));
   if (baseDir !== undefined) {
     const url = new URL(`${baseDir.replace(/\/$/, "")}/mod.ts`, `file://${Deno.cwd()}/`);
     variants.push(variant("base", await import(url.href), "_base"));
@@ -159,7 +175,7 @@ try {
     for (const flow of v.flows) {
       const slug = (flow as { slug: string }).slug;
       const worker = (v.mod.createWorker as (f: unknown, c: unknown) => FlowWorker)(flow, {
-        sql: tracedPool(v.mod, db.url),
+        sql: tracedPool(v.mod, db.url, v.async === true),
         functionName: "latency_path",
         logger: v.mod.createLogger({ level: "warn" }),
       });
