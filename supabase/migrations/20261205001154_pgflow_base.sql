@@ -1491,6 +1491,7 @@ declare
   one_delay integer;
   one_id bigint;
   one_limited boolean;
+  room integer;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
@@ -1499,6 +1500,16 @@ begin
     select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
     into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+  end if;
+  -- A queue in window mode, or a transaction past its window (0258_fair_window.sql): the task
+  -- waits for its turn, and the queue is announced so a reader's claim releases it.
+  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, 1) = 0 then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
+    select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
+    from pgflow.runs r, pgflow.steps s
+    where r.run_id = p_run_id and s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+    perform pgflow._announce('pgflow_queue:' || one_queue, '');
+    return;
   end if;
   if one_limited is false then
     select pgmq.send(one_queue,
@@ -1548,6 +1559,8 @@ begin
            -- A rate-limited task is sent at once like any other, with its scope, key and
            -- priority: its window is checked when it is claimed (0262_rate_limits.sql).
            array_agg(s.rate_scope order by s.step_slug, i) as rate_scopes,
+           -- A task waiting for its queue's turn (0258_fair_window.sql) is ordered by priority.
+           array_agg(s.priority order by s.step_slug, i) as step_prios,
            array_agg(case when s.rate_scope is not null then
                        (select r.priority from pgflow.runs r where r.run_id = p_run_id) + s.priority
                      else 0 end order by s.step_slug, i) as priorities,
@@ -1576,22 +1589,38 @@ begin
       and (not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
                       where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i))
-    group by s.queue_name, s.opt_start_delay
+    -- Rate-limited tasks apart: they never wait for their queue's turn.
+    group by s.queue_name, s.opt_start_delay, s.rate_scope is not null
   loop
+    -- What the queue's window has room for is sent; the rest waits for its turn
+    -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
+    room := cardinality(grp.msgs);
+    if grp.delay = 0 and grp.rate_scopes[1] is null then
+      room := pgflow._window_room(grp.queue_name, room);
+      if room < cardinality(grp.msgs) then
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
+        select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',
+               (select r.priority from pgflow.runs r where r.run_id = p_run_id) + u.priority, u.input
+        from unnest(grp.steps[room + 1:], grp.idxs[room + 1:], grp.inputs[room + 1:], grp.step_prios[room + 1:])
+          as u(step_slug, task_index, input, priority);
+        perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
+      end if;
+    end if;
     -- Large maps go out in slices so one statement never carries an unbounded array.
-    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+    for slice_start in 1 .. room by batch_size loop
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
-      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)], grp.delay) as id;
       insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
                                      rate_scope, rate_key, priority)
       select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
              u.priority
-      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
-                  grp.inputs[slice_start:slice_start + batch_size - 1],
-                  grp.rate_scopes[slice_start:slice_start + batch_size - 1],
-                  grp.rate_keys[slice_start:slice_start + batch_size - 1],
-                  grp.priorities[slice_start:slice_start + batch_size - 1])
+      from unnest(grp.steps[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.idxs[slice_start:least(slice_start + batch_size - 1, room)], ids,
+                  grp.inputs[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.rate_scopes[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.rate_keys[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.priorities[slice_start:least(slice_start + batch_size - 1, room)])
         as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
@@ -1600,7 +1629,7 @@ begin
     -- before the messages are visible to its read. A delayed
     -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
     -- notifications of one transaction are folded into one by Postgres.
-    if grp.delay = 0 then
+    if grp.delay = 0 and room > 0 then
       perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;
@@ -2350,6 +2379,222 @@ begin
 end;
 $$;
 
+-- ---- schemas/0258_fair_window.sql
+-- Fairness on a shared queue (docs/flow-control.md). A queue is read first in, first out, once: a
+-- transaction that sends 20,000 tasks puts every other flow of the queue behind all of them. So
+-- such a transaction puts the queue in window mode: it sends the first pgflow._fair_window() of
+-- its tasks and creates the rest 'waiting' (no message; limit_scope and rate_scope NULL, which is
+-- what tells them from tasks waiting for a limit). While the queue is in window mode (a row in
+-- pgflow.fair_windows) every new task of an unlimited step without a start delay waits the same
+-- way, whatever its flow, and each claim releases as many waiting tasks as it claimed, in turn
+-- across groups (a flow version's step): priority first, then each group's oldest before any
+-- group's second, then age. The queue's visible backlog stays about one window long, and a
+-- newcomer's task waits behind at most that, not behind the whole backlog.
+--
+-- The window is not counted from task rows: a count over a partial index that every task enters
+-- and leaves walks dead entries until vacuum, and costs every created task. It is kept by
+-- construction instead (a claim of k releases k), and grows only when a read comes back short
+-- while tasks wait (it then releases what it lacked), so it follows what the readers ask for.
+-- Outside window mode a created task pays one primary-key probe of an empty table and a
+-- transaction-local counter; a claim pays the same probe.
+--
+-- It never holds work back from a reader with nothing to do: a short read releases what it lacked,
+-- and pgflow.tick() releases waiting tasks of a queue that left window mode while a task was being
+-- parked. Messages that leave the queue unclaimed (a cancel) shrink the window until a short read
+-- refills it.
+
+-- How many messages one transaction sends to a queue before the rest of its tasks wait: the
+-- window a newcomer can wait behind. Small, since the window only has to cover the readers' reads
+-- between two claims (each claim releases what it took, each short read what it lacked).
+create or replace function pgflow._fair_window()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 32
+$$;
+
+-- The queues in window mode. A row exists only while the queue has tasks waiting for their turn;
+-- the claim that finds none left deletes it.
+create table if not exists pgflow.fair_windows (
+  queue_name text not null,
+  since timestamptz not null default now(),
+  constraint fair_windows_pkey primary key (queue_name)
+);
+
+-- The tasks waiting for their queue's turn, by group, in release order. Partial: empty while no
+-- queue is in window mode, and a limited task never enters it.
+create index if not exists step_tasks_turn_idx
+  on pgflow.step_tasks (queue_name, flow_slug, step_slug, priority desc, queued_at)
+  where status = 'waiting' and limit_scope is null and rate_scope is null;
+
+-- How many of p_count new tasks for queue p_queue to send now; the others wait for their turn.
+-- All of them while the queue is not in window mode and this transaction has sent at most
+-- pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
+-- transaction alternating between queues restarts its count); none while it is in window mode.
+-- The transaction that crosses the window puts the queue in window mode.
+create or replace function pgflow._window_room(p_queue text, p_count integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  sent text := pg_catalog.current_setting('pgflow.window_sent', true);
+  n integer := p_count;
+begin
+  if exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    return 0;
+  end if;
+  if sent is not null and split_part(sent, chr(31), 1) = p_queue then
+    n := n + split_part(sent, chr(31), 2)::integer;
+  end if;
+  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
+  if n <= pgflow._fair_window() then
+    return p_count;
+  end if;
+  insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+  return greatest(0, p_count - (n - pgflow._fair_window()));
+end;
+$$;
+
+-- Whether queue p_queue has tasks waiting for their turn (one probe of a partial index).
+create or replace function pgflow._turn_waiting(p_queue text)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select exists (select 1 from pgflow.step_tasks t
+                 where t.queue_name = p_queue and t.status = 'waiting'
+                   and t.limit_scope is null and t.rate_scope is null)
+$$;
+
+-- Releases up to p_count tasks of queue p_queue waiting for their turn: priority (higher first),
+-- then each group's n-th task before any group's (n+1)-th, then age. Each is made queued and its
+-- message sent (no delay: a step with a start delay never waits for its turn); the queue is
+-- announced. A task another transaction holds (a concurrent release, a cancel) is skipped. When
+-- none is left waiting the queue leaves window mode. Returns how many were released.
+--
+-- Every read here walks step_tasks_turn_idx in its order and stops at the LIMIT, or takes rows by
+-- row version. Statistics taken before a backlog say the index is empty: a plan made on them
+-- would scan it in full (1,500 rows read to release 10, tests/sql/claim_plan_test.ts) through a
+-- bitmap, or through the index filtered by row version; so bitmap scans are priced out here, as
+-- seq scans are in the claim, and the rows picked are locked by row version alone.
+create or replace function pgflow._release_turns(p_queue text, p_count integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+set enable_bitmapscan = off
+as $$
+declare
+  rel record;
+  ids bigint[];
+begin
+  if p_count is null or p_count <= 0 then
+    return 0;
+  end if;
+  with recursive groups as (
+    -- The distinct groups with waiting tasks, one index probe each (a skip scan).
+    (select t.flow_slug, t.step_slug from pgflow.step_tasks t
+     where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+     order by t.flow_slug, t.step_slug limit 1)
+    union all
+    select nx.flow_slug, nx.step_slug from groups g
+    cross join lateral (
+      select t.flow_slug, t.step_slug from pgflow.step_tasks t
+      where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+        and (t.flow_slug, t.step_slug) > (g.flow_slug, g.step_slug)
+      order by t.flow_slug, t.step_slug limit 1
+    ) nx
+  ),
+  ranked as (
+    select c.tid, c.priority, c.queued_at, c.turn, c.run_id, c.step_slug, c.task_index
+    from groups g
+    -- Each group's first p_count in its index order, numbered after the LIMIT: a window function
+    -- over the scan itself could be planned to read the whole group.
+    cross join lateral (
+      select x.*, row_number() over (order by x.priority desc, x.queued_at) as turn
+      from (
+        select t.ctid as tid, t.priority, t.queued_at, t.run_id, t.step_slug, t.task_index
+        from pgflow.step_tasks t
+        where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+          and t.flow_slug = g.flow_slug and t.step_slug = g.step_slug
+        order by t.priority desc, t.queued_at
+        limit p_count
+      ) x
+    ) c
+  ),
+  picked as (
+    select r.tid from ranked r
+    order by r.priority desc, r.turn, r.queued_at, r.run_id, r.step_slug, r.task_index
+    limit p_count
+  ),
+  locked as (
+    select t.ctid as tid, t.flow_slug, t.run_id, t.step_slug, t.task_index, t.priority, t.queued_at, t.status
+    from pgflow.step_tasks t
+    -- By row version only (a TID scan): a join on the key, or the waiting conditions here, could
+    -- be planned as a walk over every waiting task. A row changed since it was picked has a new
+    -- row version, which FOR UPDATE re-checks against the row version asked for and leaves out.
+    where t.ctid = any (array(select p.tid from picked p))
+    for update of t skip locked
+  )
+  select array_agg(l.tid order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as tids,
+         -- The body is informational only: the claim reads ids, never bodies.
+         array_agg(jsonb_build_object('flow_slug', l.flow_slug, 'run_id', l.run_id,
+                                      'step_slug', l.step_slug, 'task_index', l.task_index)
+                   order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as msgs
+  into rel
+  from locked l
+  where l.status = 'waiting';
+  if rel.tids is null then
+    -- Nothing left to take turns: the queue leaves window mode. A task parked by a transaction
+    -- that has not committed yet is released by the next short read or by pgflow.tick().
+    if not pgflow._turn_waiting(p_queue) then
+      delete from pgflow.fair_windows w where w.queue_name = p_queue;
+    end if;
+    return 0;
+  end if;
+  -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+  select array_agg(id order by id) into ids from pgmq.send_batch(p_queue, rel.msgs, 0) as id;
+  -- One row at a time by its row version (locked above, so it has not moved).
+  for i in 1 .. cardinality(ids) loop
+    update pgflow.step_tasks t set status = 'queued', message_id = ids[i] where t.ctid = rel.tids[i];
+  end loop;
+  perform pgflow._announce('pgflow_queue:' || p_queue, '');
+  return cardinality(ids);
+end;
+$$;
+
+-- After a claim on queue p_queue that took p_claimed tasks from a read of p_read messages out of
+-- p_depth asked for: in window mode, release as many waiting tasks as were claimed, so the window
+-- keeps its length; and whenever the read came back short while tasks wait, release what it
+-- lacked, so a reader never finds the queue empty while work waits for its turn. Costs a
+-- primary-key probe of an empty table when the queue is not in window mode and the read was full.
+create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  n integer := 0;
+begin
+  if coalesce(p_read, 0) < coalesce(p_depth, 0) and pgflow._turn_waiting(p_queue) then
+    n := p_depth - coalesce(p_read, 0);
+  end if;
+  if p_claimed > 0 and exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    n := n + p_claimed;
+  end if;
+  if n = 0 then
+    return 0;
+  end if;
+  return pgflow._release_turns(p_queue, n);
+end;
+$$;
+
 -- ---- schemas/0260_flow_control.sql
 -- Flow control's release machinery (docs/flow-control.md). Workers read each message once and
 -- claim by exact identity, so a limit cannot be applied by skipping messages: it is applied before
@@ -2603,6 +2848,16 @@ begin
     order by pgflow._limit_lock_key(w.limit_scope, w.limit_key), w.limit_scope || chr(31) || w.limit_key
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
+  end loop;
+  -- Tasks waiting for their turn on a queue that left window mode while they were being parked
+  -- (0258_fair_window.sql): the queue goes back to window mode with a window's worth released.
+  for k in
+    select distinct t.queue_name from pgflow.step_tasks t
+    where t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+      and not exists (select 1 from pgflow.fair_windows w where w.queue_name = t.queue_name)
+  loop
+    insert into pgflow.fair_windows (queue_name) values (k.queue_name) on conflict do nothing;
+    released := released + pgflow._release_turns(k.queue_name, pgflow._fair_window());
   end loop;
   -- Windows whose every start has left them hold nothing a claim would read.
   delete from pgflow.rate_limit_windows w
@@ -2978,7 +3233,11 @@ as $$
   from (select count(*) as n from pgflow.step_tasks t
         where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started')) h
   left join pgflow.concurrency_limits l on l.scope = p_scope
-  where not p_rate
+  where not p_rate and p_scope is not null
+  union all
+  -- No limit at all: the task waits for its queue's turn (0258_fair_window.sql).
+  select null::bigint, null::integer, 'fair share: waiting for its turn on a busy shared queue'
+  where not p_rate and p_scope is null
   union all
   select cardinality(pgflow._rate_recent(p_scope, p_key, l.per, clock_timestamp()))::bigint, l.max_starts,
          pgflow.rate_waiting_reason(p_scope, p_key, l.max_starts, l.per, p_next_at)
@@ -4868,6 +5127,10 @@ begin
                                       p_claim_limit);
   end if;
 
+  -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
+  -- tasks waiting for their turn, and a short read releases what it lacked.
+  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0), n_ids, p_read_qty);
+
   -- Answer: one row per distinct id read, in id order.
   return query
   with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),
@@ -5119,6 +5382,9 @@ begin
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
+    -- An empty queue with tasks waiting for their turn (0258_fair_window.sql): release a read's
+    -- worth for the next read.
+    perform pgflow._take_turns(q, 0, 0, depth);
     return;
   end if;
   -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue
@@ -7906,7 +8172,7 @@ begin
       pgflow._rate_recent(text, text, interval, timestamptz) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
-      pgflow.rate_limits, pgflow.rate_limit_windows to service_role;
+      pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows to service_role;
   end if;
 end
 $$;

@@ -468,6 +468,10 @@ begin
                                       p_claim_limit);
   end if;
 
+  -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
+  -- tasks waiting for their turn, and a short read releases what it lacked.
+  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0), n_ids, p_read_qty);
+
   -- Answer: one row per distinct id read, in id order.
   return query
   with ids as (select distinct m as mid from unnest(msg_ids) m where m is not null),

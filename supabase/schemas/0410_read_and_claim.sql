@@ -88,6 +88,9 @@ begin
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
+    -- An empty queue with tasks waiting for their turn (0258_fair_window.sql): release a read's
+    -- worth for the next read.
+    perform pgflow._take_turns(q, 0, 0, depth);
     return;
   end if;
   -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue

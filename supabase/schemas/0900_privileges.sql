@@ -42,7 +42,7 @@ begin
       pgflow._rate_recent(text, text, interval, timestamptz) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
-      pgflow.rate_limits, pgflow.rate_limit_windows to service_role;
+      pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows to service_role;
   end if;
 end
 $$;

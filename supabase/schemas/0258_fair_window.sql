@@ -1,0 +1,214 @@
+-- Fairness on a shared queue (docs/flow-control.md). A queue is read first in, first out, once: a
+-- transaction that sends 20,000 tasks puts every other flow of the queue behind all of them. So
+-- such a transaction puts the queue in window mode: it sends the first pgflow._fair_window() of
+-- its tasks and creates the rest 'waiting' (no message; limit_scope and rate_scope NULL, which is
+-- what tells them from tasks waiting for a limit). While the queue is in window mode (a row in
+-- pgflow.fair_windows) every new task of an unlimited step without a start delay waits the same
+-- way, whatever its flow, and each claim releases as many waiting tasks as it claimed, in turn
+-- across groups (a flow version's step): priority first, then each group's oldest before any
+-- group's second, then age. The queue's visible backlog stays about one window long, and a
+-- newcomer's task waits behind at most that, not behind the whole backlog.
+--
+-- The window is not counted from task rows: a count over a partial index that every task enters
+-- and leaves walks dead entries until vacuum, and costs every created task. It is kept by
+-- construction instead (a claim of k releases k), and grows only when a read comes back short
+-- while tasks wait (it then releases what it lacked), so it follows what the readers ask for.
+-- Outside window mode a created task pays one primary-key probe of an empty table and a
+-- transaction-local counter; a claim pays the same probe.
+--
+-- It never holds work back from a reader with nothing to do: a short read releases what it lacked,
+-- and pgflow.tick() releases waiting tasks of a queue that left window mode while a task was being
+-- parked. Messages that leave the queue unclaimed (a cancel) shrink the window until a short read
+-- refills it.
+
+-- How many messages one transaction sends to a queue before the rest of its tasks wait: the
+-- window a newcomer can wait behind. Small, since the window only has to cover the readers' reads
+-- between two claims (each claim releases what it took, each short read what it lacked).
+create or replace function pgflow._fair_window()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 32
+$$;
+
+-- The queues in window mode. A row exists only while the queue has tasks waiting for their turn;
+-- the claim that finds none left deletes it.
+create table if not exists pgflow.fair_windows (
+  queue_name text not null,
+  since timestamptz not null default now(),
+  constraint fair_windows_pkey primary key (queue_name)
+);
+
+-- The tasks waiting for their queue's turn, by group, in release order. Partial: empty while no
+-- queue is in window mode, and a limited task never enters it.
+create index if not exists step_tasks_turn_idx
+  on pgflow.step_tasks (queue_name, flow_slug, step_slug, priority desc, queued_at)
+  where status = 'waiting' and limit_scope is null and rate_scope is null;
+
+-- How many of p_count new tasks for queue p_queue to send now; the others wait for their turn.
+-- All of them while the queue is not in window mode and this transaction has sent at most
+-- pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
+-- transaction alternating between queues restarts its count); none while it is in window mode.
+-- The transaction that crosses the window puts the queue in window mode.
+create or replace function pgflow._window_room(p_queue text, p_count integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  sent text := pg_catalog.current_setting('pgflow.window_sent', true);
+  n integer := p_count;
+begin
+  if exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    return 0;
+  end if;
+  if sent is not null and split_part(sent, chr(31), 1) = p_queue then
+    n := n + split_part(sent, chr(31), 2)::integer;
+  end if;
+  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
+  if n <= pgflow._fair_window() then
+    return p_count;
+  end if;
+  insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+  return greatest(0, p_count - (n - pgflow._fair_window()));
+end;
+$$;
+
+-- Whether queue p_queue has tasks waiting for their turn (one probe of a partial index).
+create or replace function pgflow._turn_waiting(p_queue text)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select exists (select 1 from pgflow.step_tasks t
+                 where t.queue_name = p_queue and t.status = 'waiting'
+                   and t.limit_scope is null and t.rate_scope is null)
+$$;
+
+-- Releases up to p_count tasks of queue p_queue waiting for their turn: priority (higher first),
+-- then each group's n-th task before any group's (n+1)-th, then age. Each is made queued and its
+-- message sent (no delay: a step with a start delay never waits for its turn); the queue is
+-- announced. A task another transaction holds (a concurrent release, a cancel) is skipped. When
+-- none is left waiting the queue leaves window mode. Returns how many were released.
+--
+-- Every read here walks step_tasks_turn_idx in its order and stops at the LIMIT, or takes rows by
+-- row version. Statistics taken before a backlog say the index is empty: a plan made on them
+-- would scan it in full (1,500 rows read to release 10, tests/sql/claim_plan_test.ts) through a
+-- bitmap, or through the index filtered by row version; so bitmap scans are priced out here, as
+-- seq scans are in the claim, and the rows picked are locked by row version alone.
+create or replace function pgflow._release_turns(p_queue text, p_count integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+set enable_bitmapscan = off
+as $$
+declare
+  rel record;
+  ids bigint[];
+begin
+  if p_count is null or p_count <= 0 then
+    return 0;
+  end if;
+  with recursive groups as (
+    -- The distinct groups with waiting tasks, one index probe each (a skip scan).
+    (select t.flow_slug, t.step_slug from pgflow.step_tasks t
+     where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+     order by t.flow_slug, t.step_slug limit 1)
+    union all
+    select nx.flow_slug, nx.step_slug from groups g
+    cross join lateral (
+      select t.flow_slug, t.step_slug from pgflow.step_tasks t
+      where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+        and (t.flow_slug, t.step_slug) > (g.flow_slug, g.step_slug)
+      order by t.flow_slug, t.step_slug limit 1
+    ) nx
+  ),
+  ranked as (
+    select c.tid, c.priority, c.queued_at, c.turn, c.run_id, c.step_slug, c.task_index
+    from groups g
+    -- Each group's first p_count in its index order, numbered after the LIMIT: a window function
+    -- over the scan itself could be planned to read the whole group.
+    cross join lateral (
+      select x.*, row_number() over (order by x.priority desc, x.queued_at) as turn
+      from (
+        select t.ctid as tid, t.priority, t.queued_at, t.run_id, t.step_slug, t.task_index
+        from pgflow.step_tasks t
+        where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+          and t.flow_slug = g.flow_slug and t.step_slug = g.step_slug
+        order by t.priority desc, t.queued_at
+        limit p_count
+      ) x
+    ) c
+  ),
+  picked as (
+    select r.tid from ranked r
+    order by r.priority desc, r.turn, r.queued_at, r.run_id, r.step_slug, r.task_index
+    limit p_count
+  ),
+  locked as (
+    select t.ctid as tid, t.flow_slug, t.run_id, t.step_slug, t.task_index, t.priority, t.queued_at, t.status
+    from pgflow.step_tasks t
+    -- By row version only (a TID scan): a join on the key, or the waiting conditions here, could
+    -- be planned as a walk over every waiting task. A row changed since it was picked has a new
+    -- row version, which FOR UPDATE re-checks against the row version asked for and leaves out.
+    where t.ctid = any (array(select p.tid from picked p))
+    for update of t skip locked
+  )
+  select array_agg(l.tid order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as tids,
+         -- The body is informational only: the claim reads ids, never bodies.
+         array_agg(jsonb_build_object('flow_slug', l.flow_slug, 'run_id', l.run_id,
+                                      'step_slug', l.step_slug, 'task_index', l.task_index)
+                   order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as msgs
+  into rel
+  from locked l
+  where l.status = 'waiting';
+  if rel.tids is null then
+    -- Nothing left to take turns: the queue leaves window mode. A task parked by a transaction
+    -- that has not committed yet is released by the next short read or by pgflow.tick().
+    if not pgflow._turn_waiting(p_queue) then
+      delete from pgflow.fair_windows w where w.queue_name = p_queue;
+    end if;
+    return 0;
+  end if;
+  -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+  select array_agg(id order by id) into ids from pgmq.send_batch(p_queue, rel.msgs, 0) as id;
+  -- One row at a time by its row version (locked above, so it has not moved).
+  for i in 1 .. cardinality(ids) loop
+    update pgflow.step_tasks t set status = 'queued', message_id = ids[i] where t.ctid = rel.tids[i];
+  end loop;
+  perform pgflow._announce('pgflow_queue:' || p_queue, '');
+  return cardinality(ids);
+end;
+$$;
+
+-- After a claim on queue p_queue that took p_claimed tasks from a read of p_read messages out of
+-- p_depth asked for: in window mode, release as many waiting tasks as were claimed, so the window
+-- keeps its length; and whenever the read came back short while tasks wait, release what it
+-- lacked, so a reader never finds the queue empty while work waits for its turn. Costs a
+-- primary-key probe of an empty table when the queue is not in window mode and the read was full.
+create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  n integer := 0;
+begin
+  if coalesce(p_read, 0) < coalesce(p_depth, 0) and pgflow._turn_waiting(p_queue) then
+    n := p_depth - coalesce(p_read, 0);
+  end if;
+  if p_claimed > 0 and exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    n := n + p_claimed;
+  end if;
+  if n = 0 then
+    return 0;
+  end if;
+  return pgflow._release_turns(p_queue, n);
+end;
+$$;

@@ -1,0 +1,157 @@
+/**
+ * Fairness on a shared queue (docs/flow-control.md, supabase/schemas/0258_fair_window.sql): a
+ * transaction that sends more than a window of tasks to a queue puts it in window mode; new tasks
+ * then wait for their turn, and every claim releases as many as it took, in turn across groups.
+ */
+import assert from "node:assert/strict";
+import type { Sql } from "postgres";
+import { testDatabase } from "../support/db.ts";
+import { defineFlow, queueMessages } from "../support/engine.ts";
+
+const db = testDatabase(import.meta.url);
+
+interface Claimed {
+  disposition: string;
+  flow_slug: string | null;
+  run_id: string | null;
+  step_slug: string | null;
+  task_index: number | null;
+  attempt: number | null;
+}
+
+/** One read_and_claim of `qty` against explicit pairs, its claimed rows completed. */
+async function claimAndComplete(
+  sql: Sql,
+  queue: string,
+  worker: string,
+  pairs: [string, string][],
+  qty: number,
+): Promise<Claimed[]> {
+  const rows = await sql<Claimed[]>`
+    select disposition, flow_slug, run_id, step_slug, task_index, attempt
+    from pgflow.read_and_claim(${queue}, ${worker}::uuid, 30, ${qty}, 0, 50, ${
+    JSON.stringify(pairs)
+  }::text::jsonb)`;
+  const claimed = rows.filter((r) => r.disposition === "claimed");
+  for (const c of claimed) {
+    await sql`select pgflow.complete_task(${c.run_id}::uuid, ${c.step_slug}, ${c.task_index}::int,
+                                          '1'::jsonb, ${c.attempt}::int)`;
+  }
+  return claimed;
+}
+
+async function statuses(sql: Sql, flow: string): Promise<Record<string, number>> {
+  const rows = await sql<{ status: string; n: number }[]>`
+    select status, count(*)::int as n from pgflow.step_tasks where flow_slug = ${flow} group by status`;
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+async function fairWindow(sql: Sql): Promise<number> {
+  const [{ w }] = await sql<{ w: number }[]>`select pgflow._fair_window() as w`;
+  return w;
+}
+
+db.test("another flow's backlog: a newcomer's tasks are claimed within the first window, not after the backlog", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  await defineFlow(sql, "fa", [{ slug: "s", queue: "fair_q" }], { mode: "routed" });
+  await defineFlow(sql, "fb", [{ slug: "s", queue: "fair_q" }], { mode: "routed" });
+  const backlog = 20 * w;
+  await sql`select count(pgflow.start_flow('fa', '{}'::jsonb)) from generate_series(1, ${backlog})`;
+  assert.deepEqual(await statuses(sql, "fa"), { queued: w, waiting: backlog - w });
+  assert.equal(
+    (await queueMessages(sql, "fair_q")).length,
+    w,
+    "tasks waiting for their turn have no message",
+  );
+  const waiting = await sql`select * from pgflow.waiting_tasks('fair_q')`;
+  assert.equal(waiting.length, 1);
+  assert.equal(Number(waiting[0].waiting), backlog - w);
+  assert.match(waiting[0].reason, /fair share/);
+
+  // B's runs arrive after A's backlog, each in its own transaction.
+  const newcomers = new Set<string>();
+  for (let i = 0; i < 5; i++) {
+    const [{ run_id }] = await sql`select run_id from pgflow.start_flow('fb', '{}'::jsonb)`;
+    newcomers.add(run_id);
+  }
+  assert.deepEqual(await statuses(sql, "fb"), { waiting: 5 });
+
+  const worker = crypto.randomUUID();
+  const pairs: [string, string][] = [["fa", "s"], ["fb", "s"]];
+  let aBefore = 0;
+  let claimedTotal = 0;
+  while (newcomers.size > 0) {
+    const claimed = await claimAndComplete(sql, "fair_q", worker, pairs, 10);
+    assert.ok(claimed.length > 0, "every read finds work while tasks wait");
+    claimedTotal += claimed.length;
+    for (const c of claimed) {
+      if (c.flow_slug === "fb") newcomers.delete(c.run_id!);
+      else if (newcomers.size > 0) aBefore++;
+    }
+    assert.ok(claimedTotal < backlog, "B's tasks came out before A's backlog drained");
+  }
+  // First in, first out would claim all of A's backlog first; in turns B's tasks go out with the
+  // first release, behind the window A's transaction sent and at most one read.
+  assert.ok(aBefore <= w + 10, `${aBefore} of A's tasks were claimed before B's last`);
+
+  // The rest drains; every task starts exactly once and the queue leaves window mode.
+  for (let i = 0; i < backlog; i++) {
+    if ((await claimAndComplete(sql, "fair_q", worker, pairs, 10)).length === 0) break;
+  }
+  assert.deepEqual(await statuses(sql, "fa"), { completed: backlog });
+  assert.deepEqual(await statuses(sql, "fb"), { completed: 5 });
+  const [{ twice }] = await sql`select count(*)::int as twice from pgflow.step_tasks
+                                where queue_name = 'fair_q' and attempts_count <> 1`;
+  assert.equal(twice, 0, "none started twice");
+  const [{ n }] = await sql`select count(*)::int as n from pgflow.fair_windows`;
+  assert.equal(n, 0, "the queue left window mode");
+});
+
+db.test("turns go by priority, then each group's first before any group's second", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  for (const f of ["pa", "pb", "pc"]) {
+    await defineFlow(sql, f, [{ slug: "s", queue: "prio_q" }], { mode: "routed" });
+  }
+  await sql`select count(pgflow.start_flow('pa', '{}'::jsonb)) from generate_series(1, ${w + 20})`;
+  await sql`select count(pgflow.start_flow('pb', '{}'::jsonb)) from generate_series(1, 5)`;
+  const [{ run_id: urgent }] =
+    await sql`select run_id from pgflow.start_flow('pc', '{}'::jsonb, priority => 10)`;
+  const worker = crypto.randomUUID();
+  const pairs: [string, string][] = [["pa", "s"], ["pb", "s"], ["pc", "s"]];
+  // A claim of 4 releases 4: the priority-10 task, then pa's and pb's first, then a second turn.
+  const first = await claimAndComplete(sql, "prio_q", worker, pairs, 4);
+  assert.deepEqual(first.map((c) => c.flow_slug), ["pa", "pa", "pa", "pa"]);
+  const released = await sql<{ flow_slug: string; run_id: string }[]>`
+    select flow_slug, run_id from pgflow.step_tasks
+    where queue_name = 'prio_q' and status = 'queued' order by message_id desc limit 4`;
+  assert.equal(released.at(-1)?.run_id, urgent, "the priority-10 task's message goes first");
+  assert.deepEqual(released.map((r) => r.flow_slug).sort(), ["pa", "pa", "pb", "pc"]);
+});
+
+db.test("a map larger than the window sends what fits; tick releases tasks left waiting outside window mode", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  await defineFlow(sql, "mp", [{ slug: "m", queue: "map_q", type: "map" }], { mode: "routed" });
+  const items = Array.from({ length: w + 10 }, (_, i) => i);
+  await sql`select pgflow.start_flow('mp', ${sql.json(items)})`;
+  assert.deepEqual(await statuses(sql, "mp"), { queued: w, waiting: 10 });
+  const [{ el }] = await sql`select input as el from pgflow.step_tasks
+                             where flow_slug = 'mp' and status = 'waiting' order by task_index limit 1`;
+  assert.equal(el, w, "a waiting map task keeps its element");
+  // As if the queue had left window mode while these were being parked.
+  await sql`delete from pgflow.fair_windows where queue_name = 'map_q'`;
+  await sql`select pgflow.tick()`;
+  assert.deepEqual(await statuses(sql, "mp"), { queued: w + 10 });
+});
+
+db.test("a read that finds the queue empty releases tasks waiting for their turn", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  await defineFlow(sql, "em", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
+  await sql`select count(pgflow.start_flow('em', '{}'::jsonb)) from generate_series(1, ${w + 3})`;
+  // The window's messages leave without a claim (as a cancel archives them).
+  await sql`select pgmq.archive('empty_q', message_id) from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
+  await sql`update pgflow.step_tasks set status = 'cancelled' where flow_slug = 'em' and status = 'queued'`;
+  const worker = crypto.randomUUID();
+  const pairs: [string, string][] = [["em", "s"]];
+  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 10)).length, 0);
+  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 10)).length, 3);
+});
