@@ -1503,7 +1503,7 @@ begin
   end if;
   -- A queue in window mode, or a transaction past its window (0258_fair_window.sql): the task
   -- waits for its turn, and the queue is announced so a reader's claim releases it.
-  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, 1) = 0 then
+  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, p_flow_slug, 1) = 0 then
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
     select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
     from pgflow.runs r, pgflow.steps s
@@ -1596,7 +1596,7 @@ begin
     -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
     room := cardinality(grp.msgs);
     if grp.delay = 0 and grp.rate_scopes[1] is null then
-      room := pgflow._window_room(grp.queue_name, room);
+      room := pgflow._window_room(grp.queue_name, p_flow_slug, room);
       if room < cardinality(grp.msgs) then
         insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
         select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',
@@ -2396,7 +2396,8 @@ $$;
 -- construction instead (a claim of k releases k), and grows only when a read comes back short
 -- while tasks wait (it then releases what it lacked), so it follows what the readers ask for.
 -- Outside window mode a created task pays one primary-key probe of an empty table and a
--- transaction-local counter; a claim pays the same probe.
+-- transaction-local counter; a claim pays the same probe. A flow alone on its queue never enters
+-- window mode (pgflow._window_room).
 --
 -- It never holds work back from a reader with nothing to do: a short read releases what it lacked,
 -- and pgflow.tick() releases waiting tasks of a queue that left window mode while a task was being
@@ -2429,12 +2430,15 @@ create index if not exists step_tasks_turn_idx
   on pgflow.step_tasks (queue_name, flow_slug, step_slug, priority desc, queued_at)
   where status = 'waiting' and limit_scope is null and rate_scope is null;
 
--- How many of p_count new tasks for queue p_queue to send now; the others wait for their turn.
--- All of them while the queue is not in window mode and this transaction has sent at most
--- pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
+-- How many of p_count new tasks of flow p_flow for queue p_queue to send now; the others wait for
+-- their turn. All of them while the queue is not in window mode and this transaction has sent at
+-- most pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
 -- transaction alternating between queues restarts its count); none while it is in window mode.
--- The transaction that crosses the window puts the queue in window mode.
-create or replace function pgflow._window_room(p_queue text, p_count integer)
+-- The transaction that crosses the window puts the queue in window mode, unless no other flow
+-- routes a step to the queue: a flow alone on its queue has no one to take turns with, and its
+-- tasks go out as they always did (decided once per transaction and queue: the count is then
+-- recorded as -1).
+create or replace function pgflow._window_room(p_queue text, p_flow text, p_count integer)
 returns integer
 language plpgsql
 volatile
@@ -2448,12 +2452,20 @@ begin
     return 0;
   end if;
   if sent is not null and split_part(sent, chr(31), 1) = p_queue then
+    if split_part(sent, chr(31), 2) = '-1' then
+      return p_count;
+    end if;
     n := n + split_part(sent, chr(31), 2)::integer;
   end if;
-  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
   if n <= pgflow._fair_window() then
+    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
     return p_count;
   end if;
+  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue and s.flow_slug <> p_flow) then
+    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || '-1', true);
+    return p_count;
+  end if;
+  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
   insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
   return greatest(0, p_count - (n - pgflow._fair_window()));
 end;
@@ -4946,7 +4958,8 @@ create or replace function pgflow._start_tasks(
   p_unclaimed_visibility integer,
   p_support_keys jsonb default null,
   p_read_qty integer default null,
-  p_claim_limit integer default null
+  p_claim_limit integer default null,
+  p_released integer default 0
 )
 returns setof pgflow.claim_row
 language plpgsql
@@ -5128,8 +5141,9 @@ begin
   end if;
 
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
-  -- tasks waiting for their turn, and a short read releases what it lacked.
-  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0), n_ids, p_read_qty);
+  -- tasks waiting for their turn (but for the p_released the read made room for before reading),
+  -- and a short read releases what it lacked.
+  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty);
 
   -- Answer: one row per distinct id read, in id order.
   return query
@@ -5355,6 +5369,8 @@ declare
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
   read_started timestamptz;
+  -- Tasks released for this read before it (a read deeper than the queue's window).
+  released integer := 0;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
@@ -5367,6 +5383,13 @@ begin
   end if;
   if depth > read_and_claim.qty then
     read_vt := 0;
+  end if;
+  -- A read deeper than a queue's window in window mode (0258_fair_window.sql) makes room for its
+  -- depth before reading: the window holds about pgflow._fair_window() messages, and without this
+  -- a worker with more free slots would get only those.
+  if depth > pgflow._fair_window()
+     and exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
+    released := pgflow._release_turns(q, depth - pgflow._fair_window());
   end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
@@ -5406,7 +5429,7 @@ begin
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           depth, read_and_claim.qty) c
+                           depth, read_and_claim.qty, released) c
     on c.msg_id = m.msg_id
   order by m.msg_id;
 

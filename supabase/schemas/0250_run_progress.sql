@@ -44,7 +44,7 @@ begin
   end if;
   -- A queue in window mode, or a transaction past its window (0258_fair_window.sql): the task
   -- waits for its turn, and the queue is announced so a reader's claim releases it.
-  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, 1) = 0 then
+  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, p_flow_slug, 1) = 0 then
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
     select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
     from pgflow.runs r, pgflow.steps s
@@ -137,7 +137,7 @@ begin
     -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
     room := cardinality(grp.msgs);
     if grp.delay = 0 and grp.rate_scopes[1] is null then
-      room := pgflow._window_room(grp.queue_name, room);
+      room := pgflow._window_room(grp.queue_name, p_flow_slug, room);
       if room < cardinality(grp.msgs) then
         insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
         select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',

@@ -14,7 +14,8 @@
 -- construction instead (a claim of k releases k), and grows only when a read comes back short
 -- while tasks wait (it then releases what it lacked), so it follows what the readers ask for.
 -- Outside window mode a created task pays one primary-key probe of an empty table and a
--- transaction-local counter; a claim pays the same probe.
+-- transaction-local counter; a claim pays the same probe. A flow alone on its queue never enters
+-- window mode (pgflow._window_room).
 --
 -- It never holds work back from a reader with nothing to do: a short read releases what it lacked,
 -- and pgflow.tick() releases waiting tasks of a queue that left window mode while a task was being
@@ -47,12 +48,15 @@ create index if not exists step_tasks_turn_idx
   on pgflow.step_tasks (queue_name, flow_slug, step_slug, priority desc, queued_at)
   where status = 'waiting' and limit_scope is null and rate_scope is null;
 
--- How many of p_count new tasks for queue p_queue to send now; the others wait for their turn.
--- All of them while the queue is not in window mode and this transaction has sent at most
--- pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
+-- How many of p_count new tasks of flow p_flow for queue p_queue to send now; the others wait for
+-- their turn. All of them while the queue is not in window mode and this transaction has sent at
+-- most pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
 -- transaction alternating between queues restarts its count); none while it is in window mode.
--- The transaction that crosses the window puts the queue in window mode.
-create or replace function pgflow._window_room(p_queue text, p_count integer)
+-- The transaction that crosses the window puts the queue in window mode, unless no other flow
+-- routes a step to the queue: a flow alone on its queue has no one to take turns with, and its
+-- tasks go out as they always did (decided once per transaction and queue: the count is then
+-- recorded as -1).
+create or replace function pgflow._window_room(p_queue text, p_flow text, p_count integer)
 returns integer
 language plpgsql
 volatile
@@ -66,12 +70,20 @@ begin
     return 0;
   end if;
   if sent is not null and split_part(sent, chr(31), 1) = p_queue then
+    if split_part(sent, chr(31), 2) = '-1' then
+      return p_count;
+    end if;
     n := n + split_part(sent, chr(31), 2)::integer;
   end if;
-  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
   if n <= pgflow._fair_window() then
+    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
     return p_count;
   end if;
+  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue and s.flow_slug <> p_flow) then
+    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || '-1', true);
+    return p_count;
+  end if;
+  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
   insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
   return greatest(0, p_count - (n - pgflow._fair_window()));
 end;

@@ -287,7 +287,8 @@ create or replace function pgflow._start_tasks(
   p_unclaimed_visibility integer,
   p_support_keys jsonb default null,
   p_read_qty integer default null,
-  p_claim_limit integer default null
+  p_claim_limit integer default null,
+  p_released integer default 0
 )
 returns setof pgflow.claim_row
 language plpgsql
@@ -469,8 +470,9 @@ begin
   end if;
 
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
-  -- tasks waiting for their turn, and a short read releases what it lacked.
-  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0), n_ids, p_read_qty);
+  -- tasks waiting for their turn (but for the p_released the read made room for before reading),
+  -- and a short read releases what it lacked.
+  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty);
 
   -- Answer: one row per distinct id read, in id order.
   return query

@@ -107,6 +107,18 @@ db.test("another flow's backlog: a newcomer's tasks are claimed within the first
   assert.equal(n, 0, "the queue left window mode");
 });
 
+db.test("a flow alone on its queue never enters window mode", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  await defineFlow(sql, "solo", [{ slug: "s", queue: "solo_q" }], { mode: "routed" });
+  await sql`select count(pgflow.start_flow('solo', '{}'::jsonb)) from generate_series(1, ${
+    w + 10
+  })`;
+  assert.deepEqual(await statuses(sql, "solo"), { queued: w + 10 });
+  const [{ n }] =
+    await sql`select count(*)::int as n from pgflow.fair_windows where queue_name = 'solo_q'`;
+  assert.equal(n, 0);
+});
+
 db.test("turns go by priority, then each group's first before any group's second", async ({ sql }) => {
   const w = await fairWindow(sql);
   for (const f of ["pa", "pb", "pc"]) {
@@ -131,6 +143,7 @@ db.test("turns go by priority, then each group's first before any group's second
 db.test("a map larger than the window sends what fits; tick releases tasks left waiting outside window mode", async ({ sql }) => {
   const w = await fairWindow(sql);
   await defineFlow(sql, "mp", [{ slug: "m", queue: "map_q", type: "map" }], { mode: "routed" });
+  await defineFlow(sql, "mp_other", [{ slug: "s", queue: "map_q" }], { mode: "routed" });
   const items = Array.from({ length: w + 10 }, (_, i) => i);
   await sql`select pgflow.start_flow('mp', ${sql.json(items)})`;
   assert.deepEqual(await statuses(sql, "mp"), { queued: w, waiting: 10 });
@@ -146,6 +159,7 @@ db.test("a map larger than the window sends what fits; tick releases tasks left 
 db.test("a read that finds the queue empty releases tasks waiting for their turn", async ({ sql }) => {
   const w = await fairWindow(sql);
   await defineFlow(sql, "em", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
+  await defineFlow(sql, "em_other", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
   await sql`select count(pgflow.start_flow('em', '{}'::jsonb)) from generate_series(1, ${w + 3})`;
   // The window's messages leave without a claim (as a cancel archives them).
   await sql`select pgmq.archive('empty_q', message_id) from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
