@@ -275,7 +275,7 @@ db.test("children completing at once on several connections complete their paren
   // 40 tasks for a queue other flows share, sent in one transaction: past the first 32 they take
   // turns (docs/flow-control.md, fairness), each claim releasing as many as it took, so a plain
   // PGMQ read sees them over two reads.
-  const claims = [];
+  const claims: Awaited<ReturnType<typeof readAndStart>> = [];
   for (let read = 0; read < 5 && claims.length < 40; read++) {
     claims.push(
       ...(await readAndStart(sql, "accounts", worker, [["enrich_v1", "profile"]], 1000))
