@@ -42,13 +42,24 @@ export type {
   MapItem,
   MapOptions,
   NewSlug,
+  SleepOptions,
   StepOptions,
   SubflowMapOptions,
   SubflowOptions,
+  WaitForEventOptions,
+  WaitStepOptions,
   WhenUnmetOption,
   WithStep,
 } from "./src/dsl/builder_types.ts";
 export type { ChildFlowDefinition, ChildInputMapping } from "./src/dsl/child_flow.ts";
+export { durationSeconds, eventPayload } from "./src/dsl/wait.ts";
+export type {
+  Duration,
+  DurationUnit,
+  EventWait,
+  SleepWait,
+  WaitDefinition,
+} from "./src/dsl/wait.ts";
 export { FlowDefinitionError } from "./src/dsl/errors.ts";
 export { MAX_RETRY_AFTER_MS, RetryAfter } from "./src/dsl/retry_after.ts";
 export type { RetryAfterOptions, RetryAfterResponse } from "./src/dsl/retry_after.ts";

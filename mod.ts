@@ -69,6 +69,14 @@ export type {
   LogSink,
 } from "./src/platform/logger.ts";
 export { createClient } from "./src/client/client.ts";
+export { EventPayloadError } from "./src/client/events.ts";
+export type {
+  EventAddress,
+  EventDelivery,
+  EventPayloadOf,
+  EventStepSlug,
+  SendEventResult,
+} from "./src/client/events.ts";
 export type {
   ClientFlows,
   ClientOptions,
@@ -131,6 +139,7 @@ export type {
   StepState,
   StepStateFor,
   StepStatus,
+  StepWait,
   TaskAttempt,
   WaitingTasks,
 } from "./src/client/types.ts";

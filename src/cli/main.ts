@@ -29,6 +29,7 @@ import { CliError, result, UsageError } from "./output.ts";
 import { plan } from "./plan.ts";
 import { queues } from "./queues.ts";
 import { schedules } from "./schedules.ts";
+import { events } from "./events.ts";
 import { runs } from "./runs.ts";
 import { status } from "./status.ts";
 
@@ -54,12 +55,13 @@ commands:
   queues    list | drop queues: what uses each, and dropping one nothing uses
   schedules list | create | pause | resume | delete schedules: a flow started on a cron
             expression or an interval, one run per tick
+  events    send an event to waiting steps (.waitForEvent), by run or by correlation key
   compile   compile the flows a module exports into a database, without starting a worker
   plan      what deploying a module's flows would do (create, verified, refused), changing nothing
 
 Run "pgflow <command> --help" for its flags. Exit codes: 0 ok, 1 failed or check failed, 2 usage
-error (runs, aliases, queues and schedules add 3 nothing matched and 4 not confirmed). Progress
-goes to stderr, results to stdout.`;
+error (runs, aliases, queues, schedules and events add 3 nothing matched and 4 not confirmed).
+Progress goes to stderr, results to stdout.`;
 
 const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   init,
@@ -73,6 +75,7 @@ const COMMANDS: Record<string, (argv: readonly string[]) => Promise<number>> = {
   aliases,
   queues,
   schedules,
+  events,
   compile,
   plan,
 };

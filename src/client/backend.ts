@@ -111,6 +111,11 @@ export interface Backend {
   ): Promise<RestartedRun>;
   /** Where alias `alias` points now; `null` when there is no such alias. */
   aliasTarget(alias: string): Promise<string | null>;
+  /**
+   * Sends an event (`pgflow.send_event`); `payload` is JSON text. Its document, untouched: no
+   * payload comes back in it.
+   */
+  sendEvent(call: SendEventCall): Promise<SendEventDocument>;
   /** Lists runs, newest first (`pgflow.list_runs`). */
   listRuns(filter: RunFilter): Promise<RunSummary[]>;
   /** Tasks waiting for capacity on `queue` (every queue: `null`), per `(scope, key)`. */
@@ -142,4 +147,29 @@ export function isTransient(error: unknown): boolean {
   if (code === POOL_ENDED) return false;
   if (typeof code !== "string" || !/^[0-9A-Z]{5}$/.test(code)) return true;
   return /^(08|53|57)/.test(code);
+}
+
+/** The arguments of one `pgflow.send_event` call. */
+export interface SendEventCall {
+  readonly event: string;
+  /** The payload as JSON text (postgres.js sends it as is). */
+  readonly payload: string;
+  /** The payload as given (supabase-js serialises it itself). */
+  readonly value: unknown;
+  readonly runId: string | null;
+  readonly stepSlug: string | null;
+  readonly key: string | null;
+  readonly keepSeconds: number;
+}
+
+/** `pgflow.send_event`'s document. */
+export interface SendEventDocument {
+  readonly event: string;
+  readonly results: {
+    run_id: string | null;
+    step_slug: string | null;
+    status: "delivered" | "kept" | "ignored" | "refused";
+    reason?: string;
+    keep_until?: string;
+  }[];
 }

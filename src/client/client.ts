@@ -18,6 +18,15 @@ import { explainUnreachable } from "./unreachable.ts";
 import { type ScheduleClient, scheduleClient } from "./schedules.ts";
 import { DatabaseConnectionError, withoutStack } from "../operations/connection_problem.ts";
 import { supabaseBackend } from "./supabase_backend.ts";
+import {
+  checkAddress,
+  type EventAddress,
+  type EventPayloadOf,
+  type EventStepSlug,
+  prepareEvent,
+  type SendEventResult,
+  toSendEventResult,
+} from "./events.ts";
 import { activeTraceparent } from "../telemetry/attempts.ts";
 import {
   checkListRunsOptions,
@@ -277,6 +286,21 @@ export interface PgflowClient {
    */
   waitingTasks(queue?: string): Promise<QueueWaitingTasks[]>;
   /**
+   * Sends the event `step` of `flow` waits for (`.waitForEvent()`), with `payload` typed as that
+   * step's output and checked by its `payload` schema (`EventPayloadError`: nothing sent), to one
+   * run (`{ runId }`) or to every run waiting with correlation key `{ key }`. An event that finds
+   * no wait yet is kept (`keepSeconds`, default a day) and delivered when the step waits; the
+   * first event of a wait wins. The result says, per wait, what happened (docs/waiting.md).
+   */
+  sendEvent<F extends FlowCarrier, S extends EventStepSlug<F>>(
+    flow: F,
+    step: S,
+    payload: EventPayloadOf<F, S>,
+    to: EventAddress,
+  ): Promise<SendEventResult>;
+  /** Sends event `event` by name (no schema check): to `{ runId, stepSlug? }` or `{ key }`. */
+  sendEvent(event: string, payload: unknown, to: EventAddress): Promise<SendEventResult>;
+  /**
    * Schedules of this database: a flow started on a cron expression or an interval, one run per
    * tick (docs/schedules.md). Rejects with `ScheduleError` when the database refuses.
    */
@@ -432,9 +456,39 @@ export function createClient(options: ClientOptions): PgflowClient {
     );
   }
 
+  async function sendEvent(
+    target: FlowCarrier | string,
+    a: unknown,
+    b: unknown,
+    c?: EventAddress,
+  ): Promise<SendEventResult> {
+    const byName = typeof target === "string";
+    const to = (byName ? b : c) as EventAddress;
+    checkAddress(to);
+    const step = byName ? (to as { stepSlug?: string }).stepSlug ?? null : a as string;
+    const prepared = await prepareEvent(
+      byName ? target : unwrapFlow(target),
+      step,
+      byName ? a : b,
+    );
+    const action = `sendEvent ${prepared.event}`;
+    if (closed.aborted) throw new ClientClosedError("closed", action);
+    const doc = await backend.sendEvent({
+      event: prepared.event,
+      payload: prepared.payload,
+      value: prepared.value,
+      runId: (to as { runId?: string }).runId ?? null,
+      stepSlug: prepared.stepSlug,
+      key: (to as { key?: string }).key ?? null,
+      keepSeconds: to.keepSeconds ?? 86400,
+    });
+    return toSendEventResult(doc);
+  }
+
   return {
     startFlow: startFlow as PgflowClient["startFlow"],
     startFlows: startFlows as PgflowClient["startFlows"],
+    sendEvent: sendEvent as PgflowClient["sendEvent"],
     run<F extends FlowCarrier>(runId: string, flowSlug = ""): FlowRun<F> {
       if (typeof runId !== "string" || !UUID.test(runId)) {
         throw new TypeError(`run: ${JSON.stringify(runId)} is not a run id (a UUID)`);

@@ -12,6 +12,7 @@ import type {
   RunSummary,
   StepState,
   StepStatus,
+  StepWait,
   TaskAttempt,
   WaitingTasks,
 } from "./types.ts";
@@ -72,6 +73,11 @@ export interface RawStep {
   // Only a child-flow step has them.
   readonly child_flow?: string;
   readonly children?: readonly RawChild[];
+  // Absent from an engine older than waiting steps (issue 44): read as no wait.
+  readonly kind?: string;
+  readonly waiting_for?: string | null;
+  readonly wait_key?: string | null;
+  readonly wait_until?: string | null;
 }
 
 /** A child run as get_run lists it under its parent's step. */
@@ -186,7 +192,19 @@ export function toRunState(raw: unknown): AnyRunState | null {
         runId: c.run_id,
         status: c.status,
       })),
+      wait: toWait(s),
     })),
+  };
+}
+
+function toWait(s: RawStep): StepWait | null {
+  if (s.waiting_for === null || s.waiting_for === undefined) return null;
+  return {
+    kind: s.kind === "sleep" ? "sleep" : "event",
+    event: s.waiting_for === "" ? null : s.waiting_for,
+    key: s.wait_key ?? null,
+    since: s.started_at,
+    until: s.wait_until ?? null,
   };
 }
 

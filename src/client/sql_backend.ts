@@ -20,6 +20,7 @@ import { ClientClosedError } from "./errors.ts";
 import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
 import { parseJsonb } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
+import type { SendEventDocument } from "./backend.ts";
 import { listenSource } from "./transports/listen.ts";
 import { pollSource } from "./transports/poll.ts";
 
@@ -98,6 +99,21 @@ export function sqlBackend(sql: Sql, options: SqlBackendOptions): Backend {
         throw poolEnded(error, `reading run ${runId}`, runId);
       }
       return toRunState(row?.run ?? null);
+    },
+    async sendEvent(call): Promise<SendEventDocument> {
+      try {
+        const [row] = await bounded(
+          sql<{ r: SendEventDocument }[]>`
+            select pgflow.send_event(${call.event}, ${call.payload}::text::jsonb,
+              run_id => ${call.runId}::uuid, step_slug => ${call.stepSlug}::text,
+              key => ${call.key}::text, keep => make_interval(secs => ${call.keepSeconds})) as r`,
+          "send_event",
+          options.queryTimeoutMs,
+        );
+        return row.r;
+      } catch (error) {
+        throw poolEnded(error, `sending event ${call.event}`, call.runId);
+      }
     },
     async cancelRun(runId, reason): Promise<CancelResult> {
       try {

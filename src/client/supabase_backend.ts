@@ -6,7 +6,14 @@
  * @module
  */
 import type { SupabaseClient } from "../platform/types.ts";
-import type { Backend, RestartedRun, StartManyResult, StartResult, WakeSource } from "./backend.ts";
+import type {
+  Backend,
+  RestartedRun,
+  SendEventDocument,
+  StartManyResult,
+  StartResult,
+  WakeSource,
+} from "./backend.ts";
 import { type RawWaiting, toRunState, toRunSummary, toWaiting } from "./snapshot.ts";
 import { parseJson } from "../util/json_parse.ts";
 import type { CancelResult, RunStatus } from "./types.ts";
@@ -72,6 +79,18 @@ export function supabaseBackend(
       const { data, error } = await pgflow.rpc("get_run_text", { run_id: runId });
       if (error) throw new RpcError("get_run_text", error);
       return toRunState(data);
+    },
+    async sendEvent(call): Promise<SendEventDocument> {
+      const { data, error } = await pgflow.rpc("send_event", {
+        event_name: call.event,
+        payload: call.value ?? null,
+        run_id: call.runId,
+        step_slug: call.stepSlug,
+        key: call.key,
+        keep: `${call.keepSeconds} seconds`,
+      });
+      if (error) throw new RpcError("send_event", error);
+      return data as SendEventDocument;
     },
     async cancelRun(runId, reason): Promise<CancelResult> {
       const { data, error } = await pgflow.rpc("cancel_run", { run_id: runId, reason });

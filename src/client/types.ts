@@ -293,6 +293,35 @@ export interface StepStateFor<F extends FlowCarrier, K extends string> {
   readonly childFlow: string | null;
   /** A child-flow step's child runs by task index (the first 1,000), else empty. */
   readonly children: readonly ChildRun[];
+  /**
+   * For an event step or a sleep (`.waitForEvent()`, `.sleep()`) once it started waiting: what it
+   * waits for, since when and until when; `null` for a task step or a wait not started yet. The
+   * step is waiting while its status is `started`.
+   */
+  readonly wait: StepWait | null;
+}
+
+/**
+ * What an event step or a sleep waits for (docs/waiting.md).
+ *
+ * @example
+ * ```ts
+ * import type { StepWait } from "@pgflow/shared";
+ *
+ * const note = (w: StepWait) => w.kind === "sleep" ? `until ${w.until}` : `for ${w.event}`;
+ * ```
+ */
+export interface StepWait {
+  /** `event` or `sleep`. */
+  readonly kind: "event" | "sleep";
+  /** The event it waits for; `null` for a sleep. */
+  readonly event: string | null;
+  /** Its correlation key (from the run input), if the step has a key path. */
+  readonly key: string | null;
+  /** When the wait started. */
+  readonly since: string | null;
+  /** Its timeout or wake time; `null`: no timeout. */
+  readonly until: string | null;
 }
 
 /**

@@ -39,6 +39,7 @@ export function explainUnreachable(backend: Backend, url: string | undefined): B
     startFlows: explained(backend.startFlows),
     getRun: explained(backend.getRun),
     cancelRun: explained(backend.cancelRun),
+    sendEvent: explained(backend.sendEvent),
     restartRun: explained(backend.restartRun),
     listRuns: explained(backend.listRuns),
     aliasTarget: explained(backend.aliasTarget),

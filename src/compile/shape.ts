@@ -3,6 +3,7 @@ import type { RuntimeOptions, StepRuntimeOptions, WhenMode } from "../dsl/option
 import type { FlowControlOptions } from "../dsl/flow_control.ts";
 import type { PatternSlot } from "../dsl/types.ts";
 import type { ChildFlowDefinition } from "../dsl/child_flow.ts";
+import type { WaitDefinition } from "../dsl/wait.ts";
 import { flowQueueName } from "../routing/flow_queue.ts";
 import type { RoutedFlow, StepQueuedFlow } from "../routing/routed.ts";
 
@@ -45,6 +46,8 @@ export interface StepShape {
   readonly forbiddenInputPattern: PatternSlot;
   /** A child-flow step's flow and input mapping; absent for a step with a handler. */
   readonly child?: ChildFlowDefinition;
+  /** A waiting step's event or sleep (`.waitForEvent()`, `.sleep()`); absent for a task step. */
+  readonly wait?: WaitDefinition;
 }
 
 /**
@@ -164,6 +167,7 @@ export function extractFlowShape(target: CompilableFlow): FlowShape {
     requiredInputPattern: step.requiredInputPattern,
     forbiddenInputPattern: step.forbiddenInputPattern,
     ...(step.child === undefined ? {} : { child: step.child }),
+    ...(step.wait === undefined ? {} : { wait: step.wait }),
   }));
   return { steps };
 }

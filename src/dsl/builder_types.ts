@@ -13,6 +13,8 @@ import type { FlowControlOptions } from "./flow_control.ts";
 import type { AnySteps, ElementOf, HandlerInput, StepMeta } from "./types.ts";
 import type { FlowCarrier } from "./extract.ts";
 import type { FlowInputOf } from "./run_types.ts";
+import type { StandardSchemaV1 } from "./input_schema.ts";
+import type { Duration } from "./wait.ts";
 
 /**
  * Options of `new Flow(...)`: the concrete slug plus flow-wide runtime options.
@@ -296,3 +298,96 @@ export type SubflowMapOptions<
   & ([TInput] extends [readonly unknown[]] ? { readonly array?: ArrayDep }
     : { readonly array: ArrayDep })
   & ChildInputOption<MapItem<TInput, TSteps, ArrayDep>, TChild>;
+
+/** Options every waiting step takes besides its own: slug, dependencies and a condition. */
+export interface WaitStepOptions<
+  TSteps extends AnySteps,
+  Slug extends string,
+  Deps extends readonly string[],
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> {
+  /** The step slug, unique within the flow. */
+  readonly slug: NewSlug<TSteps, Slug>;
+  /** Steps (already defined) that must finish before the wait starts. */
+  readonly dependsOn?: Deps;
+  /** Wait only when the step's input contains this pattern (jsonb `@>`). */
+  readonly if?: If;
+  /** Wait only when the step's input does NOT contain this pattern. */
+  readonly ifNot?: IfNot;
+  /** What to do when the condition is not met (default `'skip'`); needs `if` or `ifNot`. */
+  readonly whenUnmet?: WhenUnmetOption<If, IfNot, Unmet>;
+  /** What a timeout that fails the step does (default `'fail'`: the run fails). */
+  readonly whenExhausted?: Exhausted;
+}
+
+/**
+ * Options of `.waitForEvent()`: the event, how it is matched, its payload's type or schema, and
+ * what a timeout does.
+ *
+ * @example
+ * ```ts
+ * import { eventPayload, Flow } from "@pgflow/shared";
+ *
+ * new Flow<{ orderId: string }>({ slug: "approval_v1" }).waitForEvent({
+ *   slug: "approval",
+ *   event: "approved",
+ *   key: "$.orderId",
+ *   payload: eventPayload<{ ok: boolean }>(),
+ *   timeout: "3 days",
+ *   onTimeout: { value: { ok: false } },
+ * });
+ * ```
+ */
+export interface WaitForEventOptions<
+  TSteps extends AnySteps,
+  Slug extends string,
+  Deps extends readonly string[],
+  TPayload,
+  TTimeout,
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> extends WaitStepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted> {
+  /** The event name `send_event` names (1 to 100 letters, digits, `_ . : -`). */
+  readonly event: string;
+  /** JSON path into the run input whose value a keyed event must carry (`"$.orderId"`). */
+  readonly key?: string;
+  /** The payload's Standard Schema, or `eventPayload<T>()` for a type only. Default: any JSON. */
+  readonly payload?: StandardSchemaV1<unknown, TPayload>;
+  /** How long to wait (`"3 days"`, or seconds); default: no timeout. */
+  readonly timeout?: Duration;
+  /** At the timeout: `"fail"` (default) or complete with `{ value }`. */
+  readonly onTimeout?: "fail" | { readonly value: TTimeout };
+}
+
+/**
+ * Options of `.sleep()`: `for` a duration, or `until` the time at a JSON path of the step's input.
+ *
+ * @example
+ * ```ts
+ * import { Flow } from "@pgflow/shared";
+ *
+ * new Flow<{ email: string }>({ slug: "remind_v1" }).sleep({ slug: "two_days", for: "2 days" });
+ * ```
+ */
+export type SleepOptions<
+  TSteps extends AnySteps,
+  Slug extends string,
+  Deps extends readonly string[],
+  If,
+  IfNot,
+  Unmet,
+  Exhausted,
+> =
+  & WaitStepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>
+  & (
+    | { /** How long to sleep. */ readonly for: Duration; readonly until?: never }
+    | {
+      /** JSON path into the step's input to an ISO 8601 time to wake at. */ readonly until: string;
+      readonly for?: never;
+    }
+  );

@@ -38,11 +38,14 @@ import type {
   FlowTypes,
   MapItem,
   MapOptions,
+  SleepOptions,
   StepOptions,
   SubflowMapOptions,
   SubflowOptions,
+  WaitForEventOptions,
   WithStep,
 } from "./builder_types.ts";
+import { eventWait, sleepWait, type WaitDefinition, waitsInSql } from "./wait.ts";
 
 /** Keys `.step()`, `.array()` and `.map()` accept, so typos fail at run time too. */
 const STEP_KEYS: ReadonlySet<string> = new Set([
@@ -75,6 +78,11 @@ const CHILD_KEYS = [
 ];
 const SUBFLOW_KEYS: ReadonlySet<string> = new Set(CHILD_KEYS.concat("dependsOn"));
 const SUBFLOW_MAP_KEYS: ReadonlySet<string> = new Set(CHILD_KEYS.concat("array"));
+const WAIT_KEYS = ["slug", "dependsOn", "if", "ifNot", "whenUnmet", "whenExhausted"];
+const EVENT_KEYS: ReadonlySet<string> = new Set(
+  WAIT_KEYS.concat("event", "key", "payload", "timeout", "onTimeout"),
+);
+const SLEEP_KEYS: ReadonlySet<string> = new Set(WAIT_KEYS.concat("for", "until"));
 const FLOW_KEYS: ReadonlySet<string> = new Set([
   "slug",
   "alias",
@@ -505,6 +513,125 @@ export class Flow<
   }
 
   /**
+   * Adds an event step: no handler and no message. When its dependencies are done it waits (a row
+   * in SQL, no worker) until `pgflow.send_event` (or the client's `sendEvent`, the CLI's
+   * `pgflow events send`, a wait token) delivers its event; the event's payload is its output. An
+   * event sent before the wait starts is kept and delivered then. With `timeout`, the tick ends
+   * the wait: `onTimeout: "fail"` (default) fails the step, `{ value }` completes it with `value`.
+   * See docs/waiting.md.
+   *
+   * @example
+   * ```ts
+   * import { eventPayload, Flow } from "@pgflow/shared";
+   *
+   * const approval = new Flow<{ orderId: string }>({ slug: "approval_v1" })
+   *   .step({ slug: "submit" }, (input) => ({ orderId: input.orderId }))
+   *   .waitForEvent({
+   *     slug: "decision",
+   *     dependsOn: ["submit"],
+   *     event: "order_decided",
+   *     key: "$.orderId",
+   *     payload: eventPayload<{ approved: boolean }>(),
+   *     timeout: "3 days",
+   *     onTimeout: { value: { approved: false } },
+   *   })
+   *   .step({ slug: "ship", dependsOn: ["decision"], if: { decision: { approved: true } } }, () => "shipped");
+   * ```
+   */
+  waitForEvent<
+    const Slug extends string,
+    const Deps extends readonly (keyof TSteps & string)[] = [],
+    TPayload = Json,
+    const TTimeout = never,
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+  >(
+    options: WaitForEventOptions<
+      TSteps,
+      Slug,
+      Deps,
+      TPayload,
+      TTimeout,
+      If,
+      IfNot,
+      Unmet,
+      Exhausted
+    >,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    Deps[number],
+    TPayload | TTimeout,
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
+  > {
+    const raw = options as unknown as RawStepOptions & Record<string, unknown>;
+    const where = `flow "${this.slug}", step "${String(raw?.slug)}"`;
+    this.#checkOptionsObject(raw, "waitForEvent", '{ slug: "approval", event: "approved" }');
+    rejectUnknownKeys(raw, EVENT_KEYS, where);
+    const { event, key, payload, timeout, onTimeout, ...stepOptions } = raw;
+    const wait = eventWait({ event, key, timeout, onTimeout }, where);
+    const payloadSchema = checkInputSchema(payload, `${where}, payload`);
+    return this.#add("single", stepOptions as RawStepOptions, waitsInSql, { wait, payloadSchema });
+  }
+
+  /**
+   * Adds a durable sleep: no handler, no message, no worker while it sleeps. When its
+   * dependencies are done it waits `for` a duration, or `until` the time found at a JSON path of
+   * its input, and the periodic tick (about once a second) completes it; it survives restarts of
+   * workers and of Postgres. Its output is the time it was due (ISO 8601). See docs/waiting.md.
+   *
+   * @example
+   * ```ts
+   * import { Flow } from "@pgflow/shared";
+   *
+   * const remind = new Flow<{ email: string }>({ slug: "remind_v1" })
+   *   .step({ slug: "welcome" }, (input) => ({ sentTo: input.email }))
+   *   .sleep({ slug: "two_days", dependsOn: ["welcome"], for: "2 days" })
+   *   .step({ slug: "reminder", dependsOn: ["two_days"] }, async (_deps, ctx) => (await ctx.flowInput).email);
+   * ```
+   */
+  sleep<
+    const Slug extends string,
+    const Deps extends readonly (keyof TSteps & string)[] = [],
+    const If extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const IfNot extends ContainmentPattern<HandlerInput<TInput, TSteps, Deps[number]>> | undefined =
+      undefined,
+    const Unmet extends WhenMode = "skip",
+    const Exhausted extends WhenMode = "fail",
+  >(
+    options: SleepOptions<TSteps, Slug, Deps, If, IfNot, Unmet, Exhausted>,
+  ): WithStep<
+    TInput,
+    TContext,
+    TEnv,
+    TSteps,
+    TDeps,
+    Slug,
+    Deps[number],
+    string,
+    IsOptionalStep<If, IfNot, Unmet, Exhausted>,
+    TPlatform
+  > {
+    const raw = options as unknown as RawStepOptions & Record<string, unknown>;
+    const where = `flow "${this.slug}", step "${String(raw?.slug)}"`;
+    this.#checkOptionsObject(raw, "sleep", '{ slug: "pause", for: "2 days" }');
+    rejectUnknownKeys(raw, SLEEP_KEYS, where);
+    const { for: duration, until, ...stepOptions } = raw;
+    const wait = sleepWait({ for: duration, until }, where);
+    return this.#add("single", stepOptions as RawStepOptions, waitsInSql, { wait });
+  }
+
+  /**
    * The run-time definition of a step. Throws a {@link FlowDefinitionError} for an unknown slug.
    *
    * @example
@@ -542,6 +669,14 @@ export class Flow<
     return this.stepOrder.map((slug) => this.getStepDefinition(slug));
   }
 
+  #checkOptionsObject(options: unknown, method: string, sample: string): void {
+    if (options === null || typeof options !== "object") {
+      throw new FlowDefinitionError(
+        `flow "${this.slug}": .${method}() needs an options object such as ${sample}`,
+      );
+    }
+  }
+
   // deno-lint-ignore no-explicit-any
   #addChild(kind: "single" | "map", options: RawChildOptions): any {
     const where = `flow "${this.slug}", step "${String(options?.slug)}"`;
@@ -555,16 +690,21 @@ export class Flow<
     rejectUnknownKeys(options, kind === "map" ? SUBFLOW_MAP_KEYS : SUBFLOW_KEYS, where);
     const { flow, viaAlias, input, ...stepOptions } = options;
     const child = childFlowOf(flow, viaAlias, input, where);
-    return this.#add(kind, stepOptions, runsInSql, child);
+    return this.#add(kind, stepOptions, runsInSql, { child });
   }
 
   #add(
     kind: StepKind,
     options: RawStepOptions,
     handler: AnyStepHandler,
-    child?: ChildFlowDefinition,
+    sql: {
+      readonly child?: ChildFlowDefinition;
+      readonly wait?: WaitDefinition;
+      readonly payloadSchema?: StandardSchemaV1;
+    } = {},
     // deno-lint-ignore no-explicit-any
   ): any {
+    const { child, wait, payloadSchema } = sql;
     if (options === null || typeof options !== "object") {
       throw new FlowDefinitionError(
         `flow "${this.slug}": .${
@@ -574,7 +714,7 @@ export class Flow<
     }
     const slug = options.slug;
     const where = `flow "${this.slug}", step "${String(slug)}"`;
-    if (child === undefined) {
+    if (child === undefined && wait === undefined) {
       rejectUnknownKeys(options, kind === "map" ? MAP_KEYS : STEP_KEYS, where);
     }
     validateSlug(slug, `step slug in flow "${this.slug}"`);
@@ -612,6 +752,8 @@ export class Flow<
       ...(options.whenUnmet === undefined ? {} : { whenUnmet: options.whenUnmet }),
       ...(options.whenExhausted === undefined ? {} : { whenExhausted: options.whenExhausted }),
       ...(child === undefined ? {} : { child }),
+      ...(wait === undefined ? {} : { wait }),
+      ...(payloadSchema === undefined ? {} : { payloadSchema }),
       handler,
     });
     // The flow's own class, so a platform's preset Flow (a subclass) stays one step after step.

@@ -1,4 +1,6 @@
 import type { ChildFlowDefinition } from "./child_flow.ts";
+import type { WaitDefinition } from "./wait.ts";
+import type { StandardSchemaV1 } from "./input_schema.ts";
 import type { Json } from "./json.ts";
 import type { StepRuntimeOptions, WhenMode } from "./options.ts";
 import type { FlowControlOptions } from "./flow_control.ts";
@@ -178,6 +180,10 @@ export interface StepDefinition {
   readonly whenExhausted?: WhenMode;
   /** For a child-flow step (`.subflow()`, `.subflowMap()`): the flow it runs and its input. */
   readonly child?: ChildFlowDefinition;
+  /** For a waiting step (`.waitForEvent()`, `.sleep()`): what it waits for. */
+  readonly wait?: WaitDefinition;
+  /** An event step's payload schema, if any: the client checks payloads with it. */
+  readonly payloadSchema?: StandardSchemaV1;
   /** The handler. */
   readonly handler: AnyStepHandler;
 }

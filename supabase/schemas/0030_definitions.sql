@@ -53,6 +53,10 @@ create table if not exists pgflow.steps (
   rate_scope text,
   rate_key jsonpath,
   rate_key_from text,
+  -- What does the step's work: 'task' steps run a handler; the other kinds complete from SQL and
+  -- never have a message: 'event' and 'sleep' wait for an event or a time (0280_events.sql),
+  -- 'flow' for child runs (0290_child_flows.sql).
+  kind text not null default 'task',
   created_at timestamptz not null default now(),
   constraint steps_pkey primary key (flow_slug, step_slug),
   constraint steps_flow_fkey foreign key (flow_slug) references pgflow.flows (flow_slug),
@@ -60,6 +64,7 @@ create table if not exists pgflow.steps (
   constraint steps_slug_is_valid check (pgflow.is_valid_slug(step_slug)),
   constraint steps_index_range check (step_index >= 0),
   constraint steps_type_known check (step_type in ('single', 'map')),
+  constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow')),
   constraint steps_deps_count_range check (deps_count >= 0),
   constraint steps_max_attempts_range check (pgflow.option_in_bounds('maxAttempts', opt_max_attempts)),
   constraint steps_base_delay_range check (pgflow.option_in_bounds('baseDelay', opt_base_delay)),

@@ -445,6 +445,11 @@ begin
           fail_error := child_outcome;
           exit pass;
         end if;
+      elsif ready.kind in ('event', 'sleep') then
+        -- A waiting step has no task and no message (0280_events.sql).
+        if pgflow._start_wait(p_run_id, ready.step_slug) then
+          progressed := true;
+        end if;
       else
         reused_any := reused_any or reused_count > 0;
         new_steps := new_steps || ready.step_slug;

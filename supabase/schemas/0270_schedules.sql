@@ -363,6 +363,8 @@ declare
   failure text;
   started integer := 0;
 begin
+  -- Waits that are due (sleeps, event timeouts: 0280_events.sql) end on the same tick.
+  perform pgflow.fire_due_waits(fire_due_schedules.now);
   -- skip locked: a schedule another ticker is firing is its business; once it commits,
   -- next_tick_at has moved past what it fired (read committed re-checks the row when locking).
   for s in

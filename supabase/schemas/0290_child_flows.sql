@@ -13,27 +13,18 @@
 -- input. It is evaluated here, without a worker, so a child starts in the transaction that made
 -- its step ready.
 --
--- Lock order. The child's finish holds the child's run lock and then takes the parent's; a
--- parent's cancellation holds the parent's and then takes each running child's. The two can meet
--- only when a parent is cancelled while a child finishes; Postgres then ends one of them with a
--- deadlock error (40P01), which the worker's completion retries and an operator sees as a failed
--- cancel to repeat. Nothing is half done either way.
+-- Lock order: descendant before ancestor. The child's finish holds the child's run lock and then
+-- takes the parent's; cancel_run (0530) locks a run's started descendants, deepest first, before
+-- the run itself, so a parent's cancellation meeting a child's finish waits instead of
+-- deadlocking. A step skipped when one child fails still cancels its other children while holding
+-- the parent: a sibling finishing at that moment can meet it, and Postgres then ends one side with
+-- 40P01 (the worker's completion retries it; nothing is half done).
 
--- 'task' steps run a handler; the other kinds complete from SQL and never have a message:
--- 'flow' (this file) waits for child runs, 'event' and 'sleep' wait for an event or a time.
-alter table pgflow.steps add column if not exists kind text not null default 'task';
 -- The flow (a concrete slug or an alias, resolved when each child starts) a 'flow' step runs.
 alter table pgflow.steps add column if not exists child_flow text;
 -- How a 'flow' step builds its child's input from its task's input; NULL: the task's input as it
 -- is. {"template": <json>, "refs": [[<path in template>, <path in task input>], ...]}.
 alter table pgflow.steps add column if not exists child_input jsonb;
-do $$
-begin
-  alter table pgflow.steps add constraint steps_kind_known check (kind in ('task', 'event', 'sleep', 'flow'));
-exception when duplicate_object then
-  null;
-end
-$$;
 do $$
 begin
   alter table pgflow.steps add constraint steps_child_flow_iff_flow_kind
@@ -147,7 +138,9 @@ begin
     elsif prior.status = 'completed' then
       child := prior;
     else
-      child := pgflow.start_flow(step.child_flow, child_in, traceparent => run.traceparent);
+      -- The child's spans hang under this step's span, in the parent's trace.
+      child := pgflow.start_flow(step.child_flow, child_in,
+        traceparent => pgflow._step_traceparent(p_run_id, p_step_slug, run.traceparent));
       update pgflow.runs r set parent_run_id = p_run_id, parent_step_slug = p_step_slug, parent_task_index = i
       where r.run_id = child.run_id;
     end if;

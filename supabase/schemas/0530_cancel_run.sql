@@ -31,6 +31,20 @@ declare
   -- One time for the run and its steps: the cancel is one event.
   at timestamptz;
 begin
+  -- A run's started descendants (child flows) first, deepest first: a child's end locks the child
+  -- and then its parent, so a cancel that took the parent first could deadlock with it. A run
+  -- that is no one's parent costs one probe of the partial index on parent_run_id.
+  perform 1
+  from (with recursive d(run_id, depth) as (
+          select c.run_id, 1 from pgflow.runs c
+          where c.parent_run_id = cancel_run.run_id and c.status = 'started'
+          union all
+          select c.run_id, d.depth + 1 from pgflow.runs c join d on c.parent_run_id = d.run_id
+          where c.status = 'started')
+        select d.run_id, d.depth from d) x
+  join pgflow.runs r on r.run_id = x.run_id
+  order by x.depth desc, x.run_id
+  for update of r;
   select * into run from pgflow.runs r where r.run_id = cancel_run.run_id for update;
   if not found then
     raise exception 'run % does not exist', coalesce(cancel_run.run_id::text, 'NULL')

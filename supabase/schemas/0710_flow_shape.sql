@@ -31,6 +31,8 @@ as $$
   ) || case when s.kind = 'flow'  -- only a child-flow step carries the key (0290_child_flows.sql)
             then jsonb_build_object('child', jsonb_build_object('flow', s.child_flow, 'input', s.child_input))
             else '{}'::jsonb end
+     || case when s.kind in ('event', 'sleep')  -- only a waiting step carries the key (0280_events.sql)
+            then jsonb_build_object('wait', pgflow._wait_shape(s)) else '{}'::jsonb end
   order by s.step_index), '[]'::jsonb))
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
@@ -70,7 +72,7 @@ as $$
     from generate_series(0, greatest(jsonb_array_length(p_stored_shape -> 'steps'),
                                      jsonb_array_length(p_shape -> 'steps')) - 1) as i
     cross join (values ('slug'), ('stepType'), ('dependencies'), ('whenUnmet'), ('whenExhausted'),
-                       ('requiredInputPattern'), ('forbiddenInputPattern'), ('child')) as k(key)
+                       ('requiredInputPattern'), ('forbiddenInputPattern'), ('child'), ('wait')) as k(key)
     cross join lateral (select p_stored_shape -> 'steps' -> i as step) a
     cross join lateral (select p_shape -> 'steps' -> i as step) b
     where a.step is not null and b.step is not null and (a.step -> k.key) is distinct from (b.step -> k.key)

@@ -73,6 +73,7 @@ begin
       problems := problems || format('step %s: patterns must be {"defined": false} or {"defined": true, "value": ...}', i);
     end if;
     problems := problems || pgflow._child_step_problems(step, i);
+    problems := problems || pgflow._wait_step_problems(step, i);
     slugs := slugs || (step ->> 'slug');
     i := i + 1;
   end loop;
@@ -209,6 +210,9 @@ begin
       set kind = 'flow', child_flow = step -> 'child' ->> 'flow',
           child_input = nullif(step -> 'child' -> 'input', 'null'::jsonb)
       where s.flow_slug = p_flow_slug and s.step_slug = step ->> 'slug';
+    end if;
+    if step ? 'wait' then
+      perform pgflow._set_wait(p_flow_slug, step ->> 'slug', step -> 'wait');
     end if;
   end loop;
 end;

@@ -61,7 +61,8 @@ as $$
   ),
   pairs as (
     select s.queue_name, s.flow_slug, s.step_slug from pgflow.steps s
-    where queue_coverage.queue_name is null or s.queue_name = queue_coverage.queue_name
+    -- A step that waits in SQL (0280_events.sql) needs no handler and no worker.
+    where s.kind = 'task' and (queue_coverage.queue_name is null or s.queue_name = queue_coverage.queue_name)
     union
     select k.queue_name, k.flow_slug, k.step_slug from work k
   ),

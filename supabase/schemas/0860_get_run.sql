@@ -58,6 +58,12 @@ as $$
         'skipped_at', to_char(ss.skipped_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'cancelled_at', to_char(ss.cancelled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'reused', ss.reused,
+        -- A waiting step (0280_events.sql): the event it waits for ('' for a sleep), its
+        -- correlation key and deadline; waiting since started_at. NULL for a task step.
+        'kind', s.kind,
+        'waiting_for', ss.waiting_for,
+        'wait_key', ss.wait_key,
+        'wait_until', to_char(ss.wait_until at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         -- Its tasks waiting for capacity or for a rate limit's window (flow control), per (scope,
         -- key), with the reason waiting_tasks gives: a waiting task has no message, so it is
         -- neither queued nor lost. Only a started step of a limited step can have any, so no

@@ -40,6 +40,10 @@ begin
       pgflow.rate_waiting_reason(text, text, integer, interval, timestamptz),
       pgflow._waiting_why(boolean, text, text, timestamptz),
       pgflow._rate_recent(text, text, interval, timestamptz) to service_role;
+    -- Events (0280_events.sql): sending one completes a wait, so it is a server's act, like
+    -- start_flow; an end user's send goes through a wrapper that checks the run is theirs.
+    grant execute on function pgflow.send_event(text, jsonb, uuid, text, text, interval),
+      pgflow.create_wait_token(uuid, text, interval), pgflow.send_event_with_token(text, jsonb) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
       pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows to service_role;

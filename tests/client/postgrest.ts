@@ -29,6 +29,14 @@ const RPC: Record<string, Record<string, string>> = {
     restarted: "boolean",
   },
   waiting_tasks: { queue_name: "text" },
+  send_event: {
+    event_name: "text",
+    payload: "jsonb",
+    run_id: "uuid",
+    step_slug: "text",
+    key: "text",
+    keep: "interval",
+  },
 };
 
 /** Functions returning a set: PostgREST answers with an array of their rows. */

@@ -205,3 +205,38 @@ db.test("docs/permissions.md: authenticated cancels and retries only its own run
   const anon = await as(connect, "anon", alice);
   await assert.rejects(anon`select public.cancel_my_triage_run(${again})`, /permission denied/);
 });
+
+db.test("docs/permissions.md: authenticated completes only the approval of its own runs", async ({ sql, connect }) => {
+  await supabasePlatform(sql);
+  await sql`select pgflow.create_flow('order_approval_v1')`;
+  await sql`select pgflow.add_step('order_approval_v1', 'decision')`;
+  await sql`select pgflow._set_wait('order_approval_v1', 'decision',
+                                    '{"kind": "event", "event": "order_decided"}')`;
+  const blocks = codeBlocks(permissions).filter((b) =>
+    b.lang === "sql" && b.attrs.includes("own-approvals")
+  );
+  assert.equal(blocks.length, 1, "docs/permissions.md has one sql own-approvals block");
+  await sql.unsafe(blocks[0].code);
+  const alice = crypto.randomUUID();
+  const bob = crypto.randomUUID();
+  const [{ run_id: run }] = await sql`
+    select run_id from pgflow.start_flow('order_approval_v1', ${sql.json({ userId: alice })})`;
+  const asAlice = await as(connect, "authenticated", alice);
+  const asBob = await as(connect, "authenticated", bob);
+  await assert.rejects(asBob`select public.decide_my_order(${run}, true)`, /no such run of yours/);
+  const [{ status }] = await asAlice`select public.decide_my_order(${run}, true) as status`;
+  assert.equal(status, "delivered");
+  const [{ again }] = await asAlice`select public.decide_my_order(${run}, false) as again`;
+  assert.equal(again, "ignored");
+  const [{ output }] = await sql`select output from pgflow.step_states
+                                 where run_id = ${run} and step_slug = 'decision'`;
+  assert.deepEqual(output, { approved: true, by: alice });
+  await assert.rejects(
+    asAlice`select pgflow.send_event('order_decided', '{}', run_id => ${run})`,
+    /permission denied/,
+  );
+  const anonymous = await as(connect, "authenticated");
+  await assert.rejects(anonymous`select public.decide_my_order(${run}, true)`, /sign in first/);
+  const anon = await as(connect, "anon", alice);
+  await assert.rejects(anon`select public.decide_my_order(${run}, true)`, /permission denied/);
+});

@@ -61,6 +61,7 @@ db.test("get_run returns the run with every step in definition order, null for a
     "error_message",
     "failed_at",
     "initial_tasks",
+    "kind",
     "output",
     "remaining_tasks",
     "reused",
@@ -71,7 +72,10 @@ db.test("get_run returns the run with every step in definition order, null for a
     "step_index",
     "step_slug",
     "step_type",
+    "wait_key",
+    "wait_until",
     "waiting",
+    "waiting_for",
   ]);
   const [{ missing }] = await sql`select pgflow.get_run(gen_random_uuid()) as missing`;
   assert.equal(missing, null);

@@ -37,7 +37,10 @@ function files(path: string): string[] {
   const full = `${REPO_ROOT}${path}`;
   const info = Deno.statSync(full);
   if (info.isFile) return TEXT.test(path) ? [path] : [];
-  return [...Deno.readDirSync(full)].flatMap((e) => files(`${path}/${e.name}`));
+  // Not what git ignores and tools install beside the code (the bench's peers in bench/.peers).
+  return [...Deno.readDirSync(full)]
+    .filter((e) => !e.name.startsWith(".") && e.name !== "node_modules")
+    .flatMap((e) => files(`${path}/${e.name}`));
 }
 
 const all = ROOTS.flatMap(files);

@@ -22,6 +22,9 @@ const MAIN_RUNTIME = [
   "StepTimedOut",
   "WorkerShutdown",
   "validateSlug",
+  "durationSeconds",
+  "eventPayload",
+  "EventPayloadError",
   // Routing.
   "MAX_QUEUE_NAME_LENGTH",
   "RoutingError",
@@ -63,6 +66,20 @@ const MAIN_RUNTIME = [
 
 /** The type exports of mod.ts. */
 const MAIN_TYPES = [
+  "Duration",
+  "DurationUnit",
+  "EventWait",
+  "SleepOptions",
+  "SleepWait",
+  "WaitDefinition",
+  "WaitForEventOptions",
+  "WaitStepOptions",
+  "EventAddress",
+  "EventDelivery",
+  "EventPayloadOf",
+  "EventStepSlug",
+  "SendEventResult",
+  "StepWait",
   "RetryAfterOptions",
   "RetryAfterResponse",
   // Schedules through the client.
@@ -170,6 +187,7 @@ const MAIN_TYPES = [
   "StandardSchemaV1Result",
   "StandardSchemaV1Types",
   "StartFlowOptions",
+  "StartFlowsOptions",
   "StepContext",
   "StepDefinition",
   "StepEvent",
@@ -244,6 +262,8 @@ const TOOLS_TYPES = [
 
 /** The runtime exports of the DSL entry: the DSL and routing, no worker, no client. */
 const DSL_RUNTIME = [
+  "durationSeconds",
+  "eventPayload",
   "Flow",
   "FlowDefinitionError",
   "MAX_RETRY_AFTER_MS",
@@ -265,6 +285,14 @@ const DSL_RUNTIME = [
 
 /** The type exports of the DSL entry. */
 const DSL_TYPES = [
+  "Duration",
+  "DurationUnit",
+  "EventWait",
+  "SleepOptions",
+  "SleepWait",
+  "WaitDefinition",
+  "WaitForEventOptions",
+  "WaitStepOptions",
   "RetryAfterOptions",
   "RetryAfterResponse",
   "AnyFlow",

@@ -150,7 +150,8 @@ async function terminateWhileWaiting(
 /**
  * Starts runs and traps `pattern` until at least one backend was terminated: on a fast machine the
  * workers can finish a round's runs before the trap's lock is taken, leaving nothing to catch, so
- * a round with no catch starts more runs and tries again. Returns the terminations and the runs
+ * a round with no catch starts more runs and tries again (up to 10 times: on a busy machine a
+ * worker can be between polls for a whole try). Returns the terminations and the runs
  * started.
  */
 async function trapRound(
@@ -163,7 +164,7 @@ async function trapRound(
     await startLoadRuns(sql, 10);
     runs += 10;
     const terminated = await terminateWhileWaiting(trap, sql, pattern, lock, 5_000);
-    if (terminated > 0 || attempt === 5) return { terminated, runs };
+    if (terminated > 0 || attempt === 10) return { terminated, runs };
   }
 }
 

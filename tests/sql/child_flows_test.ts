@@ -5,10 +5,11 @@
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
 import { Flow, routeFlow } from "../../mod.ts";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { compileFlow, queueMessages, readAndStart, registerWorker } from "../support/engine.ts";
 import { toRunState } from "../../src/client/snapshot.ts";
 import { formatRun } from "../../src/cli/runs/format.ts";
+import { stepTraceparent } from "../../src/telemetry/span_ids.ts";
 import { readOnly } from "../../src/cli/dashboard/read_only.ts";
 import { readRun } from "../../src/cli/dashboard/run_view.ts";
 
@@ -90,7 +91,8 @@ db.test("a child starts when its step is ready, with the input picked in SQL, an
   assert.equal(child.flow_slug, "enrich_v1");
   assert.deepEqual(child.input, { id: "c1" });
   assert.deepEqual([child.parent_step_slug, child.parent_task_index], ["enriched", 0]);
-  assert.equal(child.traceparent, parent.traceparent);
+  // In the parent's trace, under the step's span (the id the worker gives that span).
+  assert.equal(child.traceparent, stepTraceparent(parent.run_id, "enriched", parent.traceparent));
   const [task] = await sql`select * from pgflow.step_tasks where run_id = ${parent.run_id}`;
   assert.deepEqual([task.status, task.message_id, task.child_run_id], [
     "started",
@@ -225,6 +227,39 @@ db.test("cancelling a parent cancels its running children, and only those", asyn
     assert.equal(c.cancel_reason, `parent run ${parent.run_id} was cancelled`);
   }
   assert.deepEqual([...await queueMessages(sql, "accounts")], []);
+});
+
+db.test("a parent cancelled while a child finishes waits for it instead of deadlocking", async ({ sql, connect }) => {
+  await compileAll(sql);
+  const [parent] = await sql`select * from pgflow.start_flow('onboard_all_v1', '{"ids": []}')`;
+  await completeTasks(sql, "onboard_all_v1", "ids", () => ["a", "b"]);
+  const worker = await registerWorker(sql, "accounts");
+  const [first] = (await readAndStart(sql, "accounts", worker, [["enrich_v1", "profile"]], 1000))
+    .filter((r) => r.disposition === "claimed");
+  const finisher = connect();
+  const canceller = connect();
+  let cancelled: Promise<unknown> | undefined;
+  await finisher.begin(async (tx) => {
+    // The child's finish has its run's lock (complete_tasks takes it first) ...
+    await tx`select 1 from pgflow.runs where run_id = ${first.run_id} for update`;
+    // ... when an operator cancels the parent on another connection.
+    cancelled = canceller`select pgflow.cancel_run(${parent.run_id}, 'operator')`.execute();
+    await waitFor(
+      async () =>
+        (await sql`select 1 from pg_stat_activity
+                   where wait_event_type = 'Lock' and query like '%cancel_run%'`).length > 0,
+      { what: "the cancel to wait on a lock" },
+    );
+    // The finish goes on to the parent (the trigger completes its task): with the cancel holding
+    // the parent and waiting for this child, one of the two was ended with 40P01.
+    await tx`select pgflow.complete_task(${first.run_id}, 'profile', 0, '{"name": "a"}', ${first.attempt})`;
+  });
+  await cancelled;
+  const children = await sql`select status from pgflow.runs
+                             where parent_run_id = ${parent.run_id} order by run_id`;
+  assert.deepEqual(children.map((c) => c.status).sort(), ["cancelled", "completed"]);
+  const [run] = await sql`select status from pgflow.runs where run_id = ${parent.run_id}`;
+  assert.equal(run.status, "cancelled");
 });
 
 db.test("whenExhausted: 'skip' skips the step on a child's failure and cancels its siblings", async ({ sql }) => {

@@ -192,6 +192,7 @@ export async function readRun(
       running: number;
       waiting: number;
       open: number;
+      waits_in_sql: boolean;
       error: string | null;
       skip_reason: string | null;
       output: string | null;
@@ -209,6 +210,7 @@ export async function readRun(
            coalesce(t.max_attempts, 0)::int as max_attempts,
            coalesce(t.ran, 0)::int as ran, coalesce(t.running, 0)::int as running,
            coalesce(t.waiting, 0)::int as waiting, coalesce(t.open, 0)::int as open,
+           (j ->> 'waiting_for') is not null as waits_in_sql,
            coalesce(ss.error_message, t.last_error) as error, ss.skip_reason,
            case when ss.status = 'completed'
                 then left(ss.output::text, ${OUTPUT_PREVIEW_CHARS + 1}) end as output
@@ -260,6 +262,9 @@ export async function readRun(
         status = s.ran > 0 ? "stopped" : "not-started";
         endedAt = s.ran > 0 && run.ended_at !== null ? run.ended_at : null;
       } else if (stored === "started" && s.waiting > 0 && s.waiting === s.open) {
+        status = "waiting";
+      } else if (stored === "started" && s.waits_in_sql) {
+        // An event step or a sleep (docs/waiting.md): no task, nothing queued.
         status = "waiting";
       } else if (stored === "started" && s.running === 0 && s.ran === 0) {
         status = "queued";

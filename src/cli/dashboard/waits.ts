@@ -22,6 +22,9 @@ import type { ReadTx } from "./read_only.ts";
  * - `running`: a worker took it at `since`; `workerLive` is false once its heartbeat went silent.
  * - `capacity`: waiting for a concurrency limit since `since` (no message yet: neither queued nor
  *   lost); `reason` says which and how full (`concurrency slack-api key C042: 1 of 1 in flight`).
+ * - `event`: an event step waiting for `event` (with correlation key `key`) since `since`, until
+ *   its timeout `until` (`null`: none); `sleep`: a sleep until `until`. No task and no message
+ *   (docs/waiting.md): nothing for a worker to do.
  *
  * @example
  * ```ts
@@ -58,6 +61,20 @@ export type StepWait =
     readonly kind: "capacity";
     readonly since: string;
     readonly reason: string;
+    readonly tasks: number;
+  }
+  | {
+    readonly kind: "event";
+    readonly event: string;
+    readonly key: string | null;
+    readonly since: string;
+    readonly until: string | null;
+    readonly tasks: number;
+  }
+  | {
+    readonly kind: "sleep";
+    readonly since: string;
+    readonly until: string;
     readonly tasks: number;
   }
   | {
@@ -136,6 +153,39 @@ export async function readWaits(
       reason: w.reason,
       tasks: w.n,
     });
+  }
+
+  const waiting = await tx<
+    {
+      step_slug: string;
+      kind: string;
+      event: string;
+      key: string | null;
+      since: Date;
+      until: Date | null;
+    }[]
+  >`
+    select ss.step_slug, s.kind, ss.waiting_for as event, ss.wait_key as key, ss.started_at as since,
+           ss.wait_until as until
+    from pgflow.step_states ss
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    where ss.run_id = ${runId}::uuid and ss.status = 'started' and ss.waiting_for is not null
+    order by ss.step_slug`;
+  for (const w of waiting) {
+    const since = w.since.toISOString();
+    add(
+      w.step_slug,
+      w.kind === "sleep" && w.until !== null
+        ? { kind: "sleep", since, until: w.until.toISOString(), tasks: 1 }
+        : {
+          kind: "event",
+          event: w.event,
+          key: w.key,
+          since,
+          until: w.until === null ? null : w.until.toISOString(),
+          tasks: 1,
+        },
+    );
   }
 
   const tasks = await tx<TaskRow[]>`

@@ -10,6 +10,7 @@ import type {
   RunState,
   RunSummary,
   StepState,
+  StepWait,
   TaskAttempt,
   WaitingTasks,
 } from "../../client/types.ts";
@@ -128,6 +129,8 @@ export function formatRun(run: RunState): string[] {
         ? `reused from the source run${s.skipReason === null ? "" : ` (skipped: ${s.skipReason})`}`
         : s.skipReason !== null
         ? `skipped: ${s.skipReason}`
+        : s.wait !== null && s.status === "started"
+        ? waitNote(s.wait)
         : s.waiting.length > 0
         ? waitingNote(s.waiting)
         : s.error !== null
@@ -171,10 +174,22 @@ function formatChildren(s: StepState): string[] {
  * have it yet (it has no message), so it is neither queued nor lost.
  */
 function shownStatus(s: StepState): string {
+  if (s.status === "started" && s.wait !== null) return "waiting";
   const waiting = s.waiting.reduce((n, w) => n + w.tasks, 0);
   return s.status === "started" && waiting > 0 && waiting === s.remainingTasks
     ? "waiting"
     : s.status;
+}
+
+/**
+ * An event step's or a sleep's wait: "waiting for event approved (key A-17) since …, until …",
+ * "sleeping since … until …".
+ */
+export function waitNote(w: StepWait): string {
+  const what = w.kind === "sleep"
+    ? "sleeping"
+    : `waiting for event ${w.event}${w.key === null ? "" : ` (key ${w.key})`}`;
+  return `${what} since ${w.since ?? "-"}${w.until === null ? "" : `, until ${w.until}`}`;
 }
 
 /** "2 task(s) waiting since …: concurrency slack-api key C042: 1 of 1 in flight", per key. */

@@ -32,6 +32,12 @@ function waitText(w: StepWait): string {
       return `${n}delayed until ${time(w.until)}${w.retry ? " (retry backoff)" : " (start delay)"}`;
     case "capacity":
       return `${n}waiting since ${time(w.since)}: ${w.reason}`;
+    case "event":
+      return `waiting for event ${w.event}${w.key === null ? "" : ` (key ${w.key})`} since ${
+        time(w.since)
+      }${w.until === null ? "" : `, until ${time(w.until)}`}`;
+    case "sleep":
+      return `sleeping since ${time(w.since)} until ${time(w.until)}`;
     case "running":
       return `${n}running on worker ${shortId(w.workerId)} since ${time(w.since)}${
         w.workerLive ? "" : " (its worker is silent)"
