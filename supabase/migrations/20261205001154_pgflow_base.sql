@@ -1391,6 +1391,8 @@ begin
 
   insert into pgflow.deps (flow_slug, dep_slug, step_slug)
   select flow.flow_slug, d, step_slug from unnest(deps) d;
+  -- A queue a second flow now routes to takes turns between them (0258_fair_window.sql).
+  perform pgflow._sync_queue_cursor(resolved_queue);
   return created;
 end;
 $$;
@@ -1497,6 +1499,7 @@ declare
   one_id bigint;
   one_limited boolean;
   room integer;
+  cur bigint;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
@@ -1506,9 +1509,12 @@ begin
     into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
   end if;
-  -- A queue in window mode, or a transaction past its window (0258_fair_window.sql): the task
-  -- waits for its turn, and the queue is announced so a reader's claim releases it.
-  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, p_flow_slug, 1) = 0 then
+  -- A shared queue in window mode, or a transaction past its window (0258_fair_window.sql): the
+  -- task waits for its turn, and the queue is announced so a reader's claim releases it.
+  if one_limited is false and one_delay = 0 then
+    select w.room, w.cursor into room, cur from pgflow._window_room(one_queue, 1) w;
+  end if;
+  if room = 0 then
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
     select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
     from pgflow.runs r, pgflow.steps s
@@ -1523,6 +1529,9 @@ begin
                      one_delay) into one_id;
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
     values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
+    if cur is not null then
+      perform pgflow._note_depth(one_queue, cur, one_id);
+    end if;
     if one_delay = 0 then
       perform pgflow._announce('pgflow_queue:' || one_queue, '');
     end if;
@@ -1600,8 +1609,9 @@ begin
     -- What the queue's window has room for is sent; the rest waits for its turn
     -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
     room := cardinality(grp.msgs);
+    cur := null;
     if grp.delay = 0 and grp.rate_scopes[1] is null then
-      room := pgflow._window_room(grp.queue_name, p_flow_slug, room);
+      select w.room, w.cursor into room, cur from pgflow._window_room(grp.queue_name, room) w;
       if room < cardinality(grp.msgs) then
         insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
         select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',
@@ -1628,6 +1638,9 @@ begin
                   grp.priorities[slice_start:least(slice_start + batch_size - 1, room)])
         as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
+    if cur is not null and room > 0 then
+      perform pgflow._note_depth(grp.queue_name, cur, ids[cardinality(ids)]);
+    end if;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
     -- one). Sent in this transaction, so it is delivered at commit or never: a worker never wakes
@@ -2440,44 +2453,104 @@ create index if not exists step_tasks_turn_idx
   on pgflow.step_tasks (queue_name, flow_slug, step_slug, priority desc, queued_at)
   where status = 'waiting' and limit_scope is null and rate_scope is null;
 
--- How many of p_count new tasks of flow p_flow for queue p_queue to send now; the others wait for
--- their turn. All of them while the queue is not in window mode and this transaction has sent at
--- most pgflow._fair_window() to it (counted in a transaction-local setting, one queue at a time: a
--- transaction alternating between queues restarts its count); none while it is in window mode.
--- The transaction that crosses the window puts the queue in window mode, unless no other flow
--- routes a step to the queue: a flow alone on its queue has no one to take turns with, and its
--- tasks go out as they always did (decided once per transaction and queue: the count is then
--- recorded as -1).
-create or replace function pgflow._window_room(p_queue text, p_flow text, p_count integer)
+-- The queues at least two flows route steps to, each with the highest message id a claim has read
+-- from it (advanced now and then, see pgflow._take_turns). PGMQ gives a queue's messages
+-- increasing ids, so a sender that just got message id m knows the queue holds about
+-- m - claimed_msg_id messages ahead of the readers, with one primary-key probe and no count: a
+-- backlog built by many small transactions (one start_flow per request) puts the queue in window
+-- mode as one big transaction does. The estimate errs high only: the cursor lags by less than
+-- pgflow._cursor_step() messages, and messages that left the queue unread (a cancel) count until
+-- a read passes them. A queue without a row has one flow, no one to take turns with: its tasks are
+-- always sent, and this probe is all the fairness it pays for. Rows are kept by pgflow.add_step
+-- and pgflow.delete_flow_and_data.
+create table if not exists pgflow.queue_cursors (
+  queue_name text not null,
+  claimed_msg_id bigint not null default 0,
+  constraint queue_cursors_pkey primary key (queue_name)
+);
+
+-- How far a queue's cursor may lag behind the reads before a claim moves it: one row update per
+-- this many messages read, not one per claim, so several workers rarely touch the row at once
+-- (and never wait for each other there: see pgflow._take_turns).
+create or replace function pgflow._cursor_step()
 returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 16
+$$;
+
+-- Keeps pgflow.queue_cursors: a row for each queue that at least two flows route steps to, none
+-- for the others. A new row starts at 0, so on a queue that already sent messages the first
+-- sends over-estimate its depth until a claim reads from it.
+create or replace function pgflow._sync_queue_cursor(p_queue text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if (select count(distinct s.flow_slug) from pgflow.steps s where s.queue_name = p_queue) >= 2 then
+    insert into pgflow.queue_cursors (queue_name) values (p_queue) on conflict do nothing;
+  else
+    delete from pgflow.queue_cursors c where c.queue_name = p_queue;
+  end if;
+end;
+$$;
+
+-- How many of p_count new tasks for queue p_queue to send now (room); the others wait for their
+-- turn. cursor is the queue's cursor (null on a queue only one flow routes to, which never waits:
+-- room is always p_count). On a shared queue: none while it is in window mode; otherwise all of
+-- them while this transaction has sent at most pgflow._fair_window() to it (counted in a
+-- transaction-local setting, one queue at a time: a transaction alternating between queues
+-- restarts its count), and the transaction that crosses the window puts the queue in window mode.
+-- After sending, the caller gives the highest message id it got to pgflow._note_depth.
+create or replace function pgflow._window_room(p_queue text, p_count integer,
+                                               out room integer, out cursor bigint)
 language plpgsql
 volatile
 set search_path = ''
 as $$
 declare
-  sent text := pg_catalog.current_setting('pgflow.window_sent', true);
+  sent text;
   n integer := p_count;
 begin
-  if exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
-    return 0;
+  room := p_count;
+  select c.claimed_msg_id into cursor from pgflow.queue_cursors c where c.queue_name = p_queue;
+  if cursor is null then
+    return;
   end if;
+  if exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    room := 0;
+    return;
+  end if;
+  sent := pg_catalog.current_setting('pgflow.window_sent', true);
   if sent is not null and split_part(sent, chr(31), 1) = p_queue then
-    if split_part(sent, chr(31), 2) = '-1' then
-      return p_count;
-    end if;
     n := n + split_part(sent, chr(31), 2)::integer;
   end if;
-  if n <= pgflow._fair_window() then
-    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
-    return p_count;
-  end if;
-  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue and s.flow_slug <> p_flow) then
-    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || '-1', true);
-    return p_count;
-  end if;
   perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
-  insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
-  return greatest(0, p_count - (n - pgflow._fair_window()));
+  if n > pgflow._fair_window() then
+    insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+    room := greatest(0, p_count - (n - pgflow._fair_window()));
+  end if;
+end;
+$$;
+
+-- After sending to a shared queue whose cursor was p_cursor (from pgflow._window_room; null for
+-- a queue one flow routes to) up to message id p_msg_id: a queue holding more than a window ahead
+-- of its readers enters window mode, so the next tasks wait for their turn instead of lining up
+-- behind the backlog.
+create or replace function pgflow._note_depth(p_queue text, p_cursor bigint, p_msg_id bigint)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if p_cursor is not null and p_msg_id - p_cursor > pgflow._fair_window() then
+    insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+  end if;
 end;
 $$;
 
@@ -2591,11 +2664,15 @@ end;
 $$;
 
 -- After a claim on queue p_queue that took p_claimed tasks from a read of p_read messages out of
--- p_depth asked for: in window mode, release as many waiting tasks as were claimed, so the window
--- keeps its length; and whenever the read came back short while tasks wait, release what it
--- lacked, so a reader never finds the queue empty while work waits for its turn. Costs a
--- primary-key probe of an empty table when the queue is not in window mode and the read was full.
-create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer)
+-- p_depth asked for, the highest message id read being p_top: in window mode, release as many
+-- waiting tasks as were claimed, so the window keeps its length; and whenever the read came back
+-- short while tasks wait, release what it lacked, so a reader never finds the queue empty while
+-- work waits for its turn. On a shared queue, the cursor moves to p_top once it lags by
+-- pgflow._cursor_step() or more; a claim that finds the row locked by another claim leaves it (the
+-- other moves it), so claims never wait for each other here. Costs two primary-key probes of small
+-- tables when the queue is not shared (no cursor row) and the read was full.
+create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer,
+                                              p_top bigint default null)
 returns integer
 language plpgsql
 volatile
@@ -2604,6 +2681,13 @@ as $$
 declare
   n integer := 0;
 begin
+  if p_top is not null then
+    update pgflow.queue_cursors c set claimed_msg_id = p_top
+    where c.queue_name = p_queue
+      and c.ctid = (select c2.ctid from pgflow.queue_cursors c2
+                    where c2.queue_name = p_queue and c2.claimed_msg_id <= p_top - pgflow._cursor_step()
+                    for update skip locked);
+  end if;
   if coalesce(p_read, 0) < coalesce(p_depth, 0) and pgflow._turn_waiting(p_queue) then
     n := p_depth - coalesce(p_read, 0);
   end if;
@@ -5749,8 +5833,9 @@ begin
 
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
   -- tasks waiting for their turn (but for the p_released the read made room for before reading),
-  -- and a short read releases what it lacked.
-  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty);
+  -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
+  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
+                             (select max(m) from unnest(msg_ids) m));
 
   -- Answer: one row per distinct id read, in id order.
   return query
@@ -7881,6 +7966,11 @@ begin
   delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
   delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
   delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
+  -- A queue left with one flow no longer takes turns (0258_fair_window.sql); its window, if any,
+  -- went with the waiting tasks deleted above.
+  perform pgflow._sync_queue_cursor(c.queue_name) from pgflow.queue_cursors c;
+  delete from pgflow.fair_windows w
+  where not exists (select 1 from pgflow.queue_cursors c where c.queue_name = w.queue_name);
 end;
 $$;
 
@@ -8833,7 +8923,7 @@ begin
       pgflow.create_wait_token(uuid, text, interval), pgflow.send_event_with_token(text, jsonb) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
-      pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows to service_role;
+      pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows, pgflow.queue_cursors to service_role;
   end if;
 end
 $$;

@@ -33,6 +33,7 @@ declare
   one_id bigint;
   one_limited boolean;
   room integer;
+  cur bigint;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
@@ -42,9 +43,12 @@ begin
     into one_queue, one_delay, one_limited
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
   end if;
-  -- A queue in window mode, or a transaction past its window (0258_fair_window.sql): the task
-  -- waits for its turn, and the queue is announced so a reader's claim releases it.
-  if one_limited is false and one_delay = 0 and pgflow._window_room(one_queue, p_flow_slug, 1) = 0 then
+  -- A shared queue in window mode, or a transaction past its window (0258_fair_window.sql): the
+  -- task waits for its turn, and the queue is announced so a reader's claim releases it.
+  if one_limited is false and one_delay = 0 then
+    select w.room, w.cursor into room, cur from pgflow._window_room(one_queue, 1) w;
+  end if;
+  if room = 0 then
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
     select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
     from pgflow.runs r, pgflow.steps s
@@ -59,6 +63,9 @@ begin
                      one_delay) into one_id;
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
     values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
+    if cur is not null then
+      perform pgflow._note_depth(one_queue, cur, one_id);
+    end if;
     if one_delay = 0 then
       perform pgflow._announce('pgflow_queue:' || one_queue, '');
     end if;
@@ -136,8 +143,9 @@ begin
     -- What the queue's window has room for is sent; the rest waits for its turn
     -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
     room := cardinality(grp.msgs);
+    cur := null;
     if grp.delay = 0 and grp.rate_scopes[1] is null then
-      room := pgflow._window_room(grp.queue_name, p_flow_slug, room);
+      select w.room, w.cursor into room, cur from pgflow._window_room(grp.queue_name, room) w;
       if room < cardinality(grp.msgs) then
         insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
         select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',
@@ -164,6 +172,9 @@ begin
                   grp.priorities[slice_start:least(slice_start + batch_size - 1, room)])
         as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
+    if cur is not null and room > 0 then
+      perform pgflow._note_depth(grp.queue_name, cur, ids[cardinality(ids)]);
+    end if;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
     -- one). Sent in this transaction, so it is delivered at commit or never: a worker never wakes

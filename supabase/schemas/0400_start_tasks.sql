@@ -471,8 +471,9 @@ begin
 
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
   -- tasks waiting for their turn (but for the p_released the read made room for before reading),
-  -- and a short read releases what it lacked.
-  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty);
+  -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
+  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
+                             (select max(m) from unnest(msg_ids) m));
 
   -- Answer: one row per distinct id read, in id order.
   return query

@@ -51,60 +51,108 @@ async function fairWindow(sql: Sql): Promise<number> {
   return w;
 }
 
-db.test("another flow's backlog: a newcomer's tasks are claimed within the first window, not after the backlog", async ({ sql }) => {
+/** How flow A's backlog of `n` runs is built: one transaction, or one start_flow per call. */
+type BuildBacklog = (sql: Sql, flow: string, n: number) => Promise<void>;
+
+const inOneTransaction: BuildBacklog = async (sql, flow, n) => {
+  await sql`select count(pgflow.start_flow(${flow}, '{}'::jsonb)) from generate_series(1, ${n})`;
+};
+
+const onePerCall: BuildBacklog = async (sql, flow, n) => {
+  for (let i = 0; i < n; i++) await sql`select pgflow.start_flow(${flow}, '{}'::jsonb)`;
+};
+
+/**
+ * A's backlog of 20 windows built one way, then five of B's runs in transactions of their own: B's
+ * tasks are claimed within the first window's worth of reads, not after A's backlog; everything
+ * drains exactly once and the queue leaves window mode.
+ */
+async function newcomerGoesInTurn(sql: Sql, build: BuildBacklog, queue: string): Promise<void> {
   const w = await fairWindow(sql);
-  await defineFlow(sql, "fa", [{ slug: "s", queue: "fair_q" }], { mode: "routed" });
-  await defineFlow(sql, "fb", [{ slug: "s", queue: "fair_q" }], { mode: "routed" });
+  const [fa, fb] = [`${queue}_a`, `${queue}_b`];
+  await defineFlow(sql, fa, [{ slug: "s", queue }], { mode: "routed" });
+  await defineFlow(sql, fb, [{ slug: "s", queue }], { mode: "routed" });
   const backlog = 20 * w;
-  await sql`select count(pgflow.start_flow('fa', '{}'::jsonb)) from generate_series(1, ${backlog})`;
-  assert.deepEqual(await statuses(sql, "fa"), { queued: w, waiting: backlog - w });
-  assert.equal(
-    (await queueMessages(sql, "fair_q")).length,
-    w,
-    "tasks waiting for their turn have no message",
-  );
-  const waiting = await sql`select * from pgflow.waiting_tasks('fair_q')`;
+  await build(sql, fa, backlog);
+  const sent = (await queueMessages(sql, queue)).length;
+  // One transaction sends its window; calls of their own send until the queue's depth passes it
+  // (the call that finds it past has sent its own task already).
+  assert.ok(sent >= w && sent <= w + 1, `${sent} of A's tasks were sent, a window's worth`);
+  assert.deepEqual(await statuses(sql, fa), { queued: sent, waiting: backlog - sent });
+  const waiting = await sql`select * from pgflow.waiting_tasks(${queue})`;
   assert.equal(waiting.length, 1);
-  assert.equal(Number(waiting[0].waiting), backlog - w);
+  assert.equal(Number(waiting[0].waiting), backlog - sent);
   assert.match(waiting[0].reason, /fair share/);
 
   // B's runs arrive after A's backlog, each in its own transaction.
   const newcomers = new Set<string>();
   for (let i = 0; i < 5; i++) {
-    const [{ run_id }] = await sql`select run_id from pgflow.start_flow('fb', '{}'::jsonb)`;
+    const [{ run_id }] = await sql`select run_id from pgflow.start_flow(${fb}, '{}'::jsonb)`;
     newcomers.add(run_id);
   }
-  assert.deepEqual(await statuses(sql, "fb"), { waiting: 5 });
+  assert.deepEqual(await statuses(sql, fb), { waiting: 5 });
 
   const worker = crypto.randomUUID();
-  const pairs: [string, string][] = [["fa", "s"], ["fb", "s"]];
+  const pairs: [string, string][] = [[fa, "s"], [fb, "s"]];
   let aBefore = 0;
   let claimedTotal = 0;
   while (newcomers.size > 0) {
-    const claimed = await claimAndComplete(sql, "fair_q", worker, pairs, 10);
+    const claimed = await claimAndComplete(sql, queue, worker, pairs, 10);
     assert.ok(claimed.length > 0, "every read finds work while tasks wait");
     claimedTotal += claimed.length;
     for (const c of claimed) {
-      if (c.flow_slug === "fb") newcomers.delete(c.run_id!);
+      if (c.flow_slug === fb) newcomers.delete(c.run_id!);
       else if (newcomers.size > 0) aBefore++;
     }
     assert.ok(claimedTotal < backlog, "B's tasks came out before A's backlog drained");
   }
   // First in, first out would claim all of A's backlog first; in turns B's tasks go out with the
-  // first release, behind the window A's transaction sent and at most one read.
-  assert.ok(aBefore <= w + 10, `${aBefore} of A's tasks were claimed before B's last`);
+  // first release, behind the window A sent and at most one read.
+  assert.ok(aBefore <= sent + 10, `${aBefore} of A's tasks were claimed before B's last`);
 
   // The rest drains; every task starts exactly once and the queue leaves window mode.
   for (let i = 0; i < backlog; i++) {
-    if ((await claimAndComplete(sql, "fair_q", worker, pairs, 10)).length === 0) break;
+    if ((await claimAndComplete(sql, queue, worker, pairs, 10)).length === 0) break;
   }
-  assert.deepEqual(await statuses(sql, "fa"), { completed: backlog });
-  assert.deepEqual(await statuses(sql, "fb"), { completed: 5 });
+  assert.deepEqual(await statuses(sql, fa), { completed: backlog });
+  assert.deepEqual(await statuses(sql, fb), { completed: 5 });
   const [{ twice }] = await sql`select count(*)::int as twice from pgflow.step_tasks
-                                where queue_name = 'fair_q' and attempts_count <> 1`;
+                                where queue_name = ${queue} and attempts_count <> 1`;
   assert.equal(twice, 0, "none started twice");
-  const [{ n }] = await sql`select count(*)::int as n from pgflow.fair_windows`;
+  const [{ n }] =
+    await sql`select count(*)::int as n from pgflow.fair_windows where queue_name = ${queue}`;
   assert.equal(n, 0, "the queue left window mode");
+}
+
+db.test("another flow's backlog sent in one transaction: a newcomer's tasks are claimed within the first window", async ({ sql }) => {
+  await newcomerGoesInTurn(sql, inOneTransaction, "fair_q");
+});
+
+db.test("another flow's backlog sent one start_flow per call: a newcomer's tasks are claimed within the first window", async ({ sql }) => {
+  await newcomerGoesInTurn(sql, onePerCall, "fair_calls_q");
+});
+
+db.test("a shared queue whose readers keep up never enters window mode; its cursor follows the reads", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  await defineFlow(sql, "ka", [{ slug: "s", queue: "keep_q" }], { mode: "routed" });
+  await defineFlow(sql, "kb", [{ slug: "s", queue: "keep_q" }], { mode: "routed" });
+  const worker = crypto.randomUUID();
+  const pairs: [string, string][] = [["ka", "s"], ["kb", "s"]];
+  // Ten windows' worth of runs, one per call, read in batches of ten as they come.
+  for (let i = 0; i < 10 * w; i++) {
+    await sql`select pgflow.start_flow(${i % 2 ? "ka" : "kb"}, '{}'::jsonb)`;
+    if (i % 10 === 9) await claimAndComplete(sql, "keep_q", worker, pairs, 10);
+    const [{ n }] = await sql`select count(*)::int as n from pgflow.fair_windows`;
+    assert.equal(n, 0, `in window mode after ${i + 1} runs`);
+  }
+  const [{ cursor, top }] = await sql`
+    select c.claimed_msg_id::int as cursor, (select max(message_id)::int from pgflow.step_tasks
+                                              where queue_name = 'keep_q') as top
+    from pgflow.queue_cursors c where c.queue_name = 'keep_q'`;
+  assert.ok(
+    top - cursor < 16 + 10,
+    `cursor ${cursor} lags the newest message ${top} by a step at most`,
+  );
 });
 
 db.test("a flow alone on its queue never enters window mode", async ({ sql }) => {
@@ -114,6 +162,10 @@ db.test("a flow alone on its queue never enters window mode", async ({ sql }) =>
     w + 10
   })`;
   assert.deepEqual(await statuses(sql, "solo"), { queued: w + 10 });
+  await sql`select pgflow.start_flow('solo', '{}'::jsonb) from generate_series(1, ${w + 10})`;
+  const [{ c }] =
+    await sql`select count(*)::int as c from pgflow.queue_cursors where queue_name = 'solo_q'`;
+  assert.equal(c, 0, "a queue one flow routes to keeps no cursor");
   const [{ n }] =
     await sql`select count(*)::int as n from pgflow.fair_windows where queue_name = 'solo_q'`;
   assert.equal(n, 0);
