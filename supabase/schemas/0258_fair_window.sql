@@ -42,10 +42,12 @@ create table if not exists pgflow.fair_windows (
   constraint fair_windows_pkey primary key (queue_name)
 );
 
--- The tasks waiting for their queue's turn, by group, in release order. Partial: empty while no
--- queue is in window mode, and a limited task never enters it.
+-- The tasks waiting for their queue's turn, by group, in release order: priority (higher first,
+-- hence its negation), age, then the task's key, so that a position in a group can be named and
+-- a scan started after it (pgflow._release_turn_groups). Partial: empty while no queue is in
+-- window mode, and a limited task never enters it.
 create index if not exists step_tasks_turn_idx
-  on pgflow.step_tasks (queue_name, flow_slug, step_slug, priority desc, queued_at)
+  on pgflow.step_tasks (queue_name, flow_slug, step_slug, (- priority), queued_at, run_id, task_index)
   where status = 'waiting' and limit_scope is null and rate_scope is null;
 
 -- The queues at least two flows route steps to, each with the highest message id a claim has read
@@ -118,16 +120,23 @@ begin
   end if;
   if exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
     room := 0;
-    return;
+  else
+    sent := pg_catalog.current_setting('pgflow.window_sent', true);
+    if sent is not null and split_part(sent, chr(31), 1) = p_queue then
+      n := n + split_part(sent, chr(31), 2)::integer;
+    end if;
+    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
+    if n > pgflow._fair_window() then
+      insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+      room := greatest(0, p_count - (n - pgflow._fair_window()));
+    end if;
   end if;
-  sent := pg_catalog.current_setting('pgflow.window_sent', true);
-  if sent is not null and split_part(sent, chr(31), 1) = p_queue then
-    n := n + split_part(sent, chr(31), 2)::integer;
-  end if;
-  perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
-  if n > pgflow._fair_window() then
-    insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
-    room := greatest(0, p_count - (n - pgflow._fair_window()));
+  -- Tasks parked here may sit before the positions this transaction's releases recorded on this
+  -- queue (pgflow._release_turns): forget those, so its next release looks at every group from
+  -- its start.
+  if room < p_count and pg_catalog.current_setting('pgflow.turn_floors', true) <> '' then
+    perform pg_catalog.set_config('pgflow.turn_floors',
+      (pg_catalog.current_setting('pgflow.turn_floors', true)::jsonb - p_queue)::text, true);
   end if;
 end;
 $$;
@@ -167,12 +176,63 @@ $$;
 -- announced. A task another transaction holds (a concurrent release, a cancel) is skipped. When
 -- none is left waiting the queue leaves window mode. Returns how many were released.
 --
+-- A transaction that releases again (a drain inside one transaction, a DO block) would walk, in
+-- each group, every index entry of the tasks it released before: their entries stay until the
+-- transaction ends, and walking them from each group's start makes such a drain quadratic. So
+-- each release records, per group, the last position it released (a transaction-local setting,
+-- pgflow.turn_floors), and the next release of the transaction starts each known group after it,
+-- without looking for other groups; only a release those groups cannot fill looks for all of
+-- them from the start. A transaction that parks tasks forgets its positions on that queue
+-- (pgflow._window_room),
+-- so its own new tasks are not passed over; a task another transaction parks meanwhile at an
+-- earlier position is released when the known groups run short, as is a task skipped while
+-- another transaction held it.
+create or replace function pgflow._release_turns(p_queue text, p_count integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  floors jsonb := nullif(pg_catalog.current_setting('pgflow.turn_floors', true), '')::jsonb;
+  done integer := 0;
+begin
+  if p_count is null or p_count <= 0 then
+    return 0;
+  end if;
+  if floors -> p_queue is not null then
+    done := pgflow._release_turn_groups(p_queue, p_count, floors -> p_queue, false);
+  end if;
+  if done < p_count then
+    floors := nullif(pg_catalog.current_setting('pgflow.turn_floors', true), '')::jsonb;
+    done := done + pgflow._release_turn_groups(p_queue, p_count - done, floors -> p_queue, true);
+  end if;
+  if done = 0 then
+    -- Nothing left to take turns: the queue leaves window mode. A task parked by a transaction
+    -- that has not committed yet is released by the next short read or by pgflow.tick().
+    if not pgflow._turn_waiting(p_queue) then
+      delete from pgflow.fair_windows w where w.queue_name = p_queue;
+    end if;
+    return 0;
+  end if;
+  perform pgflow._announce('pgflow_queue:' || p_queue, '');
+  return done;
+end;
+$$;
+
+-- One release of pgflow._release_turns: up to p_count tasks of queue p_queue, from the groups
+-- p_floors names (flow and step joined by chr(31), each with the last position released there)
+-- when p_discover is false, else from every group with waiting tasks (one index probe per group,
+-- a skip scan), each after its position in p_floors if it has one. Records the positions it
+-- released in pgflow.turn_floors. Returns how many it released.
+--
 -- Every read here walks step_tasks_turn_idx in its order and stops at the LIMIT, or takes rows by
 -- row version. Statistics taken before a backlog say the index is empty: a plan made on them
 -- would scan it in full (1,500 rows read to release 10, tests/sql/claim_plan_test.ts) through a
 -- bitmap, or through the index filtered by row version; so bitmap scans are priced out here, as
 -- seq scans are in the claim, and the rows picked are locked by row version alone.
-create or replace function pgflow._release_turns(p_queue text, p_count integer)
+create or replace function pgflow._release_turn_groups(p_queue text, p_count integer, p_floors jsonb,
+                                                       p_discover boolean)
 returns integer
 language plpgsql
 volatile
@@ -182,17 +242,16 @@ as $$
 declare
   rel record;
   ids bigint[];
+  floors jsonb;
 begin
-  if p_count is null or p_count <= 0 then
-    return 0;
-  end if;
-  with recursive groups as (
+  with recursive found as (
     -- The distinct groups with waiting tasks, one index probe each (a skip scan).
     (select t.flow_slug, t.step_slug from pgflow.step_tasks t
-     where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+     where p_discover and t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null
+       and t.rate_scope is null
      order by t.flow_slug, t.step_slug limit 1)
     union all
-    select nx.flow_slug, nx.step_slug from groups g
+    select nx.flow_slug, nx.step_slug from found g
     cross join lateral (
       select t.flow_slug, t.step_slug from pgflow.step_tasks t
       where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
@@ -200,19 +259,38 @@ begin
       order by t.flow_slug, t.step_slug limit 1
     ) nx
   ),
+  groups as (
+    select f.flow_slug, f.step_slug from found f
+    union all
+    select split_part(k, chr(31), 1), split_part(k, chr(31), 2)
+    from jsonb_object_keys(coalesce(p_floors, '{}'::jsonb)) k
+    where not p_discover
+  ),
+  bounded as (
+    -- Each group's last released position, or one before any task (priorities are bounded far
+    -- inside the integer range).
+    select g.flow_slug, g.step_slug,
+           coalesce((f.pos ->> 0)::integer, -2147483647) as fp,
+           coalesce((f.pos ->> 1)::timestamptz, '-infinity'::timestamptz) as fq,
+           coalesce((f.pos ->> 2)::uuid, '00000000-0000-0000-0000-000000000000'::uuid) as fr,
+           coalesce((f.pos ->> 3)::integer, -1) as fi
+    from groups g
+    left join lateral (select p_floors -> (g.flow_slug || chr(31) || g.step_slug) as pos) f on true
+  ),
   ranked as (
     select c.tid, c.priority, c.queued_at, c.turn, c.run_id, c.step_slug, c.task_index
-    from groups g
-    -- Each group's first p_count in its index order, numbered after the LIMIT: a window function
-    -- over the scan itself could be planned to read the whole group.
+    from bounded g
+    -- Each group's first p_count after its position, in its index order, numbered after the
+    -- LIMIT: a window function over the scan itself could be planned to read the whole group.
     cross join lateral (
-      select x.*, row_number() over (order by x.priority desc, x.queued_at) as turn
+      select x.*, row_number() over (order by - x.priority, x.queued_at, x.run_id, x.task_index) as turn
       from (
         select t.ctid as tid, t.priority, t.queued_at, t.run_id, t.step_slug, t.task_index
         from pgflow.step_tasks t
         where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
           and t.flow_slug = g.flow_slug and t.step_slug = g.step_slug
-        order by t.priority desc, t.queued_at
+          and (- t.priority, t.queued_at, t.run_id, t.task_index) > (g.fp, g.fq, g.fr, g.fi)
+        order by - t.priority, t.queued_at, t.run_id, t.task_index
         limit p_count
       ) x
     ) c
@@ -230,30 +308,36 @@ begin
     -- row version, which FOR UPDATE re-checks against the row version asked for and leaves out.
     where t.ctid = any (array(select p.tid from picked p))
     for update of t skip locked
+  ),
+  live as (
+    select * from locked l where l.status = 'waiting'
   )
   select array_agg(l.tid order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as tids,
          -- The body is informational only: the claim reads ids, never bodies.
          array_agg(jsonb_build_object('flow_slug', l.flow_slug, 'run_id', l.run_id,
                                       'step_slug', l.step_slug, 'task_index', l.task_index)
-                   order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as msgs
+                   order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as msgs,
+         -- The last position released in each group.
+         (select jsonb_object_agg(z.grp, z.pos) from (
+            select distinct on (v.flow_slug, v.step_slug) v.flow_slug || chr(31) || v.step_slug as grp,
+                   jsonb_build_array(- v.priority, v.queued_at, v.run_id, v.task_index) as pos
+            from live v
+            order by v.flow_slug, v.step_slug, - v.priority desc, v.queued_at desc, v.run_id desc,
+                     v.task_index desc) z) as last
   into rel
-  from locked l
-  where l.status = 'waiting';
+  from live l;
   if rel.tids is null then
-    -- Nothing left to take turns: the queue leaves window mode. A task parked by a transaction
-    -- that has not committed yet is released by the next short read or by pgflow.tick().
-    if not pgflow._turn_waiting(p_queue) then
-      delete from pgflow.fair_windows w where w.queue_name = p_queue;
-    end if;
     return 0;
   end if;
+  floors := coalesce(nullif(pg_catalog.current_setting('pgflow.turn_floors', true), '')::jsonb, '{}'::jsonb);
+  perform pg_catalog.set_config('pgflow.turn_floors',
+    jsonb_set(floors, array[p_queue], coalesce(floors -> p_queue, '{}'::jsonb) || rel.last)::text, true);
   -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
   select array_agg(id order by id) into ids from pgmq.send_batch(p_queue, rel.msgs, 0) as id;
   -- One row at a time by its row version (locked above, so it has not moved).
   for i in 1 .. cardinality(ids) loop
     update pgflow.step_tasks t set status = 'queued', message_id = ids[i] where t.ctid = rel.tids[i];
   end loop;
-  perform pgflow._announce('pgflow_queue:' || p_queue, '');
   return cardinality(ids);
 end;
 $$;

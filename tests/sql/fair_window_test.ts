@@ -221,3 +221,53 @@ db.test("a read that finds the queue empty releases tasks waiting for their turn
   assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 10)).length, 0);
   assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 10)).length, 3);
 });
+
+/**
+ * Drains a map of `n` tasks on a shared queue inside the transaction that started it, in reads of
+ * ten, and returns how many entries of the turn index that transaction's scans read.
+ */
+async function turnIndexReadsForDrain(sql: Sql, n: number): Promise<number> {
+  const flow = `drain_${n}`;
+  await defineFlow(sql, flow, [{ slug: "each", type: "map", queue: "drain_q" }], {
+    mode: "routed",
+  });
+  const items = Array.from({ length: n }, (_, i) => i);
+  const worker = crypto.randomUUID();
+  return await sql.begin(async (tx) => {
+    const [{ before }] = await tx`
+      select pg_stat_get_xact_tuples_returned('pgflow.step_tasks_turn_idx'::regclass)::int as before`;
+    await tx`select pgflow.start_flow(${flow}, ${tx.json(items)})`;
+    await tx.unsafe(`
+      do $$
+      declare
+        r record;
+        got integer;
+      begin
+        loop
+          got := 0;
+          for r in select * from pgflow.read_and_claim('drain_q', '${worker}', 30, 10, 0, 50, '[["${flow}", "each"]]')
+                   where disposition = 'claimed' loop
+            got := got + 1;
+            perform pgflow.complete_task(r.run_id, r.step_slug, r.task_index, '1'::jsonb, r.attempt);
+          end loop;
+          exit when got = 0;
+        end loop;
+      end
+      $$;`);
+    const [{ status }] = await tx`select status from pgflow.runs where flow_slug = ${flow}`;
+    assert.equal(status, "completed");
+    const [{ after }] = await tx`
+      select pg_stat_get_xact_tuples_returned('pgflow.step_tasks_turn_idx'::regclass)::int as after`;
+    return after - before;
+  });
+}
+
+db.test("a drain inside one transaction reads each waiting task's index entry a bounded number of times: linear, not quadratic", async ({ sql }) => {
+  await defineFlow(sql, "drain_other", [{ slug: "s", queue: "drain_q" }], { mode: "routed" });
+  const small = await turnIndexReadsForDrain(sql, 1000);
+  const large = await turnIndexReadsForDrain(sql, 4000);
+  // Linear: four times the tasks, about four times the entries read. Walking every released
+  // task's entry again on each read of ten (quadratic) reads sixteen times as many.
+  assert.ok(large < 6 * small, `1,000 tasks: ${small} entries read; 4,000 tasks: ${large}`);
+  assert.ok(large < 20 * 4000, `4,000 tasks: ${large} entries read, ${large / 4000} per task`);
+});
