@@ -1,14 +1,19 @@
 /**
- * `deno run -A bench/fairness.ts [--backlog N] [--runs N] [--pace N] [--task-ms N] [--repeat N]`
+ * `deno run -A bench/fairness.ts [--backlog N] [--runs N] [--pace N] [--task-ms N] [--repeat N]
+ *  [--build bulk|calls|both]`
  *
  * Fairness between flows on one shared queue (issue 43 item 2, docs/flow-control.md). Two workers
  * serve flows A and B on one queue. Per repetition, three phases on the same server:
  *
  * - B alone: `--runs` runs of B at `--pace` runs/s on an empty queue; B's pickup (queued to
  *   started) p50 and p95.
- * - A alone: a backlog of `--backlog` runs of A started in one transaction; A's throughput (tasks
- *   per second, first start to last completion).
+ * - A alone: a backlog of `--backlog` runs of A; A's throughput (tasks per second, first start to
+ *   last completion).
  * - Both: A's backlog, then B paced as above: B's pickup p50/p95 and A's throughput.
+ *
+ * A's backlog is built two ways (`--build`, both by default, each in every repetition): `bulk`,
+ * one transaction before B starts; `calls`, one start_flow per run on two connections of their
+ * own, as requests would, running while B is paced and the workers drain.
  *
  * Prints B's p95 beside the backlog against alone (target ≤ 3×) and A's throughput beside B
  * against alone (target ≥ 0.9×). DATABASE_URL, or a throw-away local Postgres started here.
@@ -41,6 +46,14 @@ const RUNS = option("runs", 50);
 const PACE = option("pace", 10);
 const TASK_MS = option("task-ms", 1);
 const REPEAT = option("repeat", 2);
+type Build = "bulk" | "calls";
+const BUILDS: Build[] = (() => {
+  const at = Deno.args.indexOf("--build");
+  const value = at < 0 ? "both" : Deno.args[at + 1];
+  if (value === "both") return ["bulk", "calls"];
+  if (value === "bulk" || value === "calls") return [value];
+  throw new Error(`--build takes bulk, calls or both, got ${value}`);
+})();
 
 const a = routeFlow(
   new Flow<{ n?: number }>({ slug: "bench_fair_a" }).step({ slug: "work" }, async () => {
@@ -86,6 +99,29 @@ async function throughput(sql: postgres.Sql, since: string): Promise<number> {
   return row.n / row.s;
 }
 
+/** Starts `n` runs of `slug`, one start_flow per call, over `lanes` connections of their own. */
+async function startOneByOne(url: string, slug: string, n: number, lanes: number): Promise<void> {
+  const starter = postgres(url, { max: lanes, onnotice: () => {} });
+  try {
+    let next = 0;
+    await Promise.all(Array.from({ length: lanes }, async () => {
+      while (next < n) {
+        next++;
+        await starter`select 1 from pgflow.start_flow(${slug}, '{}'::jsonb)`;
+      }
+    }));
+  } finally {
+    await starter.end();
+  }
+}
+
+/** A's backlog built the way `build` says; resolves when every run is started. */
+function buildBacklog(url: string, sql: postgres.Sql, build: Build): Promise<void> {
+  return build === "bulk"
+    ? startBacklog(sql, ["bench_fair_a"], BACKLOG)
+    : startOneByOne(url, "bench_fair_a", BACKLOG, 2);
+}
+
 interface Repetition {
   bAloneP50: number;
   bAloneP95: number;
@@ -95,7 +131,7 @@ interface Repetition {
   aBeside: number;
 }
 
-async function repetition(url: string, sql: postgres.Sql): Promise<Repetition> {
+async function repetition(url: string, sql: postgres.Sql, build: Build): Promise<Repetition> {
   const workers = await startWorkers(url);
   try {
     let since = await dbNow(sql);
@@ -104,13 +140,14 @@ async function repetition(url: string, sql: postgres.Sql): Promise<Repetition> {
     const bAlone = await pickups(sql, since);
 
     since = await dbNow(sql);
-    await startBacklog(sql, ["bench_fair_a"], BACKLOG);
+    await buildBacklog(url, sql, build);
     await waitRunsCompleted(sql, ["bench_fair_a"], since, BACKLOG);
     const aAlone = await throughput(sql, since);
 
     since = await dbNow(sql);
-    await startBacklog(sql, ["bench_fair_a"], BACKLOG);
+    const started = buildBacklog(url, sql, build);
     await startPaced(sql, ["bench_fair_b"], RUNS, PACE);
+    await started;
     await waitRunsCompleted(sql, ["bench_fair_b"], since, RUNS);
     await waitRunsCompleted(sql, ["bench_fair_a"], since, BACKLOG);
     const bBeside = await pickups(sql, since);
@@ -135,6 +172,7 @@ try {
   );
   const rows: string[][] = [[
     "rep",
+    "A's backlog",
     "B p50 alone ms",
     "B p95 alone ms",
     "B p50 beside A ms",
@@ -145,19 +183,22 @@ try {
     "× alone",
   ]];
   for (let rep = 1; rep <= REPEAT; rep++) {
-    const r = await repetition(db.url, sql);
-    rows.push([
-      String(rep),
-      fixed(r.bAloneP50 * 1000, 1),
-      fixed(r.bAloneP95 * 1000, 1),
-      fixed(r.bBesideP50 * 1000, 1),
-      fixed(r.bBesideP95 * 1000, 1),
-      fixed(r.bBesideP95 / r.bAloneP95, 2),
-      fixed(r.aAlone, 0),
-      fixed(r.aBeside, 0),
-      fixed(r.aBeside / r.aAlone, 2),
-    ]);
-    console.error(`repetition ${rep} done`);
+    for (const build of BUILDS) {
+      const r = await repetition(db.url, sql, build);
+      rows.push([
+        String(rep),
+        build === "bulk" ? "one transaction" : "one start_flow per run",
+        fixed(r.bAloneP50 * 1000, 1),
+        fixed(r.bAloneP95 * 1000, 1),
+        fixed(r.bBesideP50 * 1000, 1),
+        fixed(r.bBesideP95 * 1000, 1),
+        fixed(r.bBesideP95 / r.bAloneP95, 2),
+        fixed(r.aAlone, 0),
+        fixed(r.aBeside, 0),
+        fixed(r.aBeside / r.aAlone, 2),
+      ]);
+      console.error(`repetition ${rep} (${build}) done`);
+    }
   }
   console.log(textTable(rows));
 } finally {
