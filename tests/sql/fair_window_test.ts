@@ -271,3 +271,29 @@ db.test("a drain inside one transaction reads each waiting task's index entry a 
   assert.ok(large < 6 * small, `1,000 tasks: ${small} entries read; 4,000 tasks: ${large}`);
   assert.ok(large < 20 * 4000, `4,000 tasks: ${large} entries read, ${large / 4000} per task`);
 });
+
+db.test("deleting one of a queue's two flows: the queue keeps no cursor, leaves window mode, and the other flow's waiting tasks go out", async ({ sql }) => {
+  const w = await fairWindow(sql);
+  await defineFlow(sql, "del_a", [{ slug: "s", queue: "del_q" }], { mode: "routed" });
+  await defineFlow(sql, "del_b", [{ slug: "s", queue: "del_q" }], { mode: "routed" });
+  const cursors = async () =>
+    (await sql`select count(*)::int as n from pgflow.queue_cursors where queue_name = 'del_q'`)[0]
+      .n;
+  assert.equal(await cursors(), 1, "two flows route to the queue: it keeps a cursor");
+  await inOneTransaction(sql, "del_a", 2 * w);
+  await onePerCall(sql, "del_b", 3);
+  assert.deepEqual(await statuses(sql, "del_b"), { waiting: 3 });
+  await sql`select pgflow.delete_flow_and_data('del_a')`;
+  assert.equal(await cursors(), 0, "one flow left: no cursor");
+  const [{ n }] =
+    await sql`select count(*)::int as n from pgflow.fair_windows where queue_name = 'del_q'`;
+  assert.equal(n, 0, "the queue left window mode with the deleted flow");
+  // The deleted flow's messages went with it: the first read is short and releases B's tasks.
+  const worker = crypto.randomUUID();
+  const pairs: [string, string][] = [["del_b", "s"]];
+  assert.equal((await claimAndComplete(sql, "del_q", worker, pairs, 10)).length, 0);
+  assert.equal((await claimAndComplete(sql, "del_q", worker, pairs, 10)).length, 3);
+  // Alone now, B's new tasks are sent at once, however many.
+  await inOneTransaction(sql, "del_b", 2 * w);
+  assert.deepEqual(await statuses(sql, "del_b"), { completed: 3, queued: 2 * w });
+});
