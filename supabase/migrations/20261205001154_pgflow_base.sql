@@ -545,10 +545,13 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
 -- The waiting tasks of one (scope, key), in release order. Partial: with no task waiting it is
--- empty, and a task of an unlimited step never enters it.
+-- empty, and a task without a concurrency scope (a task of an unlimited step waiting for its turn
+-- on a shared queue, 0258_fair_window.sql, or for a rate limit alone) never enters it: a parked
+-- backlog would otherwise grow it by an entry per task, and a release of turns could be planned
+-- through it (limit_scope is null) instead of its own index.
 create index if not exists step_tasks_waiting_idx
   on pgflow.step_tasks (limit_scope, limit_key, priority desc, queued_at)
-  where status = 'waiting';
+  where status = 'waiting' and limit_scope is not null;
 -- The tasks holding capacity of one (scope, key), counted under its lock on every release.
 -- Partial: a task of an unlimited step never enters it.
 create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)
@@ -2634,8 +2637,9 @@ $$;
 -- Every read here walks step_tasks_turn_idx in its order and stops at the LIMIT, or takes rows by
 -- row version. Statistics taken before a backlog say the index is empty: a plan made on them
 -- would scan it in full (1,500 rows read to release 10, tests/sql/claim_plan_test.ts) through a
--- bitmap, or through the index filtered by row version; so bitmap scans are priced out here, as
--- seq scans are in the claim, and the rows picked are locked by row version alone.
+-- bitmap, or through the index filtered by row version; so bitmap and seq scans are priced out
+-- here (as seq scans are in the claim, which calls this; pgflow.tick() calls it too), and the rows
+-- picked are locked by row version alone.
 create or replace function pgflow._release_turn_groups(p_queue text, p_count integer, p_floors jsonb,
                                                        p_discover boolean)
 returns integer
@@ -2643,6 +2647,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_bitmapscan = off
+set enable_seqscan = off
 as $$
 declare
   rel record;

@@ -229,8 +229,9 @@ $$;
 -- Every read here walks step_tasks_turn_idx in its order and stops at the LIMIT, or takes rows by
 -- row version. Statistics taken before a backlog say the index is empty: a plan made on them
 -- would scan it in full (1,500 rows read to release 10, tests/sql/claim_plan_test.ts) through a
--- bitmap, or through the index filtered by row version; so bitmap scans are priced out here, as
--- seq scans are in the claim, and the rows picked are locked by row version alone.
+-- bitmap, or through the index filtered by row version; so bitmap and seq scans are priced out
+-- here (as seq scans are in the claim, which calls this; pgflow.tick() calls it too), and the rows
+-- picked are locked by row version alone.
 create or replace function pgflow._release_turn_groups(p_queue text, p_count integer, p_floors jsonb,
                                                        p_discover boolean)
 returns integer
@@ -238,6 +239,7 @@ language plpgsql
 volatile
 set search_path = ''
 set enable_bitmapscan = off
+set enable_seqscan = off
 as $$
 declare
   rel record;
