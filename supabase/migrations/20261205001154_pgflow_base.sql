@@ -1508,13 +1508,16 @@ begin
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
-    into one_queue, one_delay, one_limited
+    -- Whether the queue is shared (it has a cursor, 0258_fair_window.sql) is read in this same
+    -- statement: a flow alone on its queue runs no statement more for fairness.
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null,
+           (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = s.queue_name)
+    into one_queue, one_delay, one_limited, cur
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
   end if;
   -- A shared queue in window mode, or a transaction past its window (0258_fair_window.sql): the
   -- task waits for its turn, and the queue is announced so a reader's claim releases it.
-  if one_limited is false and one_delay = 0 then
+  if one_limited is false and one_delay = 0 and cur is not null then
     select w.room, w.cursor into room, cur from pgflow._window_room(one_queue, 1) w;
   end if;
   if room = 0 then
@@ -5750,6 +5753,10 @@ set plan_cache_mode = force_generic_plan
 as $$
 declare
   q text := _start_tasks.queue_name;
+  -- The queue's fairness state (0258_fair_window.sql): its cursor (null unless shared) and
+  -- whether it is in window mode.
+  q_cursor bigint;
+  q_window boolean;
   -- The support set keyed as pgflow._support_keys builds it.
   sup_keys jsonb := _start_tasks.p_support_keys;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (_explicit_support).
@@ -5923,8 +5930,15 @@ begin
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
   -- tasks waiting for their turn (but for the p_released the read made room for before reading),
   -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
-  perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
-                             (select max(m) from unnest(msg_ids) m));
+  -- Both looked up in one statement, so that a full read on a queue one flow routes to runs one
+  -- statement for fairness, not three.
+  select (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = q),
+         exists (select 1 from pgflow.fair_windows w where w.queue_name = q)
+  into q_cursor, q_window;
+  if q_cursor is not null or q_window or n_ids < coalesce(p_read_qty, 0) then
+    perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
+                               (select max(m) from unnest(msg_ids) m));
+  end if;
 
   -- Answer: one row per distinct id read, in id order.
   return query

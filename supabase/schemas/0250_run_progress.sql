@@ -39,13 +39,16 @@ begin
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
-    into one_queue, one_delay, one_limited
+    -- Whether the queue is shared (it has a cursor, 0258_fair_window.sql) is read in this same
+    -- statement: a flow alone on its queue runs no statement more for fairness.
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null,
+           (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = s.queue_name)
+    into one_queue, one_delay, one_limited, cur
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
   end if;
   -- A shared queue in window mode, or a transaction past its window (0258_fair_window.sql): the
   -- task waits for its turn, and the queue is announced so a reader's claim releases it.
-  if one_limited is false and one_delay = 0 then
+  if one_limited is false and one_delay = 0 and cur is not null then
     select w.room, w.cursor into room, cur from pgflow._window_room(one_queue, 1) w;
   end if;
   if room = 0 then
