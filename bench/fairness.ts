@@ -145,7 +145,10 @@ async function repetition(url: string, sql: postgres.Sql, build: Build): Promise
     const aAlone = await throughput(sql, since);
 
     since = await dbNow(sql);
+    // A bulk backlog is committed before B starts (else B's first runs go out ahead of it); calls
+    // go on while B is paced, as requests would.
     const started = buildBacklog(url, sql, build);
+    if (build === "bulk") await started;
     await startPaced(sql, ["bench_fair_b"], RUNS, PACE);
     await started;
     await waitRunsCompleted(sql, ["bench_fair_b"], since, RUNS);
