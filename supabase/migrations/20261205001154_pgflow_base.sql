@@ -545,10 +545,13 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
 -- The waiting tasks of one (scope, key), in release order. Partial: with no task waiting it is
--- empty, and a task of an unlimited step never enters it.
+-- empty, and a task without a concurrency scope (a task of an unlimited step waiting for its turn
+-- on a shared queue, 0258_fair_window.sql, or for a rate limit alone) never enters it: a parked
+-- backlog would otherwise grow it by an entry per task, and a release of turns could be planned
+-- through it (limit_scope is null) instead of its own index.
 create index if not exists step_tasks_waiting_idx
   on pgflow.step_tasks (limit_scope, limit_key, priority desc, queued_at)
-  where status = 'waiting';
+  where status = 'waiting' and limit_scope is not null;
 -- The tasks holding capacity of one (scope, key), counted under its lock on every release.
 -- Partial: a task of an unlimited step never enters it.
 create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)
@@ -1391,6 +1394,8 @@ begin
 
   insert into pgflow.deps (flow_slug, dep_slug, step_slug)
   select flow.flow_slug, d, step_slug from unnest(deps) d;
+  -- A queue a second flow now routes to takes turns between them (0258_fair_window.sql).
+  perform pgflow._sync_queue_cursor(resolved_queue);
   return created;
 end;
 $$;
@@ -1496,14 +1501,32 @@ declare
   one_delay integer;
   one_id bigint;
   one_limited boolean;
+  room integer;
+  cur bigint;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
-    into one_queue, one_delay, one_limited
+    -- Whether the queue is shared (it has a cursor, 0258_fair_window.sql) is read in this same
+    -- statement: a flow alone on its queue runs no statement more for fairness.
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null,
+           (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = s.queue_name)
+    into one_queue, one_delay, one_limited, cur
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+  end if;
+  -- A shared queue in window mode, or a transaction past its window (0258_fair_window.sql): the
+  -- task waits for its turn, and the queue is announced so a reader's claim releases it.
+  if one_limited is false and one_delay = 0 and cur is not null then
+    select w.room, w.cursor into room, cur from pgflow._window_room(one_queue, 1) w;
+  end if;
+  if room = 0 then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
+    select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
+    from pgflow.runs r, pgflow.steps s
+    where r.run_id = p_run_id and s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+    perform pgflow._announce('pgflow_queue:' || one_queue, '');
+    return;
   end if;
   if one_limited is false then
     select pgmq.send(one_queue,
@@ -1512,6 +1535,9 @@ begin
                      one_delay) into one_id;
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
     values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
+    if cur is not null then
+      perform pgflow._note_depth(one_queue, cur, one_id);
+    end if;
     if one_delay = 0 then
       perform pgflow._announce('pgflow_queue:' || one_queue, '');
     end if;
@@ -1553,6 +1579,8 @@ begin
            -- A rate-limited task is sent at once like any other, with its scope, key and
            -- priority: its window is checked when it is claimed (0262_rate_limits.sql).
            array_agg(s.rate_scope order by s.step_slug, i) as rate_scopes,
+           -- A task waiting for its queue's turn (0258_fair_window.sql) is ordered by priority.
+           array_agg(s.priority order by s.step_slug, i) as step_prios,
            array_agg(case when s.rate_scope is not null then
                        (select r.priority from pgflow.runs r where r.run_id = p_run_id) + s.priority
                      else 0 end order by s.step_slug, i) as priorities,
@@ -1581,31 +1609,51 @@ begin
       and (not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
                       where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i))
-    group by s.queue_name, s.opt_start_delay
+    -- Rate-limited tasks apart: they never wait for their queue's turn.
+    group by s.queue_name, s.opt_start_delay, s.rate_scope is not null
   loop
+    -- What the queue's window has room for is sent; the rest waits for its turn
+    -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
+    room := cardinality(grp.msgs);
+    cur := null;
+    if grp.delay = 0 and grp.rate_scopes[1] is null then
+      select w.room, w.cursor into room, cur from pgflow._window_room(grp.queue_name, room) w;
+      if room < cardinality(grp.msgs) then
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
+        select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',
+               (select r.priority from pgflow.runs r where r.run_id = p_run_id) + u.priority, u.input
+        from unnest(grp.steps[room + 1:], grp.idxs[room + 1:], grp.inputs[room + 1:], grp.step_prios[room + 1:])
+          as u(step_slug, task_index, input, priority);
+        perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
+      end if;
+    end if;
     -- Large maps go out in slices so one statement never carries an unbounded array.
-    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+    for slice_start in 1 .. room by batch_size loop
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
-      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)], grp.delay) as id;
       insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
                                      rate_scope, rate_key, priority)
       select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
              u.priority
-      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
-                  grp.inputs[slice_start:slice_start + batch_size - 1],
-                  grp.rate_scopes[slice_start:slice_start + batch_size - 1],
-                  grp.rate_keys[slice_start:slice_start + batch_size - 1],
-                  grp.priorities[slice_start:slice_start + batch_size - 1])
+      from unnest(grp.steps[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.idxs[slice_start:least(slice_start + batch_size - 1, room)], ids,
+                  grp.inputs[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.rate_scopes[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.rate_keys[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.priorities[slice_start:least(slice_start + batch_size - 1, room)])
         as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
+    if cur is not null and room > 0 then
+      perform pgflow._note_depth(grp.queue_name, cur, ids[cardinality(ids)]);
+    end if;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
     -- one). Sent in this transaction, so it is delivered at commit or never: a worker never wakes
     -- before the messages are visible to its read. A delayed
     -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
     -- notifications of one transaction are folded into one by Postgres.
-    if grp.delay = 0 then
+    if grp.delay = 0 and room > 0 then
       perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;
@@ -2360,6 +2408,391 @@ begin
 end;
 $$;
 
+-- ---- schemas/0258_fair_window.sql
+-- Fairness on a shared queue (docs/flow-control.md). A queue is read first in, first out, once: a
+-- transaction that sends 20,000 tasks puts every other flow of the queue behind all of them. So
+-- such a transaction puts the queue in window mode: it sends the first pgflow._fair_window() of
+-- its tasks and creates the rest 'waiting' (no message; limit_scope and rate_scope NULL, which is
+-- what tells them from tasks waiting for a limit). While the queue is in window mode (a row in
+-- pgflow.fair_windows) every new task of an unlimited step without a start delay waits the same
+-- way, whatever its flow, and each claim releases as many waiting tasks as it claimed, in turn
+-- across groups (a flow version's step): priority first, then each group's oldest before any
+-- group's second, then age. The queue's visible backlog stays about one window long, and a
+-- newcomer's task waits behind at most that, not behind the whole backlog.
+--
+-- The window is not counted from task rows: a count over a partial index that every task enters
+-- and leaves walks dead entries until vacuum, and costs every created task. It is kept by
+-- construction instead (a claim of k releases k), and grows only when a read comes back short
+-- while tasks wait (it then releases what it lacked), so it follows what the readers ask for.
+-- Outside window mode a created task pays one primary-key probe of an empty table and a
+-- transaction-local counter; a claim pays the same probe. A flow alone on its queue never enters
+-- window mode (pgflow._window_room).
+--
+-- It never holds work back from a reader with nothing to do: a short read releases what it lacked,
+-- and pgflow.tick() releases waiting tasks of a queue that left window mode while a task was being
+-- parked. Messages that leave the queue unclaimed (a cancel) shrink the window until a short read
+-- refills it.
+
+-- How many messages one transaction sends to a queue before the rest of its tasks wait: the
+-- window a newcomer can wait behind. Small, since the window only has to cover the readers' reads
+-- between two claims (each claim releases what it took, each short read what it lacked).
+create or replace function pgflow._fair_window()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 32
+$$;
+
+-- The queues in window mode. A row exists only while the queue has tasks waiting for their turn;
+-- the claim that finds none left deletes it.
+create table if not exists pgflow.fair_windows (
+  queue_name text not null,
+  since timestamptz not null default now(),
+  constraint fair_windows_pkey primary key (queue_name)
+);
+
+-- The tasks waiting for their queue's turn, by group, in release order: priority (higher first,
+-- hence its negation), age, then the task's key, so that a position in a group can be named and
+-- a scan started after it (pgflow._release_turn_groups). Partial: empty while no queue is in
+-- window mode, and a limited task never enters it.
+create index if not exists step_tasks_turn_idx
+  on pgflow.step_tasks (queue_name, flow_slug, step_slug, (- priority), queued_at, run_id, task_index)
+  where status = 'waiting' and limit_scope is null and rate_scope is null;
+
+-- The queues at least two flows route steps to, each with the highest message id a claim has read
+-- from it (advanced now and then, see pgflow._take_turns). PGMQ gives a queue's messages
+-- increasing ids, so a sender that just got message id m knows the queue holds about
+-- m - claimed_msg_id messages ahead of the readers, with one primary-key probe and no count: a
+-- backlog built by many small transactions (one start_flow per request) puts the queue in window
+-- mode as one big transaction does. The estimate errs high only: the cursor lags by less than
+-- pgflow._cursor_step() messages, and messages that left the queue unread (a cancel) count until
+-- a read passes them. A queue without a row has one flow, no one to take turns with: its tasks are
+-- always sent, and this probe is all the fairness it pays for. Rows are kept by pgflow.add_step
+-- and pgflow.delete_flow_and_data.
+create table if not exists pgflow.queue_cursors (
+  queue_name text not null,
+  claimed_msg_id bigint not null default 0,
+  constraint queue_cursors_pkey primary key (queue_name)
+);
+
+-- How far a queue's cursor may lag behind the reads before a claim moves it: one row update per
+-- this many messages read, not one per claim, so several workers rarely touch the row at once
+-- (and never wait for each other there: see pgflow._take_turns).
+create or replace function pgflow._cursor_step()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 16
+$$;
+
+-- Keeps pgflow.queue_cursors: a row for each queue that at least two flows route steps to, none
+-- for the others. A new row starts at 0, so on a queue that already sent messages the first
+-- sends over-estimate its depth until a claim reads from it.
+create or replace function pgflow._sync_queue_cursor(p_queue text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if (select count(distinct s.flow_slug) from pgflow.steps s where s.queue_name = p_queue) >= 2 then
+    insert into pgflow.queue_cursors (queue_name) values (p_queue) on conflict do nothing;
+  else
+    delete from pgflow.queue_cursors c where c.queue_name = p_queue;
+  end if;
+end;
+$$;
+
+-- How many of p_count new tasks for queue p_queue to send now (room); the others wait for their
+-- turn. cursor is the queue's cursor (null on a queue only one flow routes to, which never waits:
+-- room is always p_count). On a shared queue: none while it is in window mode; otherwise all of
+-- them while this transaction has sent at most pgflow._fair_window() to it (counted in a
+-- transaction-local setting, one queue at a time: a transaction alternating between queues
+-- restarts its count), and the transaction that crosses the window puts the queue in window mode.
+-- After sending, the caller gives the highest message id it got to pgflow._note_depth.
+create or replace function pgflow._window_room(p_queue text, p_count integer,
+                                               out room integer, out cursor bigint)
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  sent text;
+  n integer := p_count;
+begin
+  room := p_count;
+  select c.claimed_msg_id into cursor from pgflow.queue_cursors c where c.queue_name = p_queue;
+  if cursor is null then
+    return;
+  end if;
+  if exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    room := 0;
+  else
+    sent := pg_catalog.current_setting('pgflow.window_sent', true);
+    if sent is not null and split_part(sent, chr(31), 1) = p_queue then
+      n := n + split_part(sent, chr(31), 2)::integer;
+    end if;
+    perform pg_catalog.set_config('pgflow.window_sent', p_queue || chr(31) || n, true);
+    if n > pgflow._fair_window() then
+      insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+      room := greatest(0, p_count - (n - pgflow._fair_window()));
+    end if;
+  end if;
+  -- Tasks parked here may sit before the positions this transaction's releases recorded on this
+  -- queue (pgflow._release_turns): forget those, so its next release looks at every group from
+  -- its start.
+  if room < p_count and pg_catalog.current_setting('pgflow.turn_floors', true) <> '' then
+    perform pg_catalog.set_config('pgflow.turn_floors',
+      (pg_catalog.current_setting('pgflow.turn_floors', true)::jsonb - p_queue)::text, true);
+  end if;
+end;
+$$;
+
+-- After sending to a shared queue whose cursor was p_cursor (from pgflow._window_room; null for
+-- a queue one flow routes to) up to message id p_msg_id: a queue holding more than a window ahead
+-- of its readers enters window mode, so the next tasks wait for their turn instead of lining up
+-- behind the backlog.
+create or replace function pgflow._note_depth(p_queue text, p_cursor bigint, p_msg_id bigint)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+begin
+  if p_cursor is not null and p_msg_id - p_cursor > pgflow._fair_window() then
+    insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+  end if;
+end;
+$$;
+
+-- Whether queue p_queue has tasks waiting for their turn (one probe of a partial index).
+create or replace function pgflow._turn_waiting(p_queue text)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select exists (select 1 from pgflow.step_tasks t
+                 where t.queue_name = p_queue and t.status = 'waiting'
+                   and t.limit_scope is null and t.rate_scope is null)
+$$;
+
+-- Releases up to p_count tasks of queue p_queue waiting for their turn: priority (higher first),
+-- then each group's n-th task before any group's (n+1)-th, then age. Each is made queued and its
+-- message sent (no delay: a step with a start delay never waits for its turn); the queue is
+-- announced. A task another transaction holds (a concurrent release, a cancel) is skipped. When
+-- none is left waiting the queue leaves window mode. Returns how many were released.
+--
+-- A transaction that releases again (a drain inside one transaction, a DO block) would walk, in
+-- each group, every index entry of the tasks it released before: their entries stay until the
+-- transaction ends, and walking them from each group's start makes such a drain quadratic. So
+-- each release records, per group, the last position it released (a transaction-local setting,
+-- pgflow.turn_floors), and the next release of the transaction starts each known group after it,
+-- without looking for other groups; only a release those groups cannot fill looks for all of
+-- them from the start. A transaction that parks tasks forgets its positions on that queue
+-- (pgflow._window_room),
+-- so its own new tasks are not passed over; a task another transaction parks meanwhile at an
+-- earlier position is released when the known groups run short, as is a task skipped while
+-- another transaction held it.
+create or replace function pgflow._release_turns(p_queue text, p_count integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  floors jsonb := nullif(pg_catalog.current_setting('pgflow.turn_floors', true), '')::jsonb;
+  done integer := 0;
+begin
+  if p_count is null or p_count <= 0 then
+    return 0;
+  end if;
+  if floors -> p_queue is not null then
+    done := pgflow._release_turn_groups(p_queue, p_count, floors -> p_queue, false);
+  end if;
+  if done < p_count then
+    floors := nullif(pg_catalog.current_setting('pgflow.turn_floors', true), '')::jsonb;
+    done := done + pgflow._release_turn_groups(p_queue, p_count - done, floors -> p_queue, true);
+  end if;
+  if done = 0 then
+    -- Nothing left to take turns: the queue leaves window mode. A task parked by a transaction
+    -- that has not committed yet is released by the next short read or by pgflow.tick().
+    if not pgflow._turn_waiting(p_queue) then
+      delete from pgflow.fair_windows w where w.queue_name = p_queue;
+    end if;
+    return 0;
+  end if;
+  perform pgflow._announce('pgflow_queue:' || p_queue, '');
+  return done;
+end;
+$$;
+
+-- One release of pgflow._release_turns: up to p_count tasks of queue p_queue, from the groups
+-- p_floors names (flow and step joined by chr(31), each with the last position released there)
+-- when p_discover is false, else from every group with waiting tasks (one index probe per group,
+-- a skip scan), each after its position in p_floors if it has one. Records the positions it
+-- released in pgflow.turn_floors. Returns how many it released.
+--
+-- Every read here walks step_tasks_turn_idx in its order and stops at the LIMIT, or takes rows by
+-- row version. Statistics taken before a backlog say the index is empty: a plan made on them
+-- would scan it in full (1,500 rows read to release 10, tests/sql/claim_plan_test.ts) through a
+-- bitmap, or through the index filtered by row version; so bitmap and seq scans are priced out
+-- here (as seq scans are in the claim, which calls this; pgflow.tick() calls it too), and the rows
+-- picked are locked by row version alone.
+create or replace function pgflow._release_turn_groups(p_queue text, p_count integer, p_floors jsonb,
+                                                       p_discover boolean)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+set enable_bitmapscan = off
+set enable_seqscan = off
+as $$
+declare
+  rel record;
+  ids bigint[];
+  floors jsonb;
+begin
+  with recursive found as (
+    -- The distinct groups with waiting tasks, one index probe each (a skip scan).
+    (select t.flow_slug, t.step_slug from pgflow.step_tasks t
+     where p_discover and t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null
+       and t.rate_scope is null
+     order by t.flow_slug, t.step_slug limit 1)
+    union all
+    select nx.flow_slug, nx.step_slug from found g
+    cross join lateral (
+      select t.flow_slug, t.step_slug from pgflow.step_tasks t
+      where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+        and (t.flow_slug, t.step_slug) > (g.flow_slug, g.step_slug)
+      order by t.flow_slug, t.step_slug limit 1
+    ) nx
+  ),
+  groups as (
+    select f.flow_slug, f.step_slug from found f
+    union all
+    select split_part(k, chr(31), 1), split_part(k, chr(31), 2)
+    from jsonb_object_keys(coalesce(p_floors, '{}'::jsonb)) k
+    where not p_discover
+  ),
+  bounded as (
+    -- Each group's last released position, or one before any task (priorities are bounded far
+    -- inside the integer range).
+    select g.flow_slug, g.step_slug,
+           coalesce((f.pos ->> 0)::integer, -2147483647) as fp,
+           coalesce((f.pos ->> 1)::timestamptz, '-infinity'::timestamptz) as fq,
+           coalesce((f.pos ->> 2)::uuid, '00000000-0000-0000-0000-000000000000'::uuid) as fr,
+           coalesce((f.pos ->> 3)::integer, -1) as fi
+    from groups g
+    left join lateral (select p_floors -> (g.flow_slug || chr(31) || g.step_slug) as pos) f on true
+  ),
+  ranked as (
+    select c.tid, c.priority, c.queued_at, c.turn, c.run_id, c.step_slug, c.task_index
+    from bounded g
+    -- Each group's first p_count after its position, in its index order, numbered after the
+    -- LIMIT: a window function over the scan itself could be planned to read the whole group.
+    cross join lateral (
+      select x.*, row_number() over (order by - x.priority, x.queued_at, x.run_id, x.task_index) as turn
+      from (
+        select t.ctid as tid, t.priority, t.queued_at, t.run_id, t.step_slug, t.task_index
+        from pgflow.step_tasks t
+        where t.queue_name = p_queue and t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+          and t.flow_slug = g.flow_slug and t.step_slug = g.step_slug
+          and (- t.priority, t.queued_at, t.run_id, t.task_index) > (g.fp, g.fq, g.fr, g.fi)
+        order by - t.priority, t.queued_at, t.run_id, t.task_index
+        limit p_count
+      ) x
+    ) c
+  ),
+  picked as (
+    select r.tid from ranked r
+    order by r.priority desc, r.turn, r.queued_at, r.run_id, r.step_slug, r.task_index
+    limit p_count
+  ),
+  locked as (
+    select t.ctid as tid, t.flow_slug, t.run_id, t.step_slug, t.task_index, t.priority, t.queued_at, t.status
+    from pgflow.step_tasks t
+    -- By row version only (a TID scan): a join on the key, or the waiting conditions here, could
+    -- be planned as a walk over every waiting task. A row changed since it was picked has a new
+    -- row version, which FOR UPDATE re-checks against the row version asked for and leaves out.
+    where t.ctid = any (array(select p.tid from picked p))
+    for update of t skip locked
+  ),
+  live as (
+    select * from locked l where l.status = 'waiting'
+  )
+  select array_agg(l.tid order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as tids,
+         -- The body is informational only: the claim reads ids, never bodies.
+         array_agg(jsonb_build_object('flow_slug', l.flow_slug, 'run_id', l.run_id,
+                                      'step_slug', l.step_slug, 'task_index', l.task_index)
+                   order by l.priority desc, l.queued_at, l.run_id, l.step_slug, l.task_index) as msgs,
+         -- The last position released in each group.
+         (select jsonb_object_agg(z.grp, z.pos) from (
+            select distinct on (v.flow_slug, v.step_slug) v.flow_slug || chr(31) || v.step_slug as grp,
+                   jsonb_build_array(- v.priority, v.queued_at, v.run_id, v.task_index) as pos
+            from live v
+            order by v.flow_slug, v.step_slug, - v.priority desc, v.queued_at desc, v.run_id desc,
+                     v.task_index desc) z) as last
+  into rel
+  from live l;
+  if rel.tids is null then
+    return 0;
+  end if;
+  floors := coalesce(nullif(pg_catalog.current_setting('pgflow.turn_floors', true), '')::jsonb, '{}'::jsonb);
+  perform pg_catalog.set_config('pgflow.turn_floors',
+    jsonb_set(floors, array[p_queue], coalesce(floors -> p_queue, '{}'::jsonb) || rel.last)::text, true);
+  -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
+  select array_agg(id order by id) into ids from pgmq.send_batch(p_queue, rel.msgs, 0) as id;
+  -- One row at a time by its row version (locked above, so it has not moved).
+  for i in 1 .. cardinality(ids) loop
+    update pgflow.step_tasks t set status = 'queued', message_id = ids[i] where t.ctid = rel.tids[i];
+  end loop;
+  return cardinality(ids);
+end;
+$$;
+
+-- After a claim on queue p_queue that took p_claimed tasks from a read of p_read messages out of
+-- p_depth asked for, the highest message id read being p_top: in window mode, release as many
+-- waiting tasks as were claimed, so the window keeps its length; and whenever the read came back
+-- short while tasks wait, release what it lacked, so a reader never finds the queue empty while
+-- work waits for its turn. On a shared queue, the cursor moves to p_top once it lags by
+-- pgflow._cursor_step() or more; a claim that finds the row locked by another claim leaves it (the
+-- other moves it), so claims never wait for each other here. Costs two primary-key probes of small
+-- tables when the queue is not shared (no cursor row) and the read was full.
+create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer,
+                                              p_top bigint default null)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  n integer := 0;
+begin
+  if p_top is not null then
+    update pgflow.queue_cursors c set claimed_msg_id = p_top
+    where c.queue_name = p_queue
+      and c.ctid = (select c2.ctid from pgflow.queue_cursors c2
+                    where c2.queue_name = p_queue and c2.claimed_msg_id <= p_top - pgflow._cursor_step()
+                    for update skip locked);
+  end if;
+  if coalesce(p_read, 0) < coalesce(p_depth, 0) and pgflow._turn_waiting(p_queue) then
+    n := p_depth - coalesce(p_read, 0);
+  end if;
+  if p_claimed > 0 and exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
+    n := n + p_claimed;
+  end if;
+  if n = 0 then
+    return 0;
+  end if;
+  return pgflow._release_turns(p_queue, n);
+end;
+$$;
+
 -- ---- schemas/0260_flow_control.sql
 -- Flow control's release machinery (docs/flow-control.md). Workers read each message once and
 -- claim by exact identity, so a limit cannot be applied by skipping messages: it is applied before
@@ -2613,6 +3046,16 @@ begin
     order by pgflow._limit_lock_key(w.limit_scope, w.limit_key), w.limit_scope || chr(31) || w.limit_key
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
+  end loop;
+  -- Tasks waiting for their turn on a queue that left window mode while they were being parked
+  -- (0258_fair_window.sql): the queue goes back to window mode with a window's worth released.
+  for k in
+    select distinct t.queue_name from pgflow.step_tasks t
+    where t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+      and not exists (select 1 from pgflow.fair_windows w where w.queue_name = t.queue_name)
+  loop
+    insert into pgflow.fair_windows (queue_name) values (k.queue_name) on conflict do nothing;
+    released := released + pgflow._release_turns(k.queue_name, pgflow._fair_window());
   end loop;
   -- Windows whose every start has left them hold nothing a claim would read.
   delete from pgflow.rate_limit_windows w
@@ -2988,7 +3431,11 @@ as $$
   from (select count(*) as n from pgflow.step_tasks t
         where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started')) h
   left join pgflow.concurrency_limits l on l.scope = p_scope
-  where not p_rate
+  where not p_rate and p_scope is not null
+  union all
+  -- No limit at all: the task waits for its queue's turn (0258_fair_window.sql).
+  select null::bigint, null::integer, 'fair share: waiting for its turn on a busy shared queue'
+  where not p_rate and p_scope is null
   union all
   select cardinality(pgflow._rate_recent(p_scope, p_key, l.per, clock_timestamp()))::bigint, l.max_starts,
          pgflow.rate_waiting_reason(p_scope, p_key, l.max_starts, l.per, p_next_at)
@@ -5302,7 +5749,8 @@ create or replace function pgflow._start_tasks(
   p_unclaimed_visibility integer,
   p_support_keys jsonb default null,
   p_read_qty integer default null,
-  p_claim_limit integer default null
+  p_claim_limit integer default null,
+  p_released integer default 0
 )
 returns setof pgflow.claim_row
 language plpgsql
@@ -5313,6 +5761,10 @@ set plan_cache_mode = force_generic_plan
 as $$
 declare
   q text := _start_tasks.queue_name;
+  -- The queue's fairness state (0258_fair_window.sql): its cursor (null unless shared) and
+  -- whether it is in window mode.
+  q_cursor bigint;
+  q_window boolean;
   -- The support set keyed as pgflow._support_keys builds it.
   sup_keys jsonb := _start_tasks.p_support_keys;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (_explicit_support).
@@ -5481,6 +5933,19 @@ begin
   if p_claim_limit is not null and coalesce(cardinality(c_msg), 0) < n_ids then
     next_qty := pgflow._read_past_qty(q, msg_ids, n_ids, sur_msg[1], sup_keys, p_read_qty,
                                       p_claim_limit);
+  end if;
+
+  -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
+  -- tasks waiting for their turn (but for the p_released the read made room for before reading),
+  -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
+  -- Both looked up in one statement, so that a full read on a queue one flow routes to runs one
+  -- statement for fairness, not three.
+  select (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = q),
+         exists (select 1 from pgflow.fair_windows w where w.queue_name = q)
+  into q_cursor, q_window;
+  if q_cursor is not null or q_window or n_ids < coalesce(p_read_qty, 0) then
+    perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
+                               (select max(m) from unnest(msg_ids) m));
   end if;
 
   -- Answer: one row per distinct id read, in id order.
@@ -5707,6 +6172,8 @@ declare
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
   read_started timestamptz;
+  -- Tasks released for this read before it (a read deeper than the queue's window).
+  released integer := 0;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
@@ -5719,6 +6186,13 @@ begin
   end if;
   if depth > read_and_claim.qty then
     read_vt := 0;
+  end if;
+  -- A read deeper than a queue's window in window mode (0258_fair_window.sql) makes room for its
+  -- depth before reading: the window holds about pgflow._fair_window() messages, and without this
+  -- a worker with more free slots would get only those.
+  if depth > pgflow._fair_window()
+     and exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
+    released := pgflow._release_turns(q, depth - pgflow._fair_window());
   end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
@@ -5734,6 +6208,9 @@ begin
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
+    -- An empty queue with tasks waiting for their turn (0258_fair_window.sql): release a read's
+    -- worth for the next read.
+    perform pgflow._take_turns(q, 0, 0, depth);
     return;
   end if;
   -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue
@@ -5755,7 +6232,7 @@ begin
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           depth, read_and_claim.qty) c
+                           depth, read_and_claim.qty, released) c
     on c.msg_id = m.msg_id
   order by m.msg_id;
 
@@ -7600,6 +8077,11 @@ begin
   delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
   delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
   delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
+  -- A queue left with one flow no longer takes turns (0258_fair_window.sql); its window, if any,
+  -- went with the waiting tasks deleted above.
+  perform pgflow._sync_queue_cursor(c.queue_name) from pgflow.queue_cursors c;
+  delete from pgflow.fair_windows w
+  where not exists (select 1 from pgflow.queue_cursors c where c.queue_name = w.queue_name);
 end;
 $$;
 
@@ -8659,7 +9141,7 @@ begin
       pgflow.create_wait_token(uuid, text, interval), pgflow.send_event_with_token(text, jsonb) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
-      pgflow.rate_limits, pgflow.rate_limit_windows to service_role;
+      pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows, pgflow.queue_cursors to service_role;
   end if;
 end
 $$;

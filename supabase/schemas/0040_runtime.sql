@@ -146,10 +146,13 @@ create unique index if not exists step_tasks_message_key on pgflow.step_tasks (q
 create index if not exists step_tasks_started_idx on pgflow.step_tasks (started_at)
   where status = 'started';
 -- The waiting tasks of one (scope, key), in release order. Partial: with no task waiting it is
--- empty, and a task of an unlimited step never enters it.
+-- empty, and a task without a concurrency scope (a task of an unlimited step waiting for its turn
+-- on a shared queue, 0258_fair_window.sql, or for a rate limit alone) never enters it: a parked
+-- backlog would otherwise grow it by an entry per task, and a release of turns could be planned
+-- through it (limit_scope is null) instead of its own index.
 create index if not exists step_tasks_waiting_idx
   on pgflow.step_tasks (limit_scope, limit_key, priority desc, queued_at)
-  where status = 'waiting';
+  where status = 'waiting' and limit_scope is not null;
 -- The tasks holding capacity of one (scope, key), counted under its lock on every release.
 -- Partial: a task of an unlimited step never enters it.
 create index if not exists step_tasks_holding_idx on pgflow.step_tasks (limit_scope, limit_key)

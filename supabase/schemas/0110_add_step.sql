@@ -131,6 +131,8 @@ begin
 
   insert into pgflow.deps (flow_slug, dep_slug, step_slug)
   select flow.flow_slug, d, step_slug from unnest(deps) d;
+  -- A queue a second flow now routes to takes turns between them (0258_fair_window.sql).
+  perform pgflow._sync_queue_cursor(resolved_queue);
   return created;
 end;
 $$;

@@ -32,14 +32,32 @@ declare
   one_delay integer;
   one_id bigint;
   one_limited boolean;
+  room integer;
+  cur bigint;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
   -- rows, message and notification as the general path.
   if cardinality(p_steps) = 1 and p_counts[1] = 1 and not p_skip_existing then
-    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null
-    into one_queue, one_delay, one_limited
+    -- Whether the queue is shared (it has a cursor, 0258_fair_window.sql) is read in this same
+    -- statement: a flow alone on its queue runs no statement more for fairness.
+    select s.queue_name, s.opt_start_delay, s.concurrency_scope is not null or s.rate_scope is not null,
+           (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = s.queue_name)
+    into one_queue, one_delay, one_limited, cur
     from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+  end if;
+  -- A shared queue in window mode, or a transaction past its window (0258_fair_window.sql): the
+  -- task waits for its turn, and the queue is announced so a reader's claim releases it.
+  if one_limited is false and one_delay = 0 and cur is not null then
+    select w.room, w.cursor into room, cur from pgflow._window_room(one_queue, 1) w;
+  end if;
+  if room = 0 then
+    insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
+    select p_run_id, p_flow_slug, p_steps[1], 0, one_queue, 'waiting', r.priority + s.priority, p_sources[1] -> 0
+    from pgflow.runs r, pgflow.steps s
+    where r.run_id = p_run_id and s.flow_slug = p_flow_slug and s.step_slug = p_steps[1];
+    perform pgflow._announce('pgflow_queue:' || one_queue, '');
+    return;
   end if;
   if one_limited is false then
     select pgmq.send(one_queue,
@@ -48,6 +66,9 @@ begin
                      one_delay) into one_id;
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
     values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
+    if cur is not null then
+      perform pgflow._note_depth(one_queue, cur, one_id);
+    end if;
     if one_delay = 0 then
       perform pgflow._announce('pgflow_queue:' || one_queue, '');
     end if;
@@ -89,6 +110,8 @@ begin
            -- A rate-limited task is sent at once like any other, with its scope, key and
            -- priority: its window is checked when it is claimed (0262_rate_limits.sql).
            array_agg(s.rate_scope order by s.step_slug, i) as rate_scopes,
+           -- A task waiting for its queue's turn (0258_fair_window.sql) is ordered by priority.
+           array_agg(s.priority order by s.step_slug, i) as step_prios,
            array_agg(case when s.rate_scope is not null then
                        (select r.priority from pgflow.runs r where r.run_id = p_run_id) + s.priority
                      else 0 end order by s.step_slug, i) as priorities,
@@ -117,31 +140,51 @@ begin
       and (not p_skip_existing
        or not exists (select 1 from pgflow.step_tasks t
                       where t.run_id = p_run_id and t.step_slug = s.step_slug and t.task_index = i))
-    group by s.queue_name, s.opt_start_delay
+    -- Rate-limited tasks apart: they never wait for their queue's turn.
+    group by s.queue_name, s.opt_start_delay, s.rate_scope is not null
   loop
+    -- What the queue's window has room for is sent; the rest waits for its turn
+    -- (0258_fair_window.sql). A delayed or rate-limited task is always sent.
+    room := cardinality(grp.msgs);
+    cur := null;
+    if grp.delay = 0 and grp.rate_scopes[1] is null then
+      select w.room, w.cursor into room, cur from pgflow._window_room(grp.queue_name, room) w;
+      if room < cardinality(grp.msgs) then
+        insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, status, priority, input)
+        select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, 'waiting',
+               (select r.priority from pgflow.runs r where r.run_id = p_run_id) + u.priority, u.input
+        from unnest(grp.steps[room + 1:], grp.idxs[room + 1:], grp.inputs[room + 1:], grp.step_prios[room + 1:])
+          as u(step_slug, task_index, input, priority);
+        perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
+      end if;
+    end if;
     -- Large maps go out in slices so one statement never carries an unbounded array.
-    for slice_start in 1 .. cardinality(grp.msgs) by batch_size loop
+    for slice_start in 1 .. room by batch_size loop
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       select array_agg(id order by id) into ids
-      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_start + batch_size - 1], grp.delay) as id;
+      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)], grp.delay) as id;
       insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
                                      rate_scope, rate_key, priority)
       select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
              u.priority
-      from unnest(grp.steps[slice_start:slice_start + batch_size - 1], grp.idxs[slice_start:slice_start + batch_size - 1], ids,
-                  grp.inputs[slice_start:slice_start + batch_size - 1],
-                  grp.rate_scopes[slice_start:slice_start + batch_size - 1],
-                  grp.rate_keys[slice_start:slice_start + batch_size - 1],
-                  grp.priorities[slice_start:slice_start + batch_size - 1])
+      from unnest(grp.steps[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.idxs[slice_start:least(slice_start + batch_size - 1, room)], ids,
+                  grp.inputs[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.rate_scopes[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.rate_keys[slice_start:least(slice_start + batch_size - 1, room)],
+                  grp.priorities[slice_start:least(slice_start + batch_size - 1, room)])
         as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
+    if cur is not null and room > 0 then
+      perform pgflow._note_depth(grp.queue_name, cur, ids[cardinality(ids)]);
+    end if;
     -- Wakes the workers waiting on the queue, if any waits (0045_listeners.sql: busy workers read
     -- again anyway, and a NOTIFY would serialise this commit with every other one that sends
     -- one). Sent in this transaction, so it is delivered at commit or never: a worker never wakes
     -- before the messages are visible to its read. A delayed
     -- group is not announced (nothing to read yet); the workers' fallback poll finds it. Equal
     -- notifications of one transaction are folded into one by Postgres.
-    if grp.delay = 0 then
+    if grp.delay = 0 and room > 0 then
       perform pgflow._announce('pgflow_queue:' || grp.queue_name, '');
     end if;
   end loop;

@@ -251,6 +251,16 @@ begin
   loop
     released := released + pgflow._release_waiting(k.limit_scope, k.limit_key);
   end loop;
+  -- Tasks waiting for their turn on a queue that left window mode while they were being parked
+  -- (0258_fair_window.sql): the queue goes back to window mode with a window's worth released.
+  for k in
+    select distinct t.queue_name from pgflow.step_tasks t
+    where t.status = 'waiting' and t.limit_scope is null and t.rate_scope is null
+      and not exists (select 1 from pgflow.fair_windows w where w.queue_name = t.queue_name)
+  loop
+    insert into pgflow.fair_windows (queue_name) values (k.queue_name) on conflict do nothing;
+    released := released + pgflow._release_turns(k.queue_name, pgflow._fair_window());
+  end loop;
   -- Windows whose every start has left them hold nothing a claim would read.
   delete from pgflow.rate_limit_windows w
   where not exists (select 1 from pgflow.rate_limits l

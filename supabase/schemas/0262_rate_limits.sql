@@ -338,7 +338,11 @@ as $$
   from (select count(*) as n from pgflow.step_tasks t
         where t.limit_scope = p_scope and t.limit_key = p_key and t.status in ('queued', 'started')) h
   left join pgflow.concurrency_limits l on l.scope = p_scope
-  where not p_rate
+  where not p_rate and p_scope is not null
+  union all
+  -- No limit at all: the task waits for its queue's turn (0258_fair_window.sql).
+  select null::bigint, null::integer, 'fair share: waiting for its turn on a busy shared queue'
+  where not p_rate and p_scope is null
   union all
   select cardinality(pgflow._rate_recent(p_scope, p_key, l.per, clock_timestamp()))::bigint, l.max_starts,
          pgflow.rate_waiting_reason(p_scope, p_key, l.max_starts, l.per, p_next_at)

@@ -287,7 +287,8 @@ create or replace function pgflow._start_tasks(
   p_unclaimed_visibility integer,
   p_support_keys jsonb default null,
   p_read_qty integer default null,
-  p_claim_limit integer default null
+  p_claim_limit integer default null,
+  p_released integer default 0
 )
 returns setof pgflow.claim_row
 language plpgsql
@@ -298,6 +299,10 @@ set plan_cache_mode = force_generic_plan
 as $$
 declare
   q text := _start_tasks.queue_name;
+  -- The queue's fairness state (0258_fair_window.sql): its cursor (null unless shared) and
+  -- whether it is in window mode.
+  q_cursor bigint;
+  q_window boolean;
   -- The support set keyed as pgflow._support_keys builds it.
   sup_keys jsonb := _start_tasks.p_support_keys;
   -- The worker id stamped on claimed tasks: NULL for a worker with no row (_explicit_support).
@@ -466,6 +471,19 @@ begin
   if p_claim_limit is not null and coalesce(cardinality(c_msg), 0) < n_ids then
     next_qty := pgflow._read_past_qty(q, msg_ids, n_ids, sur_msg[1], sup_keys, p_read_qty,
                                       p_claim_limit);
+  end if;
+
+  -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
+  -- tasks waiting for their turn (but for the p_released the read made room for before reading),
+  -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
+  -- Both looked up in one statement, so that a full read on a queue one flow routes to runs one
+  -- statement for fairness, not three.
+  select (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = q),
+         exists (select 1 from pgflow.fair_windows w where w.queue_name = q)
+  into q_cursor, q_window;
+  if q_cursor is not null or q_window or n_ids < coalesce(p_read_qty, 0) then
+    perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
+                               (select max(m) from unnest(msg_ids) m));
   end if;
 
   -- Answer: one row per distinct id read, in id order.

@@ -61,6 +61,8 @@ declare
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
   read_started timestamptz;
+  -- Tasks released for this read before it (a read deeper than the queue's window).
+  released integer := 0;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
@@ -73,6 +75,13 @@ begin
   end if;
   if depth > read_and_claim.qty then
     read_vt := 0;
+  end if;
+  -- A read deeper than a queue's window in window mode (0258_fair_window.sql) makes room for its
+  -- depth before reading: the window holds about pgflow._fair_window() messages, and without this
+  -- a worker with more free slots would get only those.
+  if depth > pgflow._fair_window()
+     and exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
+    released := pgflow._release_turns(q, depth - pgflow._fair_window());
   end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then
@@ -88,6 +97,9 @@ begin
                              read_and_claim.max_poll_seconds, read_and_claim.poll_interval_ms) m;
   end if;
   if ids is null then
+    -- An empty queue with tasks waiting for their turn (0258_fair_window.sql): release a read's
+    -- worth for the next read.
+    perform pgflow._take_turns(q, 0, 0, depth);
     return;
   end if;
   -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue
@@ -109,7 +121,7 @@ begin
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           depth, read_and_claim.qty) c
+                           depth, read_and_claim.qty, released) c
     on c.msg_id = m.msg_id
   order by m.msg_id;
 

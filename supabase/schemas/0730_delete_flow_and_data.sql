@@ -86,6 +86,11 @@ begin
   delete from pgflow.deps d where d.flow_slug = flow.flow_slug;
   delete from pgflow.steps s where s.flow_slug = flow.flow_slug;
   delete from pgflow.flows f where f.flow_slug = flow.flow_slug;
+  -- A queue left with one flow no longer takes turns (0258_fair_window.sql); its window, if any,
+  -- went with the waiting tasks deleted above.
+  perform pgflow._sync_queue_cursor(c.queue_name) from pgflow.queue_cursors c;
+  delete from pgflow.fair_windows w
+  where not exists (select 1 from pgflow.queue_cursors c where c.queue_name = w.queue_name);
 end;
 $$;
 

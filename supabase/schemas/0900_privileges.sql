@@ -46,7 +46,7 @@ begin
       pgflow.create_wait_token(uuid, text, interval), pgflow.send_event_with_token(text, jsonb) to service_role;
     grant select on pgflow.flows, pgflow.steps, pgflow.deps, pgflow.runs, pgflow.step_states,
       pgflow.step_tasks, pgflow.task_attempts, pgflow.aliases, pgflow.concurrency_limits,
-      pgflow.rate_limits, pgflow.rate_limit_windows to service_role;
+      pgflow.rate_limits, pgflow.rate_limit_windows, pgflow.fair_windows, pgflow.queue_cursors to service_role;
   end if;
 end
 $$;

@@ -1,0 +1,210 @@
+/**
+ * `deno run -A bench/fairness.ts [--backlog N] [--runs N] [--pace N] [--task-ms N] [--repeat N]
+ *  [--build bulk|calls|both]`
+ *
+ * Fairness between flows on one shared queue (issue 43 item 2, docs/flow-control.md). Two workers
+ * serve flows A and B on one queue. Per repetition, three phases on the same server:
+ *
+ * - B alone: `--runs` runs of B at `--pace` runs/s on an empty queue; B's pickup (queued to
+ *   started) p50 and p95.
+ * - A alone: a backlog of `--backlog` runs of A; A's throughput (tasks per second, first start to
+ *   last completion).
+ * - Both: A's backlog, then B paced as above: B's pickup p50/p95 and A's throughput.
+ *
+ * A's backlog is built two ways (`--build`, both by default, each in every repetition): `bulk`,
+ * one transaction before B starts; `calls`, one start_flow per run on two connections of their
+ * own, as requests would, running while B is paced and the workers drain.
+ *
+ * Prints B's p95 beside the backlog against alone (target ≤ 3×) and A's throughput beside B
+ * against alone (target ≥ 0.9×). DATABASE_URL, or a throw-away local Postgres started here.
+ * Figures only; nothing here asserts on speed.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { openPgflowDatabase } from "../local/database.ts";
+import { createLogger, createWorker, Flow, type FlowWorker, routeFlow } from "../mod.ts";
+import { sleep } from "./clock.ts";
+import { dbNow, startBacklog, startPaced, waitRunsCompleted } from "./load.ts";
+import { fixed, percentile, textTable } from "./stats.ts";
+
+const QUEUE = "bench_fairness";
+
+/** `--name value` from the command line, else `fallback`. */
+function option(name: string, fallback: number): number {
+  const at = Deno.args.indexOf(`--${name}`);
+  if (at < 0) return fallback;
+  const value = Number(Deno.args[at + 1]);
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new Error(`--${name} needs a positive number, got ${Deno.args[at + 1]}`);
+  }
+  return value;
+}
+
+const BACKLOG = option("backlog", 20000);
+const RUNS = option("runs", 50);
+const PACE = option("pace", 10);
+const TASK_MS = option("task-ms", 1);
+const REPEAT = option("repeat", 2);
+type Build = "bulk" | "calls";
+const BUILDS: Build[] = (() => {
+  const at = Deno.args.indexOf("--build");
+  const value = at < 0 ? "both" : Deno.args[at + 1];
+  if (value === "both") return ["bulk", "calls"];
+  if (value === "bulk" || value === "calls") return [value];
+  throw new Error(`--build takes bulk, calls or both, got ${value}`);
+})();
+
+const a = routeFlow(
+  new Flow<{ n?: number }>({ slug: "bench_fair_a" }).step({ slug: "work" }, async () => {
+    await sleep(TASK_MS);
+    return 1;
+  }),
+  { queues: { work: QUEUE } },
+);
+const b = routeFlow(
+  new Flow<{ n?: number }>({ slug: "bench_fair_b" }).step({ slug: "work" }, async () => {
+    await sleep(TASK_MS);
+    return 1;
+  }),
+  { queues: { work: QUEUE } },
+);
+
+async function startWorkers(url: string): Promise<FlowWorker[]> {
+  const workers = [0, 1].map(() =>
+    createWorker([a, b], {
+      connectionString: url,
+      queueName: QUEUE,
+      functionName: "bench_fair",
+      logger: createLogger({ level: "warn" }),
+    })
+  );
+  for (const w of workers) await w.start();
+  return workers;
+}
+
+/** B's pickups since `since`, seconds. */
+async function pickups(sql: postgres.Sql, since: string): Promise<number[]> {
+  const rows = await sql<{ s: number }[]>`
+    select extract(epoch from started_at - queued_at)::float8 as s from pgflow.step_tasks
+    where flow_slug = 'bench_fair_b' and queued_at >= ${since}::timestamptz`;
+  return rows.map((r) => r.s);
+}
+
+/** A's tasks per second since `since`: first start to last completion. */
+async function throughput(sql: postgres.Sql, since: string): Promise<number> {
+  const [row] = await sql<{ n: number; s: number }[]>`
+    select count(*)::int as n, extract(epoch from max(completed_at) - min(started_at))::float8 as s
+    from pgflow.step_tasks where flow_slug = 'bench_fair_a' and queued_at >= ${since}::timestamptz`;
+  return row.n / row.s;
+}
+
+/** Starts `n` runs of `slug`, one start_flow per call, over `lanes` connections of their own. */
+async function startOneByOne(url: string, slug: string, n: number, lanes: number): Promise<void> {
+  const starter = postgres(url, { max: lanes, onnotice: () => {} });
+  try {
+    let next = 0;
+    await Promise.all(Array.from({ length: lanes }, async () => {
+      while (next < n) {
+        next++;
+        await starter`select 1 from pgflow.start_flow(${slug}, '{}'::jsonb)`;
+      }
+    }));
+  } finally {
+    await starter.end();
+  }
+}
+
+/** A's backlog built the way `build` says; resolves when every run is started. */
+function buildBacklog(url: string, sql: postgres.Sql, build: Build): Promise<void> {
+  return build === "bulk"
+    ? startBacklog(sql, ["bench_fair_a"], BACKLOG)
+    : startOneByOne(url, "bench_fair_a", BACKLOG, 2);
+}
+
+interface Repetition {
+  bAloneP50: number;
+  bAloneP95: number;
+  aAlone: number;
+  bBesideP50: number;
+  bBesideP95: number;
+  aBeside: number;
+}
+
+async function repetition(url: string, sql: postgres.Sql, build: Build): Promise<Repetition> {
+  const workers = await startWorkers(url);
+  try {
+    let since = await dbNow(sql);
+    await startPaced(sql, ["bench_fair_b"], RUNS, PACE);
+    await waitRunsCompleted(sql, ["bench_fair_b"], since, RUNS);
+    const bAlone = await pickups(sql, since);
+
+    since = await dbNow(sql);
+    await buildBacklog(url, sql, build);
+    await waitRunsCompleted(sql, ["bench_fair_a"], since, BACKLOG);
+    const aAlone = await throughput(sql, since);
+
+    since = await dbNow(sql);
+    // A bulk backlog is committed before B starts (else B's first runs go out ahead of it); calls
+    // go on while B is paced, as requests would.
+    const started = buildBacklog(url, sql, build);
+    if (build === "bulk") await started;
+    await startPaced(sql, ["bench_fair_b"], RUNS, PACE);
+    await started;
+    await waitRunsCompleted(sql, ["bench_fair_b"], since, RUNS);
+    await waitRunsCompleted(sql, ["bench_fair_a"], since, BACKLOG);
+    const bBeside = await pickups(sql, since);
+    return {
+      bAloneP50: percentile(bAlone, 50),
+      bAloneP95: percentile(bAlone, 95),
+      aAlone,
+      bBesideP50: percentile(bBeside, 50),
+      bBesideP95: percentile(bBeside, 95),
+      aBeside: await throughput(sql, since),
+    };
+  } finally {
+    await Promise.all(workers.map((w) => w.stop()));
+  }
+}
+
+const db = await openPgflowDatabase();
+const sql = postgres(db.url, { max: 2, onnotice: () => {} });
+try {
+  console.error(
+    `A: backlog ${BACKLOG} × ${TASK_MS} ms; B: ${RUNS} runs at ${PACE}/s; one queue, 2 workers`,
+  );
+  const rows: string[][] = [[
+    "rep",
+    "A's backlog",
+    "B p50 alone ms",
+    "B p95 alone ms",
+    "B p50 beside A ms",
+    "B p95 beside A ms",
+    "p95 × alone",
+    "A alone tasks/s",
+    "A beside B tasks/s",
+    "× alone",
+  ]];
+  for (let rep = 1; rep <= REPEAT; rep++) {
+    for (const build of BUILDS) {
+      const r = await repetition(db.url, sql, build);
+      rows.push([
+        String(rep),
+        build === "bulk" ? "one transaction" : "one start_flow per run",
+        fixed(r.bAloneP50 * 1000, 1),
+        fixed(r.bAloneP95 * 1000, 1),
+        fixed(r.bBesideP50 * 1000, 1),
+        fixed(r.bBesideP95 * 1000, 1),
+        fixed(r.bBesideP95 / r.bAloneP95, 2),
+        fixed(r.aAlone, 0),
+        fixed(r.aBeside, 0),
+        fixed(r.aBeside / r.aAlone, 2),
+      ]);
+      console.error(`repetition ${rep} (${build}) done`);
+    }
+  }
+  console.log(textTable(rows));
+} finally {
+  await sql.end();
+  await db.close();
+}
