@@ -2,6 +2,7 @@ import { WorkerShutdown } from "../dsl/abort_reasons.ts";
 import { readWorkerEnv, type WorkerEnv } from "../platform/env.ts";
 import { createLogger, type Logger, markLogged } from "../platform/logger.ts";
 import { ActivityLog } from "../platform/activity.ts";
+import { guardClosedSocketWrites } from "../platform/closed_socket_write.ts";
 import type { WorkerTarget } from "../routing/selection.ts";
 import type { SupportedPair } from "../task/claim.ts";
 import { type RunningTasks, runTasks } from "../task/run_tasks.ts";
@@ -111,6 +112,7 @@ export class Worker implements FlowWorker {
   }
 
   async #startup(): Promise<void> {
+    guardClosedSocketWrites(this.#log);
     const ready = await startUp(this.#acquired, {
       id: this.id,
       queueName: this.queueName,
