@@ -10,8 +10,8 @@
  *   to 12345678901234567000, a 30-digit decimal to 17 digits, 1e400 to Infinity.
  *
  * {@link parseJson} therefore uses `JSON.parse` only for text where neither can happen (no
- * backslash inside a key, no number of more than 15 digits, no big exponent: the everyday case,
- * at native speed) and a parser of its own otherwise, which reads keys correctly and keeps every
+ * backslash inside a key, no number of more than 15 digits that `String` would not write back
+ * as the same value, no big exponent: the everyday case, at native speed) and a parser of its own otherwise, which reads keys correctly and keeps every
  * number a double cannot hold as an {@link ExactNumber}.
  *
  * @module
@@ -93,8 +93,8 @@ export function exactNumber(value: string | bigint): ExactNumber {
 /**
  * Parses JSON text so that every key is read as written and every number is either a JavaScript
  * number that holds it exactly or an {@link ExactNumber}. Text with no backslash inside a key, no
- * run of more than 15 digits and no exponent of three digits or more (the everyday case) goes to
- * `JSON.parse` as it is. Throws a `SyntaxError` (with the position, never the text) for text that
+ * run of more than 15 digits that a double does not hold, and no exponent of three digits or more
+ * (the everyday case) goes to `JSON.parse` as it is. Throws a `SyntaxError` (with the position, never the text) for text that
  * is not JSON.
  *
  * @example
@@ -132,8 +132,8 @@ function parse(text: string, exact: boolean): Json {
 
 /**
  * Whether `text` may hold a key with a backslash or a number a double may not hold (a run of 16 or
- * more digits and dots: a double holds any 15 digits). Digits in strings may count too; that costs
- * time, never correctness.
+ * more digits and dots that `String` does not write back as the same value: a double holds any 15
+ * digits). Digits in strings may count too; that costs time, never correctness.
  */
 export function needsExactParse(text: string): boolean {
   const backslash = text.indexOf("\\");
