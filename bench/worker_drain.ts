@@ -78,6 +78,7 @@ async function drainOnce(url: string, sql: postgres.Sql, tree: string): Promise<
       `${TASKS}`,
       CHAIN ? "chain" : "single",
     ],
+    stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
@@ -109,6 +110,7 @@ async function drainOnce(url: string, sql: postgres.Sql, tree: string): Promise<
   const done = await next();
   const server = await probe.stop();
   await probe.close();
+  await child.stdin.close();
   await child.status;
   const calls = new Map<string, number>();
   for (

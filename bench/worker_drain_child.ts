@@ -3,7 +3,8 @@
  * whose `mod.ts` is given (so two versions of the worker run against the same database,
  * interleaved). It prints `{"event":"ready"}` once polling, then, after handling TASKS tasks and
  * seeing their reports land, one line with its own CPU time (user + system, from /proc) and the
- * wall time from its first handler call to its last report.
+ * wall time from its first handler call to its last report; it stops once its stdin has a line
+ * or ends.
  *
  * usage: deno run -A bench/worker_drain_child.ts MOD_TS URL TASKS [single|chain]
  *
@@ -57,4 +58,7 @@ const systemMs = cpu.system - cpu0.system;
 console.log(
   JSON.stringify({ event: "done", handled, seconds, cpuMs: userMs + systemMs, systemMs }),
 );
+// Connections stay open until the parent has read the server's CPU: a backend ending meanwhile
+// takes its time out of the live processes before the postmaster has reaped it.
+for await (const _ of Deno.stdin.readable) break;
 await worker.stop();
