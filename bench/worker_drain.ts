@@ -27,6 +27,7 @@ import { applyMigrations } from "../local/db_push.ts";
 import { ServerProbe } from "./server_probe.ts";
 import { sleep } from "./clock.ts";
 import { median } from "./stats.ts";
+import { jsonLines } from "./json_lines.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -82,21 +83,10 @@ async function drainOnce(url: string, sql: postgres.Sql, tree: string): Promise<
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
-  const chunks = child.stdout.pipeThrough(new TextDecoderStream())[Symbol.asyncIterator]();
-  let buffer = "";
-  const next = async (): Promise<
-    { event?: string; seconds: number; cpuMs: number; systemMs: number }
-  > => {
-    while (!buffer.includes("\n")) {
-      const { value, done } = await chunks.next();
-      if (done) throw new Error("the drain worker exited early");
-      buffer += value;
-    }
-    const end = buffer.indexOf("\n");
-    const line = buffer.slice(0, end);
-    buffer = buffer.slice(end + 1);
-    return JSON.parse(line);
-  };
+  const next = jsonLines<{ event?: string; seconds: number; cpuMs: number; systemMs: number }>(
+    child.stdout,
+    "the drain worker",
+  );
   if ((await next()).event !== "ready") throw new Error("the worker did not start");
   const [{ pid }] = await sql.unsafe(`${MARK} select pg_backend_pid() as pid`);
   const probe = await ServerProbe.open(url, [pid]);
