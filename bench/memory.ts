@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { jsonLines } from "./json_lines.ts";
 import postgres from "postgres";
 import { openPgflowDatabase } from "../local/database.ts";
 import { startBacklog } from "./load.ts";
@@ -87,19 +88,7 @@ function spawnWorker(args: string[]) {
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
-  const chunks = child.stdout.pipeThrough(new TextDecoderStream())[Symbol.asyncIterator]();
-  let buffer = "";
-  const next = async (): Promise<Line> => {
-    while (!buffer.includes("\n")) {
-      const { value, done } = await chunks.next();
-      if (done) throw new Error("the memory worker exited early");
-      buffer += value;
-    }
-    const end = buffer.indexOf("\n");
-    const line = buffer.slice(0, end);
-    buffer = buffer.slice(end + 1);
-    return JSON.parse(line) as Line;
-  };
+  const next = jsonLines<Line>(child.stdout, "the memory worker");
   const exited = async () => {
     const status = await child.status;
     if (!status.success) throw new Error(`the memory worker exited with ${status.code}`);

@@ -4,7 +4,12 @@ import type { Logger } from "../platform/logger.ts";
 import type { ActivityLog } from "../platform/activity.ts";
 import { backoffDelay, sleep } from "../util/backoff.ts";
 import type { ClaimedTask, SupportedPair } from "./claim.ts";
-import { completeAndClaim, readAndClaim, type ReadOptions } from "./read.ts";
+import {
+  completeAndClaim,
+  readAndClaim,
+  type ReadAndClaimResult,
+  type ReadOptions,
+} from "./read.ts";
 import type { Completer } from "./completer.ts";
 import type { CompletionArrays } from "./report.ts";
 import type { Slots } from "../util/slots.ts";
@@ -108,6 +113,8 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
   const burstMs = (deps.visibilityTimeout * 1000) / 3;
   let readPast = 0;
   let readPastFrom = -Infinity;
+  // Whether the last read came back full: there is more work than this worker takes at a time.
+  let full = false;
   while (!signal.aborted) {
     await slots.waitForFree(signal);
     // Under load slots free up one at a time, and reading at once would make batches of one or
@@ -149,9 +156,15 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
     try {
       wakeups?.beforeRead();
       const readStarted = Date.now();
-      const result = deps.completer === undefined
+      // While reads come back full, completions go on their own connection at once (the
+      // completer's own batch) rather than with this read: the database completes one batch
+      // while it claims the next, on two backends, instead of one call doing both in turn while
+      // the other core idles. Otherwise the read carries them (one call and one commit for both,
+      // and a completion that releases work this worker claims is claimed in the same call).
+      const result: ReadAndClaimResult = deps.completer === undefined || full
         ? await readWith(undefined)
         : await deps.completer.carry(readWith);
+      full = result.read >= readQty && result.claimed.length === qty && qty > 0;
       failures = 0;
       readPast = result.nextReadQty;
       if (readQty > qty) {
@@ -219,6 +232,7 @@ export async function runPollLoop(deps: PollLoopDeps): Promise<void> {
         wakeups?.nudge(result.claimed.map((t) => [t.flowSlug, t.stepSlug] as const));
       }
     } catch (error) {
+      full = false;
       failures++;
       const delayMs = backoffDelay(failures);
       log.error("poll failed; backing off", {

@@ -10,8 +10,8 @@
  *   to 12345678901234567000, a 30-digit decimal to 17 digits, 1e400 to Infinity.
  *
  * {@link parseJson} therefore uses `JSON.parse` only for text where neither can happen (no
- * backslash inside a key, no number of more than 15 digits, no big exponent: the everyday case,
- * at native speed) and a parser of its own otherwise, which reads keys correctly and keeps every
+ * backslash inside a key, no number of more than 15 digits that `String` would not write back
+ * as the same value, no big exponent: the everyday case, at native speed) and a parser of its own otherwise, which reads keys correctly and keeps every
  * number a double cannot hold as an {@link ExactNumber}.
  *
  * @module
@@ -93,8 +93,8 @@ export function exactNumber(value: string | bigint): ExactNumber {
 /**
  * Parses JSON text so that every key is read as written and every number is either a JavaScript
  * number that holds it exactly or an {@link ExactNumber}. Text with no backslash inside a key, no
- * run of more than 15 digits and no exponent of three digits or more (the everyday case) goes to
- * `JSON.parse` as it is. Throws a `SyntaxError` (with the position, never the text) for text that
+ * run of more than 15 digits that a double does not hold, and no exponent of three digits or more
+ * (the everyday case) goes to `JSON.parse` as it is. Throws a `SyntaxError` (with the position, never the text) for text that
  * is not JSON.
  *
  * @example
@@ -132,8 +132,8 @@ function parse(text: string, exact: boolean): Json {
 
 /**
  * Whether `text` may hold a key with a backslash or a number a double may not hold (a run of 16 or
- * more digits and dots: a double holds any 15 digits). Digits in strings may count too; that costs
- * time, never correctness.
+ * more digits and dots that `String` does not write back as the same value: a double holds any 15
+ * digits). Digits in strings may count too; that costs time, never correctness.
  */
 export function needsExactParse(text: string): boolean {
   const backslash = text.indexOf("\\");
@@ -147,9 +147,15 @@ export function needsExactParse(text: string): boolean {
 const BIG_EXPONENT = /e[-+]?\d{3}/i;
 
 /**
- * Whether `text` has a run of 16 or more digits and dots. Any 16 consecutive positions hold one
- * position ≡ 15 (mod 16), so only those are looked at, and a run is measured only around one that
- * is a digit: a sixteenth of the text is read where digits are rare, a few times that where not.
+ * Whether `text` has a run of 16 or more digits and dots that a double may not hold. Any 16
+ * consecutive positions hold one position ≡ 15 (mod 16), so only those are looked at, and a run is
+ * measured only around one that is a digit: a sixteenth of the text is read where digits are rare,
+ * a few times that where not.
+ *
+ * A long run that `String` writes back as the same value (0.30000000000000004, what JavaScript
+ * writes for a computed float) does not count: the exact parser would return `+token` for it too,
+ * which is what `JSON.parse` returns (both round to the nearest double). Only a whole number token
+ * is judged so: not beside an exponent (`e`, `E`, `+`), where the token is more than the run.
  */
 function longDigitRun(text: string): boolean {
   const end = text.length;
@@ -159,9 +165,30 @@ function longDigitRun(text: string): boolean {
     while (from > 0 && isDigitOrDot(text.charCodeAt(from - 1))) from--;
     let to = probe + 1;
     while (to < end && isDigitOrDot(text.charCodeAt(to))) to++;
-    if (to - from >= 16) return true;
+    if (to - from < 16) continue;
+    if (!doubleHolds(text, from, to)) return true;
+    while (probe + 16 < to) probe += 16;
   }
   return false;
+}
+
+/** Whether the run `text[from, to)` is a number token `String` writes back as the same value. */
+function doubleHolds(text: string, from: number, to: number): boolean {
+  const after = text.charCodeAt(to);
+  const before = text.charCodeAt(
+    from > 0 && text.charCodeAt(from - 1) === MINUS ? from - 2 : from - 1,
+  );
+  if (isExponentMark(after) || isExponentMark(before)) return false;
+  const run = text.slice(from, to);
+  const value = +run;
+  if (!Number.isFinite(value)) return false;
+  // What JavaScript wrote is written back as it was: no need to compare values.
+  const back = String(value);
+  return back === run || sameDecimal(run, back);
+}
+
+function isExponentMark(c: number): boolean {
+  return c === 0x65 || c === 0x45 || c === 0x2b;
 }
 
 function isDigitOrDot(c: number): boolean {

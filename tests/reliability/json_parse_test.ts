@@ -235,20 +235,43 @@ Deno.test("the fast path: everyday text goes to JSON.parse; escaped keys, long n
     '{"text": "line one\\nline two \\"quoted\\" \\\\ back", "n": 123456789012345}',
     '{"price": 12.5, "ratio": 0.333333333333, "tags": ["a\\tb"]}',
     '["\\\\", {"k": "\\":"}]',
+    // Long, but what String writes for a double: JSON.parse reads the same value.
+    '{"sum": 0.30000000000000004, "total": -16.990000000000002, "id": 1234567890123456}',
+    "[1.50000000000000000000000, 100000000000000000000, -0.0000000000000000000]",
   ];
   for (const text of everyday) assert.equal(needsExactParse(text), false, text);
   const careful = [
     '{"\\t": 1}',
     '{"a\\"b" : 1}',
-    '{"k": 1234567890123456}',
-    '{"k": 1.234567890123456}',
-    `{"pad": "${"x".repeat(37)}", "k": 123456789.0123456}`,
+    '{"k": 12345678901234567}',
+    '{"k": 0.1000000000000000055}',
+    `{"pad": "${"x".repeat(37)}", "k": 123456789.0123456789}`,
+    '{"k": 0.30000000000000004, "big": 9007199254740993}',
+    // Beside an exponent the run is not the whole number: 1234567890123456e-300 is not exact.
+    "[1234567890123456e-300]",
+    "[1e-1234567890123456]",
   ];
   for (const text of careful) assert.equal(needsExactParse(text), true, text);
   // A run of 16 digits is found at every offset (the scan looks at every 16th character).
   for (let offset = 0; offset < 40; offset++) {
-    assert.equal(needsExactParse(`${" ".repeat(offset)}[1234567890123456]`), true, `${offset}`);
+    assert.equal(needsExactParse(`${" ".repeat(offset)}[12345678901234567]`), true, `${offset}`);
+    assert.equal(
+      needsExactParse(`${" ".repeat(offset)}[0.30000000000000004, 1, 9007199254740993]`),
+      true,
+      `${offset}: a run past one a double holds`,
+    );
     assert.equal(needsExactParse(`${" ".repeat(offset)}[123456789012345]`), false, `${offset}`);
+  }
+});
+
+Deno.test("the fast path reads what JavaScript writes for any double exactly as the exact parser", () => {
+  const random = rng(SEED);
+  for (let i = 0; i < 20_000; i++) {
+    const x = (random() - 0.5) * 10 ** Math.floor(random() * 40 - 20);
+    const text = `{"x": ${JSON.stringify(x)}, "y": [${x}]}`;
+    if (!/e/i.test(text)) assert.equal(needsExactParse(text), false, text);
+    const got = parseJsonb(`[${JSON.stringify(x)}]`) as unknown[];
+    assert.ok(Object.is(got[0], x), `${x}`);
   }
 });
 

@@ -1,8 +1,10 @@
 /**
- * A busy worker reports a batch with its next read (pgflow.complete_and_claim): one round trip
- * per batch instead of two. Completions never wait for a read (the completer sends what no read
- * carries), and a read that carried a completion Postgres refuses gives the completions back to
- * the completer, which reports them on their own while reads go on.
+ * A worker whose reads come back full reports each batch on its own connection while its next
+ * read claims the next batch (two backends at work, not one call doing both in turn); otherwise a
+ * read carries the completions waiting (pgflow.complete_and_claim: a completion that releases
+ * work on the queue is claimed in the same call). Completions never wait for a read (the
+ * completer sends what no read carries), and a read that carried a completion Postgres refuses
+ * gives the completions back to the completer, which reports them on their own while reads go on.
  */
 import assert from "node:assert/strict";
 import { type ExactNumber, exactNumber, Flow, type FlowWorker } from "../../mod.ts";
@@ -16,7 +18,7 @@ import { startWorker, stopAll, waitForRun } from "./helpers.ts";
 
 const db = testDatabase(import.meta.url);
 
-db.test("a busy worker's completions travel with its reads", async ({ sql, connect }) => {
+db.test("a busy worker reports each full batch on its own, beside the read of the next", async ({ sql, connect }) => {
   const flow = new Flow<{ n: number }>({ slug: "cc_busy" }).step({ slug: "work" }, (i) => i.n);
   const sent: string[] = [];
   const pool = connect({
@@ -40,8 +42,12 @@ db.test("a busy worker's completions travel with its reads", async ({ sql, conne
     }
     const combined = sent.filter((q) => /pgflow\.complete_and_claim\(/.test(q)).length;
     const alone = sent.filter((q) => /pgflow\.complete_tasks?\(/.test(q)).length;
-    // Six batches of ten: the reads after the first carry the previous batch's completions.
-    assert.ok(combined >= 3, `${combined} reads carried completions (${alone} reports went alone)`);
+    const reads = sent.filter((q) => /pgflow\.read_and_claim\(/.test(q)).length;
+    // Six full batches of ten, each read after a full one: no read carries completions, and each
+    // batch's ten go in one call of their own (batched, not one per task).
+    assert.equal(combined, 0, `${combined} reads carried completions`);
+    assert.ok(alone >= 6 && alone <= 12, `${alone} reports went alone for 6 batches`);
+    assert.ok(reads >= 7, `${reads} reads`);
   } finally {
     await stopAll(workers);
   }
@@ -112,15 +118,14 @@ db.test("carried completions: settled by the read that carried them, or given ba
 });
 
 db.test("a read carrying an output Postgres refuses: completions reported alone, reads go on", async ({ sql, url }) => {
-  // Handlers that finish at once: their completions are queued before the loop reads again, so
-  // every full read after the first carries the previous batch's.
+  // A one-task read is not full, so the worker waits for a notification; step a's completion
+  // releases step b on the same queue, so it wakes the loop to read at once, carrying it.
   // Run 3's output is a number beyond numeric's range: only Postgres can refuse it.
-  const flow = new Flow<{ n: number }>({ slug: "cc_bad", maxAttempts: 1 }).step(
-    { slug: "work" },
-    (input): { n: number | ExactNumber } => ({
+  const flow = new Flow<{ n: number }>({ slug: "cc_bad", maxAttempts: 1 })
+    .step({ slug: "a" }, (input): { n: number | ExactNumber } => ({
       n: input.n === 3 ? exactNumber("1e1000000") : input.n,
-    }),
-  );
+    }))
+    .step({ slug: "b", dependsOn: ["a"] }, (input) => input.a);
   const workers: FlowWorker[] = [];
   try {
     const { logs } = await startWorker(workers, flow, {
@@ -128,20 +133,21 @@ db.test("a read carrying an output Postgres refuses: completions reported alone,
       maxConcurrent: 4,
       batchSize: 4,
     });
-    // One transaction: the first read finds a full batch.
-    const runs = (await sql<{ run_id: string }[]>`
-      select (pgflow.start_flow('cc_bad', jsonb_build_object('n', n))).run_id
-      from generate_series(0, 11) n order by n`).map((r) => r.run_id);
-    const rows = await Promise.all(runs.map((r) => waitForRun(sql, r)));
-    assert.deepEqual(
-      rows.map((r) => r.status),
-      runs.map((_, n) => n === 3 ? "failed" : "completed"),
-    );
-    assert.deepEqual(rows[5].output, { work: { n: 5 } });
+    const start = async (n: number) =>
+      (await sql<{ run_id: string }[]>`
+        select (pgflow.start_flow('cc_bad', jsonb_build_object('n', ${n}::int))).run_id`)[0]
+        .run_id;
+    const bad = await waitForRun(sql, await start(3));
+    assert.equal(bad.status, "failed");
     assert.ok(
       logs.some((l) => l.event === "completions with the read failed; reporting them on their own"),
       "the combined call failed and was recovered from",
     );
+    const good = await Promise.all(
+      [0, 1, 2, 4, 5].map(async (n) => waitForRun(sql, await start(n))),
+    );
+    assert.deepEqual(good.map((r) => r.status), good.map(() => "completed"));
+    assert.deepEqual(good[3].output, { b: { n: 4 } });
     assert.deepEqual(logs.filter((l) => l.event === "poll failed; backing off"), []);
   } finally {
     await stopAll(workers);
