@@ -1,6 +1,6 @@
 /**
  * `deno run -A bench/fairness.ts [--backlog N] [--runs N] [--pace N] [--task-ms N] [--repeat N]
- *  [--build bulk|calls|both]`
+ *  [--build bulk|calls|both] [--windows 32,16,8]`
  *
  * Fairness between flows on one shared queue (issue 43 item 2, docs/flow-control.md). Two workers
  * serve flows A and B on one queue. Per repetition, three phases on the same server:
@@ -15,9 +15,16 @@
  * one transaction before B starts; `calls`, one start_flow per run on two connections of their
  * own, as requests would, running while B is paced and the workers drain.
  *
+ * `--windows` measures several fairness windows (how many of A's messages a newcomer may wait
+ * behind, `pgflow._fair_window()`) in the same run, interleaved: each repetition runs every window
+ * in turn, the function redefined to return it between them (workers and connections are made
+ * anew for each, so no session keeps a plan with the old value) and restored at the end. Default:
+ * the schema's own window only.
+ *
  * Prints B's p95 beside the backlog against alone (target ≤ 3×) and A's throughput beside B
- * against alone (target ≥ 0.9×). DATABASE_URL, or a throw-away local Postgres started here.
- * Figures only; nothing here asserts on speed.
+ * against alone (target ≥ 0.9×), then per window the medians over the repetitions with their
+ * ranges. DATABASE_URL, or a throw-away local Postgres started here. Figures only; nothing here
+ * asserts on speed.
  *
  * @module
  */
@@ -26,20 +33,14 @@ import { openPgflowDatabase } from "../local/database.ts";
 import { createLogger, createWorker, Flow, type FlowWorker, routeFlow } from "../mod.ts";
 import { sleep } from "./clock.ts";
 import { dbNow, startBacklog, startPaced, waitRunsCompleted } from "./load.ts";
-import { fixed, percentile, textTable } from "./stats.ts";
+import { positiveList, positiveOption } from "./options.ts";
+import { fixed, median, percentile, textTable } from "./stats.ts";
 
 const QUEUE = "bench_fairness";
 
 /** `--name value` from the command line, else `fallback`. */
-function option(name: string, fallback: number): number {
-  const at = Deno.args.indexOf(`--${name}`);
-  if (at < 0) return fallback;
-  const value = Number(Deno.args[at + 1]);
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new Error(`--${name} needs a positive number, got ${Deno.args[at + 1]}`);
-  }
-  return value;
-}
+const option = (name: string, fallback: number): number =>
+  positiveOption(Deno.args, name, fallback);
 
 const BACKLOG = option("backlog", 20000);
 const RUNS = option("runs", 50);
@@ -131,7 +132,19 @@ interface Repetition {
   aBeside: number;
 }
 
-async function repetition(url: string, sql: postgres.Sql, build: Build): Promise<Repetition> {
+/**
+ * Makes pgflow._fair_window() return `window` (its definition otherwise unchanged: a constant the
+ * planner folds into each plan, which is why sessions made before this may keep the old one).
+ */
+async function setWindow(sql: postgres.Sql, window: number): Promise<void> {
+  await sql.unsafe(`
+    create or replace function pgflow._fair_window() returns integer
+    language sql immutable set search_path = '' as $$ select ${window} $$`);
+}
+
+async function repetition(url: string, build: Build): Promise<Repetition> {
+  // Connections of this repetition's own: none has planned a statement with another window.
+  const sql = postgres(url, { max: 2, onnotice: () => {} });
   const workers = await startWorkers(url);
   try {
     let since = await dbNow(sql);
@@ -164,17 +177,24 @@ async function repetition(url: string, sql: postgres.Sql, build: Build): Promise
     };
   } finally {
     await Promise.all(workers.map((w) => w.stop()));
+    await sql.end();
   }
 }
 
 const db = await openPgflowDatabase();
-const sql = postgres(db.url, { max: 2, onnotice: () => {} });
+const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+const [{ schemaWindow, definition }] = await sql<{ schemaWindow: number; definition: string }[]>`
+  select pgflow._fair_window() as "schemaWindow",
+         pg_get_functiondef('pgflow._fair_window()'::regprocedure) as definition`;
+const WINDOWS = positiveList(Deno.args, "windows", [schemaWindow]);
 try {
   console.error(
-    `A: backlog ${BACKLOG} × ${TASK_MS} ms; B: ${RUNS} runs at ${PACE}/s; one queue, 2 workers`,
+    `A: backlog ${BACKLOG} × ${TASK_MS} ms; B: ${RUNS} runs at ${PACE}/s; one queue, 2 workers; ` +
+      `windows ${WINDOWS.join(", ")}`,
   );
   const rows: string[][] = [[
     "rep",
+    "window",
     "A's backlog",
     "B p50 alone ms",
     "B p95 alone ms",
@@ -185,26 +205,70 @@ try {
     "A beside B tasks/s",
     "× alone",
   ]];
+  const results: { window: number; build: Build; r: Repetition }[] = [];
   for (let rep = 1; rep <= REPEAT; rep++) {
-    for (const build of BUILDS) {
-      const r = await repetition(db.url, sql, build);
-      rows.push([
-        String(rep),
-        build === "bulk" ? "one transaction" : "one start_flow per run",
-        fixed(r.bAloneP50 * 1000, 1),
-        fixed(r.bAloneP95 * 1000, 1),
-        fixed(r.bBesideP50 * 1000, 1),
-        fixed(r.bBesideP95 * 1000, 1),
-        fixed(r.bBesideP95 / r.bAloneP95, 2),
-        fixed(r.aAlone, 0),
-        fixed(r.aBeside, 0),
-        fixed(r.aBeside / r.aAlone, 2),
-      ]);
-      console.error(`repetition ${rep} (${build}) done`);
+    for (const window of WINDOWS) {
+      await setWindow(sql, window);
+      for (const build of BUILDS) {
+        const r = await repetition(db.url, build);
+        results.push({ window, build, r });
+        rows.push([
+          String(rep),
+          String(window),
+          build === "bulk" ? "one transaction" : "one start_flow per run",
+          fixed(r.bAloneP50 * 1000, 1),
+          fixed(r.bAloneP95 * 1000, 1),
+          fixed(r.bBesideP50 * 1000, 1),
+          fixed(r.bBesideP95 * 1000, 1),
+          fixed(r.bBesideP95 / r.bAloneP95, 2),
+          fixed(r.aAlone, 0),
+          fixed(r.aBeside, 0),
+          fixed(r.aBeside / r.aAlone, 2),
+        ]);
+        console.error(`repetition ${rep}, window ${window} (${build}) done`);
+      }
     }
   }
   console.log(textTable(rows));
+  console.log(textTable(summary(results)));
 } finally {
+  await sql.unsafe(definition);
   await sql.end();
   await db.close();
+}
+
+/** `values`' median and range, each with `digits` decimals: "1.23 (1.01–1.50)". */
+function spread(values: number[], digits: number): string {
+  return `${fixed(median(values), digits)} (${fixed(Math.min(...values), digits)}–${
+    fixed(Math.max(...values), digits)
+  })`;
+}
+
+/** Per window and build: the medians over the repetitions, with their ranges. */
+function summary(results: { window: number; build: Build; r: Repetition }[]): string[][] {
+  const rows: string[][] = [[
+    "window",
+    "A's backlog",
+    "B p95 alone ms",
+    "B p95 beside A ms",
+    "p95 × alone (≤ 3)",
+    "A alone tasks/s",
+    "A beside B × alone (≥ 0.9)",
+  ]];
+  for (const window of WINDOWS) {
+    for (const build of BUILDS) {
+      const rs = results.filter((x) => x.window === window && x.build === build).map((x) => x.r);
+      if (rs.length === 0) continue;
+      rows.push([
+        String(window),
+        build === "bulk" ? "one transaction" : "one start_flow per run",
+        spread(rs.map((r) => r.bAloneP95 * 1000), 1),
+        spread(rs.map((r) => r.bBesideP95 * 1000), 1),
+        spread(rs.map((r) => r.bBesideP95 / r.bAloneP95), 2),
+        spread(rs.map((r) => r.aAlone), 0),
+        spread(rs.map((r) => r.aBeside / r.aAlone), 2),
+      ]);
+    }
+  }
+  return rows;
 }
