@@ -34,7 +34,8 @@ import { createLogger, createWorker, Flow, type FlowWorker, routeFlow } from "..
 import { sleep } from "./clock.ts";
 import { dbNow, startBacklog, startPaced, waitRunsCompleted } from "./load.ts";
 import { positiveList, positiveOption } from "./options.ts";
-import { fixed, median, percentile, textTable } from "./stats.ts";
+import { spread, spreadCell } from "./repeat.ts";
+import { fixed, percentile, textTable } from "./stats.ts";
 
 const QUEUE = "bench_fairness";
 
@@ -238,10 +239,8 @@ try {
 }
 
 /** `values`' median and range, each with `digits` decimals: "1.23 (1.01–1.50)". */
-function spread(values: number[], digits: number): string {
-  return `${fixed(median(values), digits)} (${fixed(Math.min(...values), digits)}–${
-    fixed(Math.max(...values), digits)
-  })`;
+function cell(values: number[], digits: number): string {
+  return spreadCell(spread(values), digits);
 }
 
 /** Per window and build: the medians over the repetitions, with their ranges. */
@@ -262,11 +261,11 @@ function summary(results: { window: number; build: Build; r: Repetition }[]): st
       rows.push([
         String(window),
         build === "bulk" ? "one transaction" : "one start_flow per run",
-        spread(rs.map((r) => r.bAloneP95 * 1000), 1),
-        spread(rs.map((r) => r.bBesideP95 * 1000), 1),
-        spread(rs.map((r) => r.bBesideP95 / r.bAloneP95), 2),
-        spread(rs.map((r) => r.aAlone), 0),
-        spread(rs.map((r) => r.aBeside / r.aAlone), 2),
+        cell(rs.map((r) => r.bAloneP95 * 1000), 1),
+        cell(rs.map((r) => r.bBesideP95 * 1000), 1),
+        cell(rs.map((r) => r.bBesideP95 / r.bAloneP95), 2),
+        cell(rs.map((r) => r.aAlone), 0),
+        cell(rs.map((r) => r.aBeside / r.aAlone), 2),
       ]);
     }
   }
