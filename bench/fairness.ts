@@ -143,6 +143,23 @@ async function setWindow(sql: postgres.Sql, window: number): Promise<void> {
     language sql immutable set search_path = '' as $$ select ${window} $$`);
 }
 
+/**
+ * Waits for `n` runs of `slug` since `since`, for as long as a loaded machine may need; if they do
+ * not complete, says where the flow's tasks are (a stall, not slowness, leaves tasks waiting).
+ */
+async function drained(sql: postgres.Sql, slug: string, since: string, n: number): Promise<void> {
+  try {
+    await waitRunsCompleted(sql, [slug], since, n, 900_000);
+  } catch (e) {
+    const rows = await sql<{ status: string; n: number }[]>`
+      select status, count(*)::int as n from pgflow.step_tasks
+      where flow_slug = ${slug} and queued_at >= ${since}::timestamptz group by status`;
+    const windows = await sql`select * from pgflow.fair_windows`;
+    console.error(`${slug}'s tasks: ${JSON.stringify(rows)}; windows: ${JSON.stringify(windows)}`);
+    throw e;
+  }
+}
+
 async function repetition(url: string, build: Build): Promise<Repetition> {
   // Connections of this repetition's own: none has planned a statement with another window.
   const sql = postgres(url, { max: 2, onnotice: () => {} });
@@ -150,12 +167,12 @@ async function repetition(url: string, build: Build): Promise<Repetition> {
   try {
     let since = await dbNow(sql);
     await startPaced(sql, ["bench_fair_b"], RUNS, PACE);
-    await waitRunsCompleted(sql, ["bench_fair_b"], since, RUNS);
+    await drained(sql, "bench_fair_b", since, RUNS);
     const bAlone = await pickups(sql, since);
 
     since = await dbNow(sql);
     await buildBacklog(url, sql, build);
-    await waitRunsCompleted(sql, ["bench_fair_a"], since, BACKLOG);
+    await drained(sql, "bench_fair_a", since, BACKLOG);
     const aAlone = await throughput(sql, since);
 
     since = await dbNow(sql);
@@ -165,8 +182,8 @@ async function repetition(url: string, build: Build): Promise<Repetition> {
     if (build === "bulk") await started;
     await startPaced(sql, ["bench_fair_b"], RUNS, PACE);
     await started;
-    await waitRunsCompleted(sql, ["bench_fair_b"], since, RUNS);
-    await waitRunsCompleted(sql, ["bench_fair_a"], since, BACKLOG);
+    await drained(sql, "bench_fair_b", since, RUNS);
+    await drained(sql, "bench_fair_a", since, BACKLOG);
     const bBeside = await pickups(sql, since);
     return {
       bAloneP50: percentile(bAlone, 50),
@@ -213,7 +230,7 @@ try {
       for (const build of BUILDS) {
         const r = await repetition(db.url, build);
         results.push({ window, build, r });
-        rows.push([
+        const row = [
           String(rep),
           String(window),
           build === "bulk" ? "one transaction" : "one start_flow per run",
@@ -225,8 +242,10 @@ try {
           fixed(r.aAlone, 0),
           fixed(r.aBeside, 0),
           fixed(r.aBeside / r.aAlone, 2),
-        ]);
-        console.error(`repetition ${rep}, window ${window} (${build}) done`);
+        ];
+        rows.push(row);
+        // Each row as it comes, so that a run cut short keeps what it measured.
+        console.error(row.join(" | "));
       }
     }
   }
