@@ -21,8 +21,9 @@
  * anew for each, so no session keeps a plan with the old value) and restored at the end. Default:
  * the schema's own window only.
  *
- * Prints B's p95 beside the backlog against alone (target ≤ 3×) and A's throughput beside B
- * against alone (target ≥ 0.9×), then per window the medians over the repetitions with their
+ * Prints B's p95 beside the backlog against alone (target ≤ 3×), how many of A's tasks started
+ * while each of B's waited (what B waits behind, counted, which load does not inflate), and A's
+ * throughput beside B against alone (target ≥ 0.9×), then per window the medians over the repetitions with their
  * ranges. DATABASE_URL, or a throw-away local Postgres started here. Figures only; nothing here
  * asserts on speed.
  *
@@ -93,6 +94,21 @@ async function pickups(sql: postgres.Sql, since: string): Promise<number[]> {
   return rows.map((r) => r.s);
 }
 
+/**
+ * For each of B's tasks since `since` while A drained: how many of A's tasks started between B's
+ * task's creation and its start. What B waited behind, counted: unlike its wait in milliseconds,
+ * it does not grow with the machine's load.
+ */
+async function aheadOfB(sql: postgres.Sql, since: string): Promise<number[]> {
+  const rows = await sql<{ n: number }[]>`
+    select (select count(*) from pgflow.step_tasks a
+            where a.flow_slug = 'bench_fair_a' and a.queued_at >= ${since}::timestamptz
+              and a.started_at > b.queued_at and a.started_at < b.started_at)::int as n
+    from pgflow.step_tasks b
+    where b.flow_slug = 'bench_fair_b' and b.queued_at >= ${since}::timestamptz`;
+  return rows.map((r) => r.n);
+}
+
 /** A's tasks per second since `since`: first start to last completion. */
 async function throughput(sql: postgres.Sql, since: string): Promise<number> {
   const [row] = await sql<{ n: number; s: number }[]>`
@@ -130,6 +146,9 @@ interface Repetition {
   aAlone: number;
   bBesideP50: number;
   bBesideP95: number;
+  /** A's tasks started while one of B's waited: median and p95 over B's tasks. */
+  aheadP50: number;
+  aheadP95: number;
   aBeside: number;
 }
 
@@ -185,12 +204,15 @@ async function repetition(url: string, build: Build): Promise<Repetition> {
     await drained(sql, "bench_fair_b", since, RUNS);
     await drained(sql, "bench_fair_a", since, BACKLOG);
     const bBeside = await pickups(sql, since);
+    const ahead = await aheadOfB(sql, since);
     return {
       bAloneP50: percentile(bAlone, 50),
       bAloneP95: percentile(bAlone, 95),
       aAlone,
       bBesideP50: percentile(bBeside, 50),
       bBesideP95: percentile(bBeside, 95),
+      aheadP50: percentile(ahead, 50),
+      aheadP95: percentile(ahead, 95),
       aBeside: await throughput(sql, since),
     };
   } finally {
@@ -219,6 +241,7 @@ try {
     "B p50 beside A ms",
     "B p95 beside A ms",
     "p95 × alone",
+    "A's started while B waited p50/p95",
     "A alone tasks/s",
     "A beside B tasks/s",
     "× alone",
@@ -239,6 +262,7 @@ try {
           fixed(r.bBesideP50 * 1000, 1),
           fixed(r.bBesideP95 * 1000, 1),
           fixed(r.bBesideP95 / r.bAloneP95, 2),
+          `${fixed(r.aheadP50, 0)} / ${fixed(r.aheadP95, 0)}`,
           fixed(r.aAlone, 0),
           fixed(r.aBeside, 0),
           fixed(r.aBeside / r.aAlone, 2),
@@ -270,6 +294,7 @@ function summary(results: { window: number; build: Build; r: Repetition }[]): st
     "B p95 alone ms",
     "B p95 beside A ms",
     "p95 × alone (≤ 3)",
+    "A's started while B waited, p95",
     "A alone tasks/s",
     "A beside B × alone (≥ 0.9)",
   ]];
@@ -283,6 +308,7 @@ function summary(results: { window: number; build: Build; r: Repetition }[]): st
         cell(rs.map((r) => r.bAloneP95 * 1000), 1),
         cell(rs.map((r) => r.bBesideP95 * 1000), 1),
         cell(rs.map((r) => r.bBesideP95 / r.bAloneP95), 2),
+        cell(rs.map((r) => r.aheadP95), 0),
         cell(rs.map((r) => r.aAlone), 0),
         cell(rs.map((r) => r.aBeside / r.aAlone), 2),
       ]);
