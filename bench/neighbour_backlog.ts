@@ -18,6 +18,7 @@ import { createLogger, Flow, type FlowWorker, routeFlow } from "../mod.ts";
 import { anyWorker } from "./engine.ts";
 import { sleep } from "./clock.ts";
 import { dbNow, startBacklog, startPaced, waitRunsCompleted } from "./load.ts";
+import { positiveOption } from "./options.ts";
 import { fixed, percentile, textTable } from "./stats.ts";
 
 const QUEUE = "bench_neighbours";
@@ -37,15 +38,8 @@ interface Repetition {
 }
 
 /** `--name value` from the command line, else `fallback`. */
-function option(name: string, fallback: number): number {
-  const at = Deno.args.indexOf(`--${name}`);
-  if (at < 0) return fallback;
-  const value = Number(Deno.args[at + 1]);
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new Error(`--${name} needs a positive number, got ${Deno.args[at + 1]}`);
-  }
-  return value;
-}
+const option = (name: string, fallback: number): number =>
+  positiveOption(Deno.args, name, fallback);
 
 const BACKLOG = option("backlog", 1500);
 const RUNS = option("runs", 25);

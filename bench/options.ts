@@ -263,3 +263,41 @@ export function parseOptions(args: readonly string[], defaultOut: string): Bench
   }
   return o;
 }
+
+/**
+ * The positive number after `--name` in `args` (a scenario script's option), else `fallback`;
+ * anything else after it ends the script with an error naming the option and the value.
+ *
+ * @example
+ * ```ts
+ * const backlog = positiveOption(Deno.args, "backlog", 20000); // `--backlog 5000` → 5000
+ * ```
+ */
+export function positiveOption(args: readonly string[], name: string, fallback: number): number {
+  const at = args.indexOf(`--${name}`);
+  if (at < 0) return fallback;
+  const value = Number(args[at + 1]);
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new Error(`--${name} needs a positive number, got ${args[at + 1] ?? "nothing"}`);
+  }
+  return value;
+}
+
+/**
+ * The comma-separated positive whole numbers after `--name` in `args`, else `fallback`.
+ *
+ * @example
+ * ```ts
+ * const windows = positiveList(Deno.args, "windows", [32, 16, 8]); // `--windows 16,8` → [16, 8]
+ * ```
+ */
+export function positiveList(args: readonly string[], name: string, fallback: number[]): number[] {
+  const at = args.indexOf(`--${name}`);
+  if (at < 0) return fallback;
+  const text = args[at + 1] ?? "";
+  const values = text.split(",").map(Number);
+  if (text === "" || values.some((v) => !Number.isInteger(v) || v <= 0)) {
+    throw new Error(`--${name} needs positive whole numbers separated by commas, got ${text}`);
+  }
+  return values;
+}

@@ -2491,7 +2491,8 @@ $$;
 
 -- Keeps pgflow.queue_cursors: a row for each queue that at least two flows route steps to, none
 -- for the others. A new row starts at 0, so on a queue that already sent messages the first
--- sends over-estimate its depth until a claim reads from it.
+-- sends over-estimate its depth until a claim reads from it. A queue that loses its row (one of
+-- its two flows deleted) has its waiting turns released here, in order, in batches.
 create or replace function pgflow._sync_queue_cursor(p_queue text)
 returns void
 language plpgsql
@@ -2503,6 +2504,13 @@ begin
     insert into pgflow.queue_cursors (queue_name) values (p_queue) on conflict do nothing;
   else
     delete from pgflow.queue_cursors c where c.queue_name = p_queue;
+    -- Its one flow has no one to take turns with: what waits for a turn is sent now, as every new
+    -- task of a queue without a cursor is. Claims on a queue with neither a cursor nor a window
+    -- release nothing (they pay no fairness), so nothing would release these later but a tick.
+    if found then
+      while pgflow._release_turns(p_queue, 1000) > 0 loop
+      end loop;
+    end if;
   end if;
 end;
 $$;
@@ -2761,8 +2769,10 @@ $$;
 -- short while tasks wait, release what it lacked, so a reader never finds the queue empty while
 -- work waits for its turn. On a shared queue, the cursor moves to p_top once it lags by
 -- pgflow._cursor_step() or more; a claim that finds the row locked by another claim leaves it (the
--- other moves it), so claims never wait for each other here. Costs two primary-key probes of small
--- tables when the queue is not shared (no cursor row) and the read was full.
+-- other moves it), so claims never wait for each other here. Called only for a queue with a
+-- cursor row or a window (pgflow._start_tasks, pgflow.read_and_claim): tasks wait for a turn only
+-- there, and a queue one flow routes to pays its claims nothing for fairness but the probes that
+-- find neither.
 create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer,
                                               p_top bigint default null)
 returns integer
@@ -5938,12 +5948,12 @@ begin
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
   -- tasks waiting for their turn (but for the p_released the read made room for before reading),
   -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
-  -- Both looked up in one statement, so that a full read on a queue one flow routes to runs one
-  -- statement for fairness, not three.
+  -- Both looked up in one statement, so that a read on a queue one flow routes to (neither found:
+  -- no task there waits for a turn) runs one statement for fairness, full or short.
   select (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = q),
          exists (select 1 from pgflow.fair_windows w where w.queue_name = q)
   into q_cursor, q_window;
-  if q_cursor is not null or q_window or n_ids < coalesce(p_read_qty, 0) then
+  if q_cursor is not null or q_window then
     perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
                                (select max(m) from unnest(msg_ids) m));
   end if;
@@ -6209,8 +6219,11 @@ begin
   end if;
   if ids is null then
     -- An empty queue with tasks waiting for their turn (0258_fair_window.sql): release a read's
-    -- worth for the next read.
-    perform pgflow._take_turns(q, 0, 0, depth);
+    -- worth for the next read. Only a queue with a cursor or a window has such tasks.
+    if exists (select 1 from pgflow.queue_cursors c where c.queue_name = q)
+       or exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
+      perform pgflow._take_turns(q, 0, 0, depth);
+    end if;
     return;
   end if;
   -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue

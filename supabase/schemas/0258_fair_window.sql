@@ -80,7 +80,8 @@ $$;
 
 -- Keeps pgflow.queue_cursors: a row for each queue that at least two flows route steps to, none
 -- for the others. A new row starts at 0, so on a queue that already sent messages the first
--- sends over-estimate its depth until a claim reads from it.
+-- sends over-estimate its depth until a claim reads from it. A queue that loses its row (one of
+-- its two flows deleted) has its waiting turns released here, in order, in batches.
 create or replace function pgflow._sync_queue_cursor(p_queue text)
 returns void
 language plpgsql
@@ -92,6 +93,13 @@ begin
     insert into pgflow.queue_cursors (queue_name) values (p_queue) on conflict do nothing;
   else
     delete from pgflow.queue_cursors c where c.queue_name = p_queue;
+    -- Its one flow has no one to take turns with: what waits for a turn is sent now, as every new
+    -- task of a queue without a cursor is. Claims on a queue with neither a cursor nor a window
+    -- release nothing (they pay no fairness), so nothing would release these later but a tick.
+    if found then
+      while pgflow._release_turns(p_queue, 1000) > 0 loop
+      end loop;
+    end if;
   end if;
 end;
 $$;
@@ -350,8 +358,10 @@ $$;
 -- short while tasks wait, release what it lacked, so a reader never finds the queue empty while
 -- work waits for its turn. On a shared queue, the cursor moves to p_top once it lags by
 -- pgflow._cursor_step() or more; a claim that finds the row locked by another claim leaves it (the
--- other moves it), so claims never wait for each other here. Costs two primary-key probes of small
--- tables when the queue is not shared (no cursor row) and the read was full.
+-- other moves it), so claims never wait for each other here. Called only for a queue with a
+-- cursor row or a window (pgflow._start_tasks, pgflow.read_and_claim): tasks wait for a turn only
+-- there, and a queue one flow routes to pays its claims nothing for fairness but the probes that
+-- find neither.
 create or replace function pgflow._take_turns(p_queue text, p_claimed integer, p_read integer, p_depth integer,
                                               p_top bigint default null)
 returns integer

@@ -476,12 +476,12 @@ begin
   -- Turns (0258_fair_window.sql): in window mode the claimed tasks' places in the queue go to the
   -- tasks waiting for their turn (but for the p_released the read made room for before reading),
   -- a short read releases what it lacked, and a shared queue's cursor follows the reads.
-  -- Both looked up in one statement, so that a full read on a queue one flow routes to runs one
-  -- statement for fairness, not three.
+  -- Both looked up in one statement, so that a read on a queue one flow routes to (neither found:
+  -- no task there waits for a turn) runs one statement for fairness, full or short.
   select (select c.claimed_msg_id from pgflow.queue_cursors c where c.queue_name = q),
          exists (select 1 from pgflow.fair_windows w where w.queue_name = q)
   into q_cursor, q_window;
-  if q_cursor is not null or q_window or n_ids < coalesce(p_read_qty, 0) then
+  if q_cursor is not null or q_window then
     perform pgflow._take_turns(q, coalesce(cardinality(c_msg), 0) - _start_tasks.p_released, n_ids, p_read_qty,
                                (select max(m) from unnest(msg_ids) m));
   end if;

@@ -98,8 +98,11 @@ begin
   end if;
   if ids is null then
     -- An empty queue with tasks waiting for their turn (0258_fair_window.sql): release a read's
-    -- worth for the next read.
-    perform pgflow._take_turns(q, 0, 0, depth);
+    -- worth for the next read. Only a queue with a cursor or a window has such tasks.
+    if exists (select 1 from pgflow.queue_cursors c where c.queue_name = q)
+       or exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
+      perform pgflow._take_turns(q, 0, 0, depth);
+    end if;
     return;
   end if;
   -- A slow read (pgflow._slow_read), full or not, may be planned on statistics that say the queue

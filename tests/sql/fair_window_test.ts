@@ -171,6 +171,49 @@ db.test("a flow alone on its queue never enters window mode", async ({ sql }) =>
   assert.equal(n, 0);
 });
 
+/** The calls of the fairness functions `tx` has made so far (needs track_functions = 'pl'). */
+async function fairnessCalls(tx: Sql): Promise<Record<string, number>> {
+  const rows = await tx<{ name: string; n: number }[]>`
+    select p.proname::text as name, coalesce(pg_stat_get_xact_function_calls(p.oid), 0)::int as n
+    from pg_proc p
+    where p.pronamespace = 'pgflow'::regnamespace
+      and p.proname in ('_take_turns', '_release_turns', '_release_turn_groups')`;
+  return Object.fromEntries(rows.filter((r) => r.n > 0).map((r) => [r.name, r.n]));
+}
+
+db.test("claims on a queue one flow routes to call no fairness function: full, short or empty reads", async ({ sql }) => {
+  await defineFlow(sql, "plain", [{ slug: "s", queue: "plain_q" }], { mode: "routed" });
+  await sql`select count(pgflow.start_flow('plain', '{}'::jsonb)) from generate_series(1, 15)`;
+  const worker = crypto.randomUUID();
+  const pairs: [string, string][] = [["plain", "s"]];
+  const rollback = new Error("rollback");
+  await sql.begin(async (tx) => {
+    await tx`set local track_functions = 'pl'`;
+    // A full read (10 of 15), a short one (5 of 10), an empty one.
+    assert.equal((await claimAndComplete(tx, "plain_q", worker, pairs, 10)).length, 10);
+    assert.equal((await claimAndComplete(tx, "plain_q", worker, pairs, 10)).length, 5);
+    assert.equal((await claimAndComplete(tx, "plain_q", worker, pairs, 10)).length, 0);
+    assert.deepEqual(await fairnessCalls(tx), {});
+    throw rollback;
+  }).catch((e) => {
+    if (e !== rollback) throw e;
+  });
+  // The same reads on a shared queue do take turns: the statistics see the calls.
+  await defineFlow(sql, "shared_a", [{ slug: "s", queue: "shared_q" }], { mode: "routed" });
+  await defineFlow(sql, "shared_b", [{ slug: "s", queue: "shared_q" }], { mode: "routed" });
+  await sql`select count(pgflow.start_flow('shared_a', '{}'::jsonb)) from generate_series(1, 5)`;
+  await sql.begin(async (tx) => {
+    await tx`set local track_functions = 'pl'`;
+    const shared: [string, string][] = [["shared_a", "s"], ["shared_b", "s"]];
+    assert.equal((await claimAndComplete(tx, "shared_q", worker, shared, 10)).length, 5);
+    assert.equal((await claimAndComplete(tx, "shared_q", worker, shared, 10)).length, 0);
+    assert.equal((await fairnessCalls(tx))._take_turns, 2);
+    throw rollback;
+  }).catch((e) => {
+    if (e !== rollback) throw e;
+  });
+});
+
 db.test("turns go by priority, then each group's first before any group's second", async ({ sql }) => {
   const w = await fairWindow(sql);
   for (const f of ["pa", "pb", "pc"]) {
@@ -296,11 +339,16 @@ db.test("deleting one of a queue's two flows: the queue keeps no cursor, leaves 
   const [{ n }] =
     await sql`select count(*)::int as n from pgflow.fair_windows where queue_name = 'del_q'`;
   assert.equal(n, 0, "the queue left window mode with the deleted flow");
-  // The deleted flow's messages went with it: the first read is short and releases B's tasks.
+  // B has no one left to take turns with: the deletion sent its waiting tasks, and reads (which
+  // no longer look for turns on this queue) find them.
+  assert.deepEqual(await statuses(sql, "del_b"), { queued: 3 });
   const worker = crypto.randomUUID();
   const pairs: [string, string][] = [["del_b", "s"]];
-  assert.equal((await claimAndComplete(sql, "del_q", worker, pairs, 10)).length, 0);
-  assert.equal((await claimAndComplete(sql, "del_q", worker, pairs, 10)).length, 3);
+  let claimed = 0;
+  for (let i = 0; i < 4 * w && claimed < 3; i++) {
+    claimed += (await claimAndComplete(sql, "del_q", worker, pairs, 10)).length;
+  }
+  assert.equal(claimed, 3, "B's waiting tasks were claimed");
   // Alone now, B's new tasks are sent at once, however many.
   await inOneTransaction(sql, "del_b", 2 * w);
   assert.deepEqual(await statuses(sql, "del_b"), { completed: 3, queued: 2 * w });
