@@ -247,3 +247,39 @@ db.test("a run whose ready steps are not all plain starts them all in step order
   ]);
   assert.equal((await queueMessages(sql, "hopm_next")).length, 0);
 });
+
+db.test("a chain hop leaves the step definitions' rows untouched: no row lock, no write", async ({ sql }) => {
+  await defineFlow(sql, "hopl", [{ slug: "a", queue: "hopl_qa" }, {
+    slug: "b",
+    deps: ["a"],
+    queue: "hopl_qb",
+  }], { mode: "routed" });
+  await sql`select pgflow.start_flow('hopl', '{}')`;
+  const [claimed] = await claim(sql, "hopl_qa", [["hopl", "a"]]);
+  // A row locked by a transaction keeps that transaction's id in xmax once it has ended.
+  const lockers = async () =>
+    (await sql`select step_slug, xmax::text as xmax from pgflow.steps
+               where flow_slug = 'hopl' order by step_slug`).map((r) => ({ ...r }));
+  const flowLocker = async () =>
+    (await sql`select xmax::text as xmax from pgflow.flows where flow_slug = 'hopl'`)[0].xmax;
+  const before = await lockers();
+  const flowBefore = await flowLocker();
+  await complete(sql, claimed, 1);
+  assert.equal((await queueMessages(sql, "hopl_qb")).length, 1, "b was started and sent");
+  assert.deepEqual(await lockers(), before);
+  assert.equal(await flowLocker(), flowBefore);
+});
+
+db.test("a task still needs its step state, and a step with tasks cannot be deleted", async ({ sql }) => {
+  await defineFlow(sql, "hopk", [{ slug: "a", queue: "hopk_q" }], { mode: "routed" });
+  const [run] = await sql`select * from pgflow.start_flow('hopk', '{}')`;
+  await assert.rejects(
+    sql`insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name)
+        values (${run.run_id}, 'hopk', 'nope', 0, 'hopk_q')`,
+    /step_tasks_step_state_fkey/,
+  );
+  await assert.rejects(
+    sql`delete from pgflow.steps where flow_slug = 'hopk' and step_slug = 'a'`,
+    /step_states_step_fkey/,
+  );
+});
