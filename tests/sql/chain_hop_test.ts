@@ -283,3 +283,28 @@ db.test("a task still needs its step state, and a step with tasks cannot be dele
     /step_states_step_fkey/,
   );
 });
+
+db.test("a fan-out's plain dependents all start in the release, each with one task and message", async ({ sql }) => {
+  await defineFlow(sql, "hopo", [
+    { slug: "a", queue: "hopo_qa" },
+    { slug: "b", deps: ["a"], queue: "hopo_next" },
+    { slug: "c", deps: ["a"], queue: "hopo_next" },
+  ], { mode: "routed" });
+  const [run] = await sql`select * from pgflow.start_flow('hopo', '{}')`;
+  const [row] = await claim(sql, "hopo_qa", [["hopo", "a"]]);
+  assert.deepEqual(await completionWork(sql, row, 7), { passes: 0, stateUpdates: 3 });
+  const rows = await runRows(sql, run.run_id);
+  assert.deepEqual(
+    rows.states.map((s) => [s.step_slug, s.status, s.initial_tasks, s.remaining_tasks]),
+    [["a", "completed", 1, 0], ["b", "started", 1, 1], ["c", "started", 1, 1]],
+  );
+  assert.deepEqual(rows.tasks.map((t) => [t.step_slug, t.status, t.sent]), [
+    ["a", "completed", true],
+    ["b", "queued", true],
+    ["c", "queued", true],
+  ]);
+  const next = await claim(sql, "hopo_next", [["hopo", "b"], ["hopo", "c"]]);
+  assert.deepEqual(next.map((r) => [r.step_slug, r.input]).sort(), [["b", { a: 7 }], ["c", {
+    a: 7,
+  }]]);
+});
