@@ -65,6 +65,8 @@ interface Profile {
   walRecords: number;
   walFpi: number;
   tables: { name: string; ins: number; upd: number; hot: number; del: number }[];
+  /** pgflow's indexes on tables the drain wrote, with how often a query used each (per task). */
+  indexes: { name: string; scans: number }[];
   /** The server's CPU milliseconds per task (see {@link serverCpuSeconds}). */
   cpuMs: number;
   /** This process's CPU milliseconds per task: the workers' own cost (and the polling here). */
@@ -188,6 +190,14 @@ async function profileOnce(
       hot: (r.hot as number) / tasks,
       del: (r.del as number) / tasks,
     }));
+    // An index no query of the drain used still costs every insert (and every update that is not
+    // HOT) an entry, unless its predicate leaves the row out.
+    const indexes = (await sql.unsafe(
+      `${MARK} select i.relname || '.' || i.indexrelname as name, i.idx_scan::float8 as scans
+       from pg_stat_user_indexes i join pg_stat_user_tables t on t.relid = i.relid
+       where i.schemaname = 'pgflow' and t.n_tup_ins + t.n_tup_upd > 0
+       order by i.relname, i.indexrelname`,
+    )).map((r) => ({ name: r.name as string, scans: (r.scans as number) / tasks }));
     if (explain) {
       await Deno.copyFile(`${server.dataDir}/server.log`, "/tmp/pgflow-profile-explain.log");
     }
@@ -200,6 +210,7 @@ async function profileOnce(
       walRecords: (w1.r - w0.r) / tasks,
       walFpi: (w1.f - w0.f) / tasks,
       tables,
+      indexes,
       cpuMs: (cpu1 - cpu0) * 1000 / tasks,
       workerCpuMs: (self1 - self0) * 1000 / tasks,
     };
@@ -314,6 +325,11 @@ function report(label: string, profiles: Profile[]): void {
         f(m((p) => pick(p, "upd")), 2)
       } | ${f(m((p) => pick(p, "hot")), 2)} | ${f(m((p) => pick(p, "del")), 2)} |`,
     );
+  }
+  console.log("\n| pgflow index (tables written) | scans/task |\n|---|---:|");
+  for (const ix of profiles[0].indexes) {
+    const scans = (p: Profile) => p.indexes.find((x) => x.name === ix.name)?.scans ?? 0;
+    console.log(`| ${ix.name} | ${f(m(scans), 2)} |`);
   }
   console.log(
     `\n| statement (top ${TOP} by exec time) | top | calls/task | ms/task | rows/task |\n|---|---|---:|---:|---:|`,

@@ -525,8 +525,11 @@ create table if not exists pgflow.step_tasks (
   rate_key text,
   not_before timestamptz,
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
+  -- The step state's key names the step: its own foreign key (step_states_step_fkey) holds the
+  -- step's definition, so a task needs none to the steps. One would check and lock the step's
+  -- definition row on every task insert: a row every run of the flow shares, locked anew (a WAL
+  -- record, and a multixact while another transaction holds it) by each chain hop's transaction.
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
-  constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
   constraint step_tasks_status_known check (status in ('waiting', 'queued', 'started', 'completed', 'failed', 'cancelled')),
   constraint step_tasks_task_index_range check (task_index >= 0),
   -- A waiting task has no message: it is sent when the task is released.
@@ -1820,6 +1823,10 @@ declare
   reused_count integer;
   reused_any boolean := false;
   child_outcome text;
+  -- Whether a step of this pass did more than note itself as started (skipped, completed, started
+  -- children or a wait): only then can a later step of the pass find the run ended or itself
+  -- skipped, and only then are they looked up again.
+  disturbed boolean := false;
 begin
   <<pass>>
   while progressed loop
@@ -1838,9 +1845,11 @@ begin
       order by s.step_index
     loop
       -- An earlier step of this pass may have failed the run or cascaded a skip onto this one.
-      exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
-      continue when (select ss.status from pgflow.step_states ss
-                     where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+      if disturbed then
+        exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
+        continue when (select ss.status from pgflow.step_states ss
+                       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+      end if;
 
       -- Conditions: if / ifNot are containment patterns on the run input (root steps) or on the
       -- object of completed dependency outputs (dependent steps).
@@ -1855,6 +1864,7 @@ begin
             exit pass;
           end if;
           perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
+          disturbed := true;
           progressed := true;
           continue;
         end if;
@@ -1871,6 +1881,7 @@ begin
               where ss.run_id = p_run_id and ss.step_slug = ready.map_dep) = 'skipped' then
             -- Nothing to map over: the map is skipped like its source, and releases its dependents.
             perform pgflow._skip_step(p_run_id, ready.step_slug, 'dependency_skipped', false);
+            disturbed := true;
             progressed := true;
             continue;
           end if;
@@ -1909,6 +1920,9 @@ begin
           remaining_tasks = task_count - reused_count
       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
 
+      if task_count = 0 or reused_count = task_count or ready.kind <> 'task' then
+        disturbed := true;
+      end if;
       if task_count = 0 then
         perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
         progressed := true;
@@ -5213,7 +5227,8 @@ begin
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority, traceparent)
   values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority,
-          start_flow.traceparent);
+          start_flow.traceparent)
+  returning * into result;
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,
@@ -5242,7 +5257,12 @@ begin
     where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
   end if;
 
-  select * into result from pgflow.runs r where r.run_id = new_run_id;
+  -- The row as inserted is the row to return unless the start moved the run on: a ready-step pass
+  -- may end it (a condition that fails it, steps that all finish at once), and so does a flow
+  -- without steps.
+  if not plain_roots or step_count = 0 then
+    select * into result from pgflow.runs r where r.run_id = new_run_id;
+  end if;
   return result;
 end;
 $$;
@@ -6181,6 +6201,8 @@ declare
   hint integer;
   -- The registered support set, looked up once here for the claim.
   keys jsonb;
+  -- Whether the worker's row is on this queue.
+  fits boolean;
   read_started timestamptz;
   -- Tasks released for this read before it (a read deeper than the queue's window).
   released integer := 0;
@@ -6189,9 +6211,15 @@ begin
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
   end if;
   if read_and_claim.supported is null then
-    -- Before the read: an unregistered worker (PFW01) reads nothing.
-    select r.claim_visibility, r.support_keys into hint, keys
-    from pgflow._registered_claim(read_and_claim.worker_id, q) r;
+    -- Before the read: an unregistered worker (PFW01) reads nothing. The worker's row is read
+    -- here, and pgflow._registered_claim called only to refuse a worker it does not fit: a call
+    -- of that function (a PL/pgSQL call with its settings) cost about 30 µs around an 8 µs lookup,
+    -- on every read (bench/results.md, round 29).
+    select w.claim_visibility, w.supported_keys, w.queue_name = q into hint, keys, fits
+    from pgflow.workers w where w.worker_id = read_and_claim.worker_id;
+    if fits is not true then
+      perform pgflow._registered_claim(read_and_claim.worker_id, q);
+    end if;
     read_vt := coalesce(hint, read_vt);
   end if;
   if depth > read_and_claim.qty then
@@ -6382,6 +6410,10 @@ declare
   releases boolean;
   ready_runs uuid[];
   ready_run uuid;
+  -- The plain steps the release started, in (run, step index) order.
+  p_runs uuid[];
+  p_flows text[];
+  p_steps text[];
   grp record;
   missing integer;
 begin
@@ -6471,22 +6503,55 @@ begin
 
   if f_runs is not null then
     if releases then
-      -- Release the dependents of the steps that completed, and note the runs where one became
-      -- ready. Only a dependent that still waits ('created') counts: one that a cascade skipped,
-      -- or that a resume took over from its source run, waits for nothing, and counting it down
-      -- would take its counter below zero.
+      -- Release the dependents of the steps that completed. Only a dependent that still waits
+      -- ('created') counts: one that a cascade skipped, or that a resume took over from its source
+      -- run, waits for nothing, and counting it down would take its counter below zero.
+      --
+      -- A dependent that becomes ready starts in this same statement when it is plain (one task,
+      -- no condition, a handler's step: a chain's next step), as pgflow._start_ready_steps would
+      -- start it and as start_flow starts plain roots; its task is sent below. A run where any
+      -- step becoming ready is not plain (a map, a condition, a child flow, an event or sleep: each
+      -- may skip steps or fail the run) starts none here and gets the ready-step pass, which starts
+      -- all of them in step order as before. Started here, the step's row is updated once in this
+      -- transaction, not twice: a second update of a row this transaction wrote checks its foreign
+      -- keys again, and the pass costs a plan lookup for each of its statements.
       with released as (
         update pgflow.step_states ss
-        set remaining_deps = ss.remaining_deps - r.n
-        from (select f.run_id, d.step_slug, count(*) as n
-              from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
-              join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
-              group by f.run_id, d.step_slug) r
+        set remaining_deps = ss.remaining_deps - r.n,
+            status = case when r.start then 'started' else ss.status end,
+            started_at = case when r.start then clock_timestamp() else ss.started_at end,
+            initial_tasks = case when r.start then 1 else ss.initial_tasks end,
+            remaining_tasks = case when r.start then 1 else ss.remaining_tasks end
+        from (select g.run_id, g.step_slug, g.n, g.step_index,
+                     g.ready and bool_and(g.plain or not g.ready) over (partition by g.run_id) as start
+              from (select c.run_id, c.step_slug, c.n, s.step_index, w.remaining_deps = c.n as ready,
+                           s.kind = 'task' and s.step_type = 'single' and s.required_input_pattern is null
+                             and s.forbidden_input_pattern is null as plain
+                    from (select f.run_id, f.flow_slug, d.step_slug, count(*) as n
+                          from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
+                          join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
+                          group by f.run_id, f.flow_slug, d.step_slug) c
+                    cross join lateral (
+                      select s2.step_index, s2.kind, s2.step_type, s2.required_input_pattern,
+                             s2.forbidden_input_pattern
+                      from pgflow.steps s2 where s2.flow_slug = c.flow_slug and s2.step_slug = c.step_slug
+                      limit 1
+                    ) s
+                    cross join lateral (
+                      select w2.remaining_deps from pgflow.step_states w2
+                      where w2.run_id = c.run_id and w2.step_slug = c.step_slug and w2.status = 'created'
+                      limit 1
+                    ) w) g) r
         where ss.run_id = r.run_id and ss.step_slug = r.step_slug and ss.status = 'created'
-        returning ss.run_id, ss.remaining_deps
+        returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_deps, ss.status, r.step_index
       )
-      select array_agg(distinct r.run_id order by r.run_id) into ready_runs
-      from released r where r.remaining_deps = 0;
+      select array_agg(distinct r.run_id order by r.run_id)
+               filter (where r.remaining_deps = 0 and r.status = 'created'),
+             array_agg(r.run_id order by r.run_id, r.step_index) filter (where r.status = 'started'),
+             array_agg(r.flow_slug order by r.run_id, r.step_index) filter (where r.status = 'started'),
+             array_agg(r.step_slug order by r.run_id, r.step_index) filter (where r.status = 'started')
+      into ready_runs, p_runs, p_flows, p_steps
+      from released r;
     end if;
 
     -- Count the steps off their runs; a run's last step completes it with the outputs of its
@@ -6502,6 +6567,10 @@ begin
     from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
     where r.run_id = c.run_id;
 
+    -- The tasks of the plain steps started above, each sent as the ready-step pass would send it.
+    for i in 1 .. coalesce(cardinality(p_runs), 0) loop
+      perform pgflow._send_task_messages(p_runs[i], p_flows[i], array[p_steps[i]], array[1]);
+    end loop;
     if ready_runs is not null then
       foreach ready_run in array ready_runs loop
         perform pgflow._start_ready_steps(ready_run);

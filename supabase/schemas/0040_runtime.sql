@@ -126,8 +126,11 @@ create table if not exists pgflow.step_tasks (
   rate_key text,
   not_before timestamptz,
   constraint step_tasks_pkey primary key (run_id, step_slug, task_index),
+  -- The step state's key names the step: its own foreign key (step_states_step_fkey) holds the
+  -- step's definition, so a task needs none to the steps. One would check and lock the step's
+  -- definition row on every task insert: a row every run of the flow shares, locked anew (a WAL
+  -- record, and a multixact while another transaction holds it) by each chain hop's transaction.
   constraint step_tasks_step_state_fkey foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
-  constraint step_tasks_step_fkey foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
   constraint step_tasks_status_known check (status in ('waiting', 'queued', 'started', 'completed', 'failed', 'cancelled')),
   constraint step_tasks_task_index_range check (task_index >= 0),
   -- A waiting task has no message: it is sent when the task is released.

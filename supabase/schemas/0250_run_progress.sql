@@ -351,6 +351,10 @@ declare
   reused_count integer;
   reused_any boolean := false;
   child_outcome text;
+  -- Whether a step of this pass did more than note itself as started (skipped, completed, started
+  -- children or a wait): only then can a later step of the pass find the run ended or itself
+  -- skipped, and only then are they looked up again.
+  disturbed boolean := false;
 begin
   <<pass>>
   while progressed loop
@@ -369,9 +373,11 @@ begin
       order by s.step_index
     loop
       -- An earlier step of this pass may have failed the run or cascaded a skip onto this one.
-      exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
-      continue when (select ss.status from pgflow.step_states ss
-                     where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+      if disturbed then
+        exit when (select r.status from pgflow.runs r where r.run_id = p_run_id) <> 'started';
+        continue when (select ss.status from pgflow.step_states ss
+                       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug) <> 'created';
+      end if;
 
       -- Conditions: if / ifNot are containment patterns on the run input (root steps) or on the
       -- object of completed dependency outputs (dependent steps).
@@ -386,6 +392,7 @@ begin
             exit pass;
           end if;
           perform pgflow._skip_step(p_run_id, ready.step_slug, 'condition_unmet', ready.when_unmet = 'skip-cascade');
+          disturbed := true;
           progressed := true;
           continue;
         end if;
@@ -402,6 +409,7 @@ begin
               where ss.run_id = p_run_id and ss.step_slug = ready.map_dep) = 'skipped' then
             -- Nothing to map over: the map is skipped like its source, and releases its dependents.
             perform pgflow._skip_step(p_run_id, ready.step_slug, 'dependency_skipped', false);
+            disturbed := true;
             progressed := true;
             continue;
           end if;
@@ -440,6 +448,9 @@ begin
           remaining_tasks = task_count - reused_count
       where ss.run_id = p_run_id and ss.step_slug = ready.step_slug;
 
+      if task_count = 0 or reused_count = task_count or ready.kind <> 'task' then
+        disturbed := true;
+      end if;
       if task_count = 0 then
         perform pgflow._complete_step(p_run_id, ready.step_slug, '[]'::jsonb);
         progressed := true;

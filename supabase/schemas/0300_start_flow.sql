@@ -77,7 +77,8 @@ begin
   from pgflow.steps s where s.flow_slug = flow.flow_slug;
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, started_as, priority, traceparent)
   values (new_run_id, flow.flow_slug, start_flow.input, step_count, started_as, start_flow.priority,
-          start_flow.traceparent);
+          start_flow.traceparent)
+  returning * into result;
 
   if plain_roots then
     -- Every root step is one task with no condition (most flows): each starts as it is created,
@@ -106,7 +107,12 @@ begin
     where r.run_id = new_run_id and r.status = 'started' and r.remaining_steps = 0;
   end if;
 
-  select * into result from pgflow.runs r where r.run_id = new_run_id;
+  -- The row as inserted is the row to return unless the start moved the run on: a ready-step pass
+  -- may end it (a condition that fails it, steps that all finish at once), and so does a flow
+  -- without steps.
+  if not plain_roots or step_count = 0 then
+    select * into result from pgflow.runs r where r.run_id = new_run_id;
+  end if;
   return result;
 end;
 $$;

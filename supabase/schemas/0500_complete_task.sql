@@ -63,6 +63,10 @@ declare
   releases boolean;
   ready_runs uuid[];
   ready_run uuid;
+  -- The plain steps the release started, in (run, step index) order.
+  p_runs uuid[];
+  p_flows text[];
+  p_steps text[];
   grp record;
   missing integer;
 begin
@@ -152,22 +156,55 @@ begin
 
   if f_runs is not null then
     if releases then
-      -- Release the dependents of the steps that completed, and note the runs where one became
-      -- ready. Only a dependent that still waits ('created') counts: one that a cascade skipped,
-      -- or that a resume took over from its source run, waits for nothing, and counting it down
-      -- would take its counter below zero.
+      -- Release the dependents of the steps that completed. Only a dependent that still waits
+      -- ('created') counts: one that a cascade skipped, or that a resume took over from its source
+      -- run, waits for nothing, and counting it down would take its counter below zero.
+      --
+      -- A dependent that becomes ready starts in this same statement when it is plain (one task,
+      -- no condition, a handler's step: a chain's next step), as pgflow._start_ready_steps would
+      -- start it and as start_flow starts plain roots; its task is sent below. A run where any
+      -- step becoming ready is not plain (a map, a condition, a child flow, an event or sleep: each
+      -- may skip steps or fail the run) starts none here and gets the ready-step pass, which starts
+      -- all of them in step order as before. Started here, the step's row is updated once in this
+      -- transaction, not twice: a second update of a row this transaction wrote checks its foreign
+      -- keys again, and the pass costs a plan lookup for each of its statements.
       with released as (
         update pgflow.step_states ss
-        set remaining_deps = ss.remaining_deps - r.n
-        from (select f.run_id, d.step_slug, count(*) as n
-              from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
-              join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
-              group by f.run_id, d.step_slug) r
+        set remaining_deps = ss.remaining_deps - r.n,
+            status = case when r.start then 'started' else ss.status end,
+            started_at = case when r.start then clock_timestamp() else ss.started_at end,
+            initial_tasks = case when r.start then 1 else ss.initial_tasks end,
+            remaining_tasks = case when r.start then 1 else ss.remaining_tasks end
+        from (select g.run_id, g.step_slug, g.n, g.step_index,
+                     g.ready and bool_and(g.plain or not g.ready) over (partition by g.run_id) as start
+              from (select c.run_id, c.step_slug, c.n, s.step_index, w.remaining_deps = c.n as ready,
+                           s.kind = 'task' and s.step_type = 'single' and s.required_input_pattern is null
+                             and s.forbidden_input_pattern is null as plain
+                    from (select f.run_id, f.flow_slug, d.step_slug, count(*) as n
+                          from unnest(f_runs, f_flows, f_steps) as f(run_id, flow_slug, step_slug)
+                          join pgflow.deps d on d.flow_slug = f.flow_slug and d.dep_slug = f.step_slug
+                          group by f.run_id, f.flow_slug, d.step_slug) c
+                    cross join lateral (
+                      select s2.step_index, s2.kind, s2.step_type, s2.required_input_pattern,
+                             s2.forbidden_input_pattern
+                      from pgflow.steps s2 where s2.flow_slug = c.flow_slug and s2.step_slug = c.step_slug
+                      limit 1
+                    ) s
+                    cross join lateral (
+                      select w2.remaining_deps from pgflow.step_states w2
+                      where w2.run_id = c.run_id and w2.step_slug = c.step_slug and w2.status = 'created'
+                      limit 1
+                    ) w) g) r
         where ss.run_id = r.run_id and ss.step_slug = r.step_slug and ss.status = 'created'
-        returning ss.run_id, ss.remaining_deps
+        returning ss.run_id, ss.flow_slug, ss.step_slug, ss.remaining_deps, ss.status, r.step_index
       )
-      select array_agg(distinct r.run_id order by r.run_id) into ready_runs
-      from released r where r.remaining_deps = 0;
+      select array_agg(distinct r.run_id order by r.run_id)
+               filter (where r.remaining_deps = 0 and r.status = 'created'),
+             array_agg(r.run_id order by r.run_id, r.step_index) filter (where r.status = 'started'),
+             array_agg(r.flow_slug order by r.run_id, r.step_index) filter (where r.status = 'started'),
+             array_agg(r.step_slug order by r.run_id, r.step_index) filter (where r.status = 'started')
+      into ready_runs, p_runs, p_flows, p_steps
+      from released r;
     end if;
 
     -- Count the steps off their runs; a run's last step completes it with the outputs of its
@@ -183,6 +220,10 @@ begin
     from (select f.run_id, count(*) as n from unnest(f_runs) as f(run_id) group by f.run_id) c
     where r.run_id = c.run_id;
 
+    -- The tasks of the plain steps started above, each sent as the ready-step pass would send it.
+    for i in 1 .. coalesce(cardinality(p_runs), 0) loop
+      perform pgflow._send_task_messages(p_runs[i], p_flows[i], array[p_steps[i]], array[1]);
+    end loop;
     if ready_runs is not null then
       foreach ready_run in array ready_runs loop
         perform pgflow._start_ready_steps(ready_run);

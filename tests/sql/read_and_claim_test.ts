@@ -278,3 +278,34 @@ db.test("read_and_claim's defaults are the worker's (one options table)", async 
   assert.equal(defaultOf("max_poll_seconds"), WORKER_OPTIONS.maxPollSeconds.default);
   assert.equal(defaultOf("poll_interval_ms"), WORKER_OPTIONS.pollIntervalMs.default);
 });
+
+db.test("a read looks the worker's row up itself and calls _registered_claim only to refuse it", async ({ sql }) => {
+  await defineFlow(sql, "rac_reg", [{ slug: "a", queue: "rac_reg_q" }], { mode: "routed" });
+  await sql`select pgflow.start_flow('rac_reg', '{"n": 1}')`;
+  const worker = crypto.randomUUID();
+  await sql`select pgflow.register_worker(${worker}, 'rac_reg_q', 'test_fn', '[["rac_reg", "a"]]'::jsonb)`;
+  // Calls of the function in one transaction: the difference of its statistics before and after
+  // (a backend's counts not reported yet are in both).
+  const calls = async (read: (tx: Sql) => Promise<unknown>) =>
+    await sql.begin(async (tx) => {
+      await tx`set local track_functions = 'pl'`;
+      const count = async () =>
+        (await tx`select coalesce(sum(calls), 0)::int as n from pg_stat_xact_user_functions
+                  where schemaname = 'pgflow' and funcname = '_registered_claim'`)[0].n as number;
+      const before = await count();
+      await read(tx as unknown as Sql);
+      return (await count()) - before;
+    });
+  let rows: Row[] = [];
+  assert.equal(await calls(async (tx) => rows = await readAndClaim(tx, "rac_reg_q", worker)), 0);
+  assert.deepEqual(rows.map((r) => [r.disposition, r.input]), [["claimed", { n: 1 }]]);
+  await assert.rejects(
+    () => readAndClaim(sql, "other_q", worker),
+    // Not PFW01: the worker is registered, only not for this queue.
+    { code: "22023", message: /worker .* is registered for queue 'rac_reg_q', not 'other_q'/ },
+  );
+  await assert.rejects(
+    () => readAndClaim(sql, "rac_reg_q", crypto.randomUUID()),
+    { code: "PFW01", message: /is not registered, so it has no recorded support set/ },
+  );
+});
