@@ -95,3 +95,66 @@ db.test("two claims leaving window mode at once do not deadlock; the task is cla
   assert.equal(n, 0, "the queue left window mode");
   assert.equal(attempts, 1);
 });
+
+// Under load: a shared queue in window mode with a window smaller than a read (so every read
+// releases before it reads, as bench/fairness.ts --windows 8 runs it), new runs started one per
+// call on one connection while two claimers drain on two others. Every task is claimed exactly
+// once and completed, no claim or start fails (a deadlock is SQLSTATE 40P01), and the queue leaves
+// window mode.
+db.test("starts and claims racing on a queue in window mode: no deadlock, nothing lost or claimed twice", async ({ sql, connect }) => {
+  const queue = "fair_race_q";
+  const window = 8;
+  await defineFlow(sql, "race_a", [{ slug: "s", queue }], { mode: "routed" });
+  await defineFlow(sql, "race_b", [{ slug: "s", queue }], { mode: "routed" });
+  const [{ definition }] = await sql<{ definition: string }[]>`
+    select pg_get_functiondef('pgflow._fair_window()'::regprocedure) as definition`;
+  await sql.unsafe(definition.replace(/select 32/, `select ${window}`));
+  try {
+    const backlog = 40 * window;
+    const arrivals = 120;
+    await sql`select count(pgflow.start_flow('race_a', '{}'::jsonb)) from generate_series(1, ${backlog})`;
+    const pairs = JSON.stringify([["race_a", "s"], ["race_b", "s"]]);
+    const total = backlog + arrivals;
+    let started = 0;
+    const starter = connect();
+    const starts = (async () => {
+      for (; started < arrivals; started++) {
+        await starter`select pgflow.start_flow(${started % 2 ? "race_a" : "race_b"}, '{}'::jsonb)`;
+      }
+    })();
+    const claimer = async (conn: Sql) => {
+      const worker = crypto.randomUUID();
+      for (let idle = 0; idle < 50;) {
+        const [{ done }] = await conn<{ done: number }[]>`
+          select count(*)::int as done from pgflow.step_tasks
+          where queue_name = ${queue} and status = 'completed'`;
+        if (done === total) return;
+        const rows = await conn<{ disposition: string; run_id: string; attempt: number }[]>`
+          select disposition, run_id, attempt from pgflow.read_and_claim(${queue}, ${worker}::uuid,
+            30, 10, 0, 50, ${pairs}::text::jsonb)`;
+        const claimed = rows.filter((r) => r.disposition === "claimed");
+        idle = claimed.length === 0 && started >= arrivals ? idle + 1 : 0;
+        for (const c of claimed) {
+          await conn`select pgflow.complete_task(${c.run_id}::uuid, 's', 0, '1'::jsonb,
+                                                 ${c.attempt}::int)`;
+        }
+      }
+    };
+    const results = await Promise.allSettled([starts, claimer(connect()), claimer(connect())]);
+    for (const r of results) {
+      assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
+    }
+    const [{ completed, other, twice, windows }] = await sql`
+      select count(*) filter (where status = 'completed')::int as completed,
+             count(*) filter (where status <> 'completed')::int as other,
+             count(*) filter (where attempts_count <> 1)::int as twice,
+             (select count(*)::int from pgflow.fair_windows where queue_name = ${queue}) as windows
+      from pgflow.step_tasks where queue_name = ${queue}`;
+    assert.equal(completed, total, "every task completed");
+    assert.equal(other, 0);
+    assert.equal(twice, 0, "none claimed twice");
+    assert.equal(windows, 0, "the queue left window mode");
+  } finally {
+    await sql.unsafe(definition);
+  }
+});
