@@ -2643,8 +2643,17 @@ begin
   if done = 0 then
     -- Nothing left to take turns: the queue leaves window mode. A task parked by a transaction
     -- that has not committed yet is released by the next short read or by pgflow.tick().
+    -- The row is deleted only if no other transaction holds it (skip locked), never waited for:
+    -- the other holder is a claim deleting it too. Waiting here was one half of a deadlock
+    -- between two claims: a claim reaches this delete holding the row locks of the tasks its
+    -- release locked (with READ COMMITTED, a row released and committed by a third claim
+    -- since this statement's snapshot is locked in its new version, messages visible), while
+    -- the claim that deleted the row first goes on to claim one of those tasks.
     if not pgflow._turn_waiting(p_queue) then
-      delete from pgflow.fair_windows w where w.queue_name = p_queue;
+      delete from pgflow.fair_windows w
+      where w.queue_name = p_queue
+        and w.ctid = (select w2.ctid from pgflow.fair_windows w2 where w2.queue_name = p_queue
+                      for update skip locked);
     end if;
     return 0;
   end if;
