@@ -64,9 +64,9 @@ declare
   ready_runs uuid[];
   ready_run uuid;
   -- The plain steps the release started, in (run, step index) order.
-  p_runs uuid[];
-  p_flows text[];
-  p_steps text[];
+  started_runs uuid[];
+  started_flows text[];
+  started_steps text[];
   grp record;
   missing integer;
 begin
@@ -203,7 +203,7 @@ begin
              array_agg(r.run_id order by r.run_id, r.step_index) filter (where r.status = 'started'),
              array_agg(r.flow_slug order by r.run_id, r.step_index) filter (where r.status = 'started'),
              array_agg(r.step_slug order by r.run_id, r.step_index) filter (where r.status = 'started')
-      into ready_runs, p_runs, p_flows, p_steps
+      into ready_runs, started_runs, started_flows, started_steps
       from released r;
     end if;
 
@@ -221,8 +221,8 @@ begin
     where r.run_id = c.run_id;
 
     -- The tasks of the plain steps started above, each sent as the ready-step pass would send it.
-    for i in 1 .. coalesce(cardinality(p_runs), 0) loop
-      perform pgflow._send_task_messages(p_runs[i], p_flows[i], array[p_steps[i]], array[1]);
+    for i in 1 .. coalesce(cardinality(started_runs), 0) loop
+      perform pgflow._send_task_messages(started_runs[i], started_flows[i], array[started_steps[i]], array[1]);
     end loop;
     if ready_runs is not null then
       foreach ready_run in array ready_runs loop
