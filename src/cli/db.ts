@@ -98,7 +98,12 @@ export async function db(argv: readonly string[]): Promise<number> {
     case "status":
       return await describe(await LocalCluster.open(dir));
     default: {
-      const cluster = await LocalCluster.open(dir);
+      // A start still running may yet move the port it recorded (a racing start took it first):
+      // wait for it, so the URL printed is the one the server listens on.
+      const found = await LocalCluster.open(dir);
+      const cluster = found.url === undefined && !found.interrupted
+        ? found
+        : await withFolderLock(dir, "db url", () => LocalCluster.open(dir));
       if (cluster.url === undefined) throw noDatabase(cluster);
       result(cluster.url);
       return 0;

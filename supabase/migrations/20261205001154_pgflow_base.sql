@@ -3837,6 +3837,8 @@ create table if not exists pgflow.schedule_ticks (
   run_id uuid,
   -- Why the run did not start (the flow was deleted, its input was refused): the tick is spent.
   error text,
+  -- The clock the ticker fired by (fire_due_schedules' now, not the moment of the insert), so
+  -- fired_at - tick_at is the lateness that decided whether the tick fired.
   fired_at timestamptz not null default clock_timestamp(),
   constraint schedule_ticks_pkey primary key (schedule_name, tick_at),
   constraint schedule_ticks_schedule_fkey foreign key (schedule_name)
@@ -4180,7 +4182,8 @@ begin
       end loop;
     end if;
     foreach t in array ticks loop
-      insert into pgflow.schedule_ticks (schedule_name, tick_at) values (s.schedule_name, t)
+      insert into pgflow.schedule_ticks (schedule_name, tick_at, fired_at)
+      values (s.schedule_name, t, fire_due_schedules.now)
       on conflict on constraint schedule_ticks_pkey do nothing;
       continue when not found;
       begin

@@ -222,7 +222,12 @@ Deno.test("a port picked for a new database and taken before it binds: the next 
     await until("the recorded port", () => exists(`${dir}/pgflow-db.json`));
     const picked = JSON.parse(await Deno.readTextFile(`${dir}/pgflow-db.json`)).port as number;
     squatter = Deno.listen({ hostname: "127.0.0.1", port: picked });
+    // Asked while the start still runs, db url waits for it and answers the port it moved to,
+    // not the one it recorded first (a user exporting DATABASE_URL would reach another server).
+    const asked = await cli(["url"]);
     const r = await pending;
+    assert.equal(asked.code, 0, shown(asked));
+    assert.equal(asked.stdout.trim(), r.stdout.trim());
     assert.equal(r.code, 0, shown(r));
     const moved = Number(new URL(r.stdout.trim()).port);
     assert.notEqual(moved, picked);

@@ -312,6 +312,15 @@ db.test(
     const fast = await schedule(sql, "sc_fast");
     assert.equal(fast.skipped_ticks, 50);
     assert.equal((await runsOf(sql, "sc_fast")).length, 15);
+    // A tick records the clock it was fired by, so its recorded lateness is the one the decision
+    // used: every tick of the resumed pass less than 10 s late, however long its starts took.
+    const lateness = await sql<{ fired_by: boolean; late: number }[]>`
+      select fired_at = ${resume}::timestamptz as fired_by,
+             extract(epoch from fired_at - tick_at)::float8 as late
+      from pgflow.schedule_ticks
+      where schedule_name = 'sc_fast' and tick_at > ${resume}::timestamptz - interval '10 s'`;
+    assert.equal(lateness.length, 10);
+    assert.ok(lateness.every((t) => t.fired_by && t.late < 10), JSON.stringify(lateness));
   },
   { fresh: true },
 );

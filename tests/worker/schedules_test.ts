@@ -31,7 +31,7 @@ async function ticks(sql: postgres.Sql, name: string): Promise<Tick[]> {
   return await sql<Tick[]>`
     select to_char(tick_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as tick,
            extract(epoch from tick_at)::bigint as second, run_id, error,
-           (extract(epoch from fired_at - tick_at) * 1000)::int as late_ms
+           floor(extract(epoch from fired_at - tick_at) * 1000)::int as late_ms
     from pgflow.schedule_ticks where schedule_name = ${name} order by tick_at`;
 }
 
