@@ -179,7 +179,12 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
   };
   const { completer } = execute;
   // The tasks in flight, by run: for ctx.signal, and for what a bounded drain abandons.
-  const cancellations = new RunCancellations(sql, log, options.queryTimeoutMs);
+  const cancellations = new RunCancellations(
+    sql,
+    log,
+    options.queryTimeoutMs,
+    deps.shutdown,
+  );
   completer.setReader(
     wakeups === undefined
       ? undefined
@@ -225,14 +230,13 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
       };
       const tracked = cancellations.track(
         task,
-        deps.shutdown,
         execute.registry.get(task.flowSlug, task.stepSlug)?.timeoutSeconds,
       );
       try {
-        await executeTask(execute, task, message, ended, tracked.signal);
+        await executeTask(execute, task, message, ended, tracked);
       } finally {
         running.delete(task);
-        tracked.done();
+        cancellations.done(tracked);
       }
     },
   }).finally(() => completer.setReader(undefined));
