@@ -17,6 +17,18 @@ export const CANCEL_CHECK_MS = 1_000;
 /**
  * One tracked task: the controller its handler's `ctx.signal` follows, and its deadline.
  * `onTimeout` lets the timeout race hear of the deadline without a listener on the signal.
+ *
+ * @example
+ * ```ts
+ * import type { RunCancellations } from "./cancellations.ts";
+ * import type { ClaimedTask } from "./claim.ts";
+ *
+ * declare const cancellations: RunCancellations;
+ * declare const task: ClaimedTask;
+ * const tracked = cancellations.track(task, 60);
+ * tracked.onTimeout((reason) => console.log(reason.message));
+ * cancellations.done(tracked);
+ * ```
  */
 export class TrackedTask {
   /** The task. */

@@ -5,7 +5,8 @@
  *
  * A task's path, file by file: `poll_loop.ts` reads and claims (`read.ts`, waiting in
  * `wakeups.ts` when idle) → `execute.ts` runs the handler (`registry.ts`, `input_check.ts`,
- * `context.ts`, `flow_input.ts`, `cancellations.ts`) and turns its result into text
+ * `context.ts`, `flow_input.ts`; `cancellations.ts` and `timeout_race.ts` for `ctx.signal` and the
+ * step's deadline; `task_log.ts` for its log lines) and turns its result into text
  * (`result.ts`) → `completer.ts` reports it, carried by the loop's next read or sent on its own
  * (`report.ts`; `released_work.ts` wakes an idle loop for a completion that releases its work).
  *
