@@ -60,8 +60,12 @@ export class TrackedTask {
     this.#controller.abort(reason);
   }
 
-  /** Aborts the signal with the step's timeout. */
+  /**
+   * Aborts the signal with the step's timeout, unless it was aborted already (a cancelled run, a
+   * shutdown): then the handler is waited out as that abort says, and no timeout is heard.
+   */
   timeOut(timeoutSeconds: number): void {
+    if (this.#controller.signal.aborted) return;
     const { flowSlug, stepSlug, attempt } = this.task;
     this.#timedOut = new StepTimedOut(`${flowSlug}.${stepSlug}`, timeoutSeconds, attempt);
     this.abort(this.#timedOut);

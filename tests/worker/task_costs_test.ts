@@ -123,6 +123,28 @@ db.test("step deadlines share one timer: a sooner one tracked later fires first,
   // The test's sanitizers fail it if a timer of the sweep were still pending here.
 });
 
+db.test("a deadline passing after a shutdown abort is not heard as a timeout", async ({ sql }) => {
+  const shutdown = new AbortController();
+  const cancellations = new RunCancellations(
+    sql,
+    createLogger({ level: "error" }),
+    5_000,
+    shutdown.signal,
+  );
+  const t = cancellations.track(claimed(crypto.randomUUID(), "stopping"), 0.1);
+  const heard: string[] = [];
+  t.onTimeout((reason) => heard.push(reason.step));
+  shutdown.abort(new Error("stopping"));
+  const other = cancellations.track(claimed(crypto.randomUUID(), "other"), 0.3);
+  assert.ok(other.signal.aborted, "tracked after the shutdown: aborted at once");
+  // Past both deadlines: the shutdown's reason stands and no timeout reached the race.
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal((t.signal.reason as Error).message, "stopping");
+  assert.deepEqual(heard, []);
+  cancellations.done(t);
+  cancellations.done(other);
+});
+
 db.test("a task tracked after shutdown began is aborted at once", async ({ sql }) => {
   const shutdown = new AbortController();
   shutdown.abort(new Error("stopping"));
