@@ -73,14 +73,14 @@ function claimed(runId: string, stepSlug: string): ClaimedTask {
   } as unknown as ClaimedTask;
 }
 
+/** The task tracking of a worker whose shutdown is `shutdown`, on the test's database. */
+function tracker(sql: Parameters<typeof startRun>[0], shutdown: AbortSignal): RunCancellations {
+  return new RunCancellations(sql, createLogger({ level: "error" }), 5_000, shutdown);
+}
+
 db.test("step deadlines share one timer: a sooner one tracked later fires first, each on time", async ({ sql }) => {
   const shutdown = new AbortController();
-  const cancellations = new RunCancellations(
-    sql,
-    createLogger({ level: "error" }),
-    5_000,
-    shutdown.signal,
-  );
+  const cancellations = tracker(sql, shutdown.signal);
   const t0 = performance.now();
   const slow = cancellations.track(claimed(crypto.randomUUID(), "slow"), 2);
   const quick = cancellations.track(claimed(crypto.randomUUID(), "quick"), 0.2);
@@ -125,12 +125,7 @@ db.test("step deadlines share one timer: a sooner one tracked later fires first,
 
 db.test("a deadline passing after a shutdown abort is not heard as a timeout", async ({ sql }) => {
   const shutdown = new AbortController();
-  const cancellations = new RunCancellations(
-    sql,
-    createLogger({ level: "error" }),
-    5_000,
-    shutdown.signal,
-  );
+  const cancellations = tracker(sql, shutdown.signal);
   const t = cancellations.track(claimed(crypto.randomUUID(), "stopping"), 0.1);
   const heard: string[] = [];
   t.onTimeout((reason) => heard.push(reason.step));
@@ -148,12 +143,7 @@ db.test("a deadline passing after a shutdown abort is not heard as a timeout", a
 db.test("a task tracked after shutdown began is aborted at once", async ({ sql }) => {
   const shutdown = new AbortController();
   shutdown.abort(new Error("stopping"));
-  const cancellations = new RunCancellations(
-    sql,
-    createLogger({ level: "error" }),
-    5_000,
-    shutdown.signal,
-  );
+  const cancellations = tracker(sql, shutdown.signal);
   const t = cancellations.track(claimed(crypto.randomUUID(), "late"), 60);
   assert.ok(t.signal.aborted);
   // A check of its run (not cancelled: it does not exist) changes nothing.
