@@ -8,14 +8,16 @@
  * the worker is in flight). Tasks/s is from the worker's first handler call to its last report.
  *
  *   deno run -A bench/worker_drain.ts [--tasks 5000] [--reps 3] [--trees DIR,DIR] [--cpu-prof DIR]
- *                                     [--flow single|chain]
+ *                                     [--flow single|chain] [--settings bench|defaults]
  *
  * `--trees` names source trees (each with a `mod.ts`, e.g. another commit's `git archive` in /tmp)
  * whose workers are measured against the same server, interleaved (the order alternates each
  * repetition); the default is this tree alone. The server's tables are used: each repetition
  * adds a backlog to the same database. `--cpu-prof DIR` writes each worker process's V8 CPU profile
  * there (Deno's `--cpu-prof`). `--flow chain` drains 3-step chains (a → b → c on one queue, one
- * worker) instead: `--tasks` counts their tasks, a third of them runs.
+ * worker) instead: `--tasks` counts their tasks, a third of them runs. `--settings defaults` starts
+ * the worker through the public API at its defaults (a logger at `info` into an in-process sink,
+ * as bench/cells.ts's public-defaults cell), rather than the bench's settings.
  *
  * @module
  */
@@ -37,6 +39,7 @@ const { values: args } = parseArgs({
     trees: { type: "string" },
     "cpu-prof": { type: "string" },
     flow: { type: "string", default: "single" },
+    settings: { type: "string", default: "bench" },
   },
 });
 const TASKS = Number(args.tasks);
@@ -78,6 +81,7 @@ async function drainOnce(url: string, sql: postgres.Sql, tree: string): Promise<
       url,
       `${TASKS}`,
       CHAIN ? "chain" : "single",
+      args.settings,
     ],
     stdin: "piped",
     stdout: "piped",

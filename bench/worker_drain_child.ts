@@ -6,14 +6,17 @@
  * wall time from its first handler call to its last report; it stops once its stdin has a line
  * or ends.
  *
- * usage: deno run -A bench/worker_drain_child.ts MOD_TS URL TASKS [single|chain]
+ * usage: deno run -A bench/worker_drain_child.ts MOD_TS URL TASKS [single|chain] [bench|defaults]
  *
  * `chain` runs the 3-step chain `bench_drain_chain` (a → b → c, one queue) instead of the
- * single-step `bench_drain`; TASKS counts tasks either way.
+ * single-step `bench_drain`; TASKS counts tasks either way. `defaults` starts the worker as
+ * bench/cells.ts's public-defaults cell does: nothing but the connection and a logger at its
+ * default level (info) writing to an in-process sink; `bench` (the default) sets concurrency 10,
+ * batch 10 and a logger at `warn`.
  *
  * @module
  */
-const [modPath, url, tasksArg, shape = "single"] = Deno.args;
+const [modPath, url, tasksArg, shape = "single", settings = "bench"] = Deno.args;
 const tasks = Number(tasksArg);
 const mod = await import(modPath);
 
@@ -39,13 +42,19 @@ const flow = shape === "chain"
   ? new mod.Flow({ slug: "bench_drain_chain" }).step({ slug: "a" }, handler)
     .step({ slug: "b", dependsOn: ["a"] }, handler).step({ slug: "c", dependsOn: ["b"] }, handler)
   : new mod.Flow({ slug: "bench_drain" }).step({ slug: "work" }, handler);
-const worker = mod.createWorker(flow, {
-  connectionString: url,
-  maxConcurrent: 10,
-  batchSize: 10,
-  functionName: "bench",
-  logger: mod.createLogger({ level: "warn" }),
-});
+let logged = 0;
+const worker = mod.createWorker(
+  flow,
+  settings === "defaults"
+    ? { connectionString: url, logger: mod.createLogger({ sink: () => logged++ }) }
+    : {
+      connectionString: url,
+      maxConcurrent: 10,
+      batchSize: 10,
+      functionName: "bench",
+      logger: mod.createLogger({ level: "warn" }),
+    },
+);
 await worker.start();
 console.log(JSON.stringify({ event: "ready" }));
 while (handled < tasks || worker.inFlight > 0) {

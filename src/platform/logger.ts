@@ -134,6 +134,25 @@ export interface LoggerOptions {
 
 const RANK: Readonly<Record<LogLevel, number>> = { error: 0, warn: 1, info: 2, debug: 3 };
 
+/** The level rank a logger from {@link createLogger} writes up to (others do not say). */
+const THRESHOLD: unique symbol = Symbol("pgflow.logThreshold");
+
+/**
+ * Whether `log` writes lines of `level`: true unless it is a logger of {@link createLogger} (or a
+ * copy of one) whose level leaves them out. Lets a caller skip building what would be dropped.
+ *
+ * @example
+ * ```ts
+ * import { createLogger, writesLevel } from "./logger.ts";
+ *
+ * writesLevel(createLogger({ level: "info" }), "debug"); // false
+ * ```
+ */
+export function writesLevel(log: Logger, level: LogLevel): boolean {
+  const threshold = (log as { readonly [THRESHOLD]?: number })[THRESHOLD];
+  return threshold === undefined || RANK[level] <= threshold;
+}
+
 /**
  * Whether `value` names a log level.
  *
@@ -167,13 +186,15 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     const emit = (level: LogLevel) => (event: string, fields: LogFields = {}) => {
       if (RANK[level] <= threshold) sink({ level, event, fields: { ...base, ...fields } });
     };
-    return {
+    const log: Logger & { readonly [THRESHOLD]: number } = {
       error: emit("error"),
       warn: emit("warn"),
       info: emit("info"),
       debug: emit("debug"),
       with: (fields) => make({ ...base, ...fields }),
+      [THRESHOLD]: threshold,
     };
+    return log;
   };
   return make({});
 }

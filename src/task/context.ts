@@ -44,17 +44,23 @@ export function buildContext(
     msg_id: task.messageId,
     input: task.input,
   });
-  const context = { ...(resources.extra ?? {}) };
-  Object.defineProperties(context, {
-    env: { value: resources.env, enumerable: true },
-    shutdownSignal: { value: resources.shutdownSignal, enumerable: true },
-    signal: { value: signal, enumerable: true },
-    sql: { value: resources.sql, enumerable: true },
-    supabase: { get: resources.supabase, enumerable: true },
-    flowInput: { get: () => resources.flowInputs.get(task.runId), enumerable: true },
-    stepTask: { value: stepTask, enumerable: true },
-    attempt: { value: task.attempt, enumerable: true },
-    rawMessage: { value: message, enumerable: true },
-  });
+  // One literal rather than a property definition per field: a context is built per task. The
+  // engine's fields come last, so the worker's extra context cannot shadow them.
+  const context = {
+    ...resources.extra,
+    env: resources.env,
+    shutdownSignal: resources.shutdownSignal,
+    signal,
+    sql: resources.sql,
+    get supabase(): SupabaseClient {
+      return resources.supabase();
+    },
+    get flowInput(): Promise<Json> {
+      return resources.flowInputs.get(task.runId);
+    },
+    stepTask,
+    attempt: task.attempt,
+    rawMessage: message,
+  };
   return context as StepContext<Json> & { readonly [key: string]: unknown };
 }

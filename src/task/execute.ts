@@ -9,6 +9,8 @@ import type { HandlerRegistry } from "./registry.ts";
 import { errorFields, errorMessage, errorStack, outputJson } from "./result.ts";
 import { checkOutputSize, inputTooLarge } from "./payload_size.ts";
 import { settleOrTimeOut } from "./timeout_race.ts";
+import type { TrackedTask } from "./cancellations.ts";
+import { TaskLog } from "./task_log.ts";
 import { RetryAfter } from "../dsl/retry_after.ts";
 import { StepTimedOut, WorkerShutdown } from "../dsl/abort_reasons.ts";
 import { startAttempt } from "../telemetry/otel_loader.ts";
@@ -58,22 +60,11 @@ export async function executeTask(
   task: ClaimedTask,
   message: PgmqMessageRecord,
   handlerDone: () => void = () => {},
-  signal?: AbortSignal,
+  tracked?: TrackedTask,
 ): Promise<void> {
-  const log = deps.log.with({
-    runId: task.runId,
-    messageId: task.messageId,
-    flow: task.flowSlug,
-    step: task.stepSlug,
-    taskIndex: task.taskIndex,
-    attempt: task.attempt,
-  });
-  const attempt = startAttempt({
-    ...task,
-    queue: deps.queue,
-    workerId: deps.workerId ?? "",
-    enqueuedAt: message.enqueued_at,
-  });
+  const signal = tracked?.signal;
+  const log = new TaskLog(deps.log, task);
+  const attempt = startAttempt(task, deps.queue, deps.workerId ?? "", message.enqueued_at);
   const started = performance.now();
   let result: TaskResult;
   // What the "task failed" line says about the error (see errorFields).
@@ -105,7 +96,7 @@ export async function executeTask(
       // The handler's own spans (fetch, queries) are children of the attempt's.
       const output = await settleOrTimeOut(
         Promise.resolve(attempt.run(() => registered.handler(task.input, context))),
-        signal,
+        tracked,
       );
       flowCode = false;
       if (step.kind === "array" && !Array.isArray(output)) {

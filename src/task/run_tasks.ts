@@ -5,7 +5,8 @@
  *
  * A task's path, file by file: `poll_loop.ts` reads and claims (`read.ts`, waiting in
  * `wakeups.ts` when idle) → `execute.ts` runs the handler (`registry.ts`, `input_check.ts`,
- * `context.ts`, `flow_input.ts`, `cancellations.ts`) and turns its result into text
+ * `context.ts`, `flow_input.ts`; `cancellations.ts` and `timeout_race.ts` for `ctx.signal` and the
+ * step's deadline; `task_log.ts` for its log lines) and turns its result into text
  * (`result.ts`) → `completer.ts` reports it, carried by the loop's next read or sent on its own
  * (`report.ts`; `released_work.ts` wakes an idle loop for a completion that releases its work).
  *
@@ -179,7 +180,12 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
   };
   const { completer } = execute;
   // The tasks in flight, by run: for ctx.signal, and for what a bounded drain abandons.
-  const cancellations = new RunCancellations(sql, log, options.queryTimeoutMs);
+  const cancellations = new RunCancellations(
+    sql,
+    log,
+    options.queryTimeoutMs,
+    deps.shutdown,
+  );
   completer.setReader(
     wakeups === undefined
       ? undefined
@@ -225,14 +231,13 @@ export function runTasks(deps: TaskPathDeps): RunningTasks {
       };
       const tracked = cancellations.track(
         task,
-        deps.shutdown,
         execute.registry.get(task.flowSlug, task.stepSlug)?.timeoutSeconds,
       );
       try {
-        await executeTask(execute, task, message, ended, tracked.signal);
+        await executeTask(execute, task, message, ended, tracked);
       } finally {
         running.delete(task);
-        tracked.done();
+        cancellations.done(tracked);
       }
     },
   }).finally(() => completer.setReader(undefined));

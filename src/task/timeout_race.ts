@@ -1,4 +1,4 @@
-import { StepTimedOut } from "../dsl/abort_reasons.ts";
+import type { StepTimedOut } from "../dsl/abort_reasons.ts";
 
 /**
  * How long a handler whose step timed out gets, after its `ctx.signal` aborted, to end on its own
@@ -8,38 +8,40 @@ import { StepTimedOut } from "../dsl/abort_reasons.ts";
  */
 export const TIMEOUT_GRACE_MS = 1_000;
 
+/** Where the race hears that a task's step timed out (a tracked task, see `cancellations.ts`). */
+export interface TimeoutWatch {
+  /** Calls `expired` once the step's timeout has passed (at once if it already has). */
+  onTimeout(expired: (reason: StepTimedOut) => void): void;
+}
+
 /**
- * `work`, unless `signal` aborts with a {@link StepTimedOut} and `work` has not settled
- * `graceMs` later: then it rejects with that reason, and `work` is abandoned (it may run on, but
+ * `work`, unless the task's step times out (`watch`) and `work` has not settled `graceMs` later:
+ * then it rejects with the {@link StepTimedOut}, and `work` is abandoned (it may run on, but
  * nothing waits for it and its result goes nowhere). Any other abort (a cancelled run, a
- * shutdown) is waited out, as before.
+ * shutdown) is waited out, as before. Without a watch, `work` itself.
  */
 export function settleOrTimeOut<T>(
   work: Promise<T>,
-  signal: AbortSignal | undefined,
+  watch: TimeoutWatch | undefined,
   graceMs: number = TIMEOUT_GRACE_MS,
 ): Promise<T> {
-  if (signal === undefined) return work;
+  if (watch === undefined) return work;
   return new Promise<T>((resolve, reject) => {
+    let settled = false;
     let grace: ReturnType<typeof setTimeout> | undefined;
-    const onAbort = () => {
-      if (!(signal.reason instanceof StepTimedOut)) return;
-      const reason = signal.reason;
-      grace = setTimeout(() => reject(reason), graceMs);
-    };
-    const settled = () => {
-      clearTimeout(grace);
-      signal.removeEventListener("abort", onAbort);
-    };
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    // A hook rather than a listener on the signal: nothing is added and removed per task.
+    watch.onTimeout((reason) => {
+      if (!settled) grace = setTimeout(() => reject(reason), graceMs);
+    });
     work.then(
       (value) => {
-        settled();
+        settled = true;
+        clearTimeout(grace);
         resolve(value);
       },
       (error) => {
-        settled();
+        settled = true;
+        clearTimeout(grace);
         reject(error);
       },
     );

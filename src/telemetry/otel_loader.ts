@@ -110,18 +110,35 @@ const UNRECORDED: TaskAttempt = { run: (fn) => fn(), end: () => {} };
  * ```ts
  * import { startAttempt } from "./otel_loader.ts";
  *
- * const attempt = startAttempt({
- *   queue: "demo", workerId: crypto.randomUUID(), flowSlug: "demo", stepSlug: "a",
- *   runId: crypto.randomUUID(), taskIndex: 0, attempt: 1,
- * });
+ * const attempt = startAttempt(
+ *   { flowSlug: "demo", stepSlug: "a", runId: crypto.randomUUID(), taskIndex: 0, attempt: 1 },
+ *   "demo",
+ *   crypto.randomUUID(),
+ * );
  * attempt.run(() => "the handler's result");
  * attempt.end("completed", 0.01);
  * ```
  */
-export function startAttempt(task: AttemptIdentity): TaskAttempt {
+export function startAttempt(
+  task: Omit<AttemptIdentity, "queue" | "workerId" | "enqueuedAt">,
+  queue: string,
+  workerId: string,
+  enqueuedAt?: string,
+): TaskAttempt {
+  // Nothing is built per task unless it is recorded: the identity is assembled only here.
   if (loaded === undefined) return UNRECORDED;
   const { api, attempts } = loaded;
-  const attempt = attempts.startAttempt(task);
+  const attempt = attempts.startAttempt({
+    flowSlug: task.flowSlug,
+    stepSlug: task.stepSlug,
+    runId: task.runId,
+    taskIndex: task.taskIndex,
+    attempt: task.attempt,
+    traceparent: task.traceparent,
+    queue,
+    workerId,
+    enqueuedAt,
+  });
   return {
     run: (fn) => api.context.with(attempt.context, fn),
     end: (outcome, handlerSeconds, errorKind) => attempt.end(outcome, handlerSeconds, errorKind),
