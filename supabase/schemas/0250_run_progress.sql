@@ -60,10 +60,21 @@ begin
     return;
   end if;
   if one_limited is false then
-    select pgmq.send(one_queue,
-                     jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
-                                        'step_slug', p_steps[1], 'task_index', 0),
-                     one_delay) into one_id;
+    -- PGMQ 1.5+ has send(queue, msg, headers, timestamptz), which its send(queue, msg, integer)
+    -- reaches through two SQL wrappers planned on every call (about 0.05 ms a send, in every
+    -- start and chain hop: bench/results.md, round 32). The same visibility either way; the
+    -- catalog lookup keeps PGMQ before 1.5, which has no such send, working.
+    if to_regprocedure('pgmq.send(text,jsonb,jsonb,timestamp with time zone)') is not null then
+      select pgmq.send(one_queue,
+                       jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                          'step_slug', p_steps[1], 'task_index', 0),
+                       null::jsonb, clock_timestamp() + make_interval(secs => one_delay)) into one_id;
+    else
+      select pgmq.send(one_queue,
+                       jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                          'step_slug', p_steps[1], 'task_index', 0),
+                       one_delay) into one_id;
+    end if;
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
     values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
     if cur is not null then
