@@ -34,6 +34,13 @@ declare
   one_limited boolean;
   room integer;
   cur bigint;
+  one_msg jsonb;
+  -- PGMQ 1.5+ has send(queue, msg, headers, timestamptz) and send_batch(queue, msgs, headers,
+  -- timestamptz), which its integer-delay forms reach through SQL wrappers planned on every call
+  -- (about 0.05 ms a call, in every start and chain hop: bench/results.md, round 32). The same
+  -- visibility either way; the catalog lookup keeps PGMQ before 1.5, which has neither, working.
+  direct_send constant boolean :=
+    to_regprocedure('pgmq.send(text,jsonb,jsonb,timestamp with time zone)') is not null;
 begin
   -- One task of one step (a flow's root step, a chain's next step): one send and one insert,
   -- without the grouping below, which costs a start_flow about a fifth of its time. The same
@@ -60,20 +67,13 @@ begin
     return;
   end if;
   if one_limited is false then
-    -- PGMQ 1.5+ has send(queue, msg, headers, timestamptz), which its send(queue, msg, integer)
-    -- reaches through two SQL wrappers planned on every call (about 0.05 ms a send, in every
-    -- start and chain hop: bench/results.md, round 32). The same visibility either way; the
-    -- catalog lookup keeps PGMQ before 1.5, which has no such send, working.
-    if to_regprocedure('pgmq.send(text,jsonb,jsonb,timestamp with time zone)') is not null then
-      select pgmq.send(one_queue,
-                       jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
-                                          'step_slug', p_steps[1], 'task_index', 0),
-                       null::jsonb, clock_timestamp() + make_interval(secs => one_delay)) into one_id;
+    one_msg := jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                                  'step_slug', p_steps[1], 'task_index', 0);
+    if direct_send then
+      select pgmq.send(one_queue, one_msg, null::jsonb, clock_timestamp() + make_interval(secs => one_delay))
+      into one_id;
     else
-      select pgmq.send(one_queue,
-                       jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
-                                          'step_slug', p_steps[1], 'task_index', 0),
-                       one_delay) into one_id;
+      select pgmq.send(one_queue, one_msg, one_delay) into one_id;
     end if;
     insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input)
     values (p_run_id, p_flow_slug, p_steps[1], 0, one_queue, one_id, p_sources[1] -> 0);
@@ -172,8 +172,15 @@ begin
     -- Large maps go out in slices so one statement never carries an unbounded array.
     for slice_start in 1 .. room by batch_size loop
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
-      select array_agg(id order by id) into ids
-      from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)], grp.delay) as id;
+      if direct_send then
+        select array_agg(id order by id) into ids
+        from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)],
+                             null::jsonb[], clock_timestamp() + make_interval(secs => grp.delay)) as id;
+      else
+        select array_agg(id order by id) into ids
+        from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)],
+                             grp.delay) as id;
+      end if;
       insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
                                      rate_scope, rate_key, priority)
       select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
