@@ -11,6 +11,8 @@
  *   last completion).
  * - Both: A's backlog, then B paced as above: B's pickup p50/p95 and A's throughput.
  *
+ * A alone and both swap order every other repetition (the later one runs on larger tables).
+ *
  * A's backlog is built two ways (`--build`, both by default, each in every repetition): `bulk`,
  * one transaction before B starts; `calls`, one start_flow per run on two connections of their
  * own, as requests would, running while B is paced and the workers drain.
@@ -179,7 +181,7 @@ async function drained(sql: postgres.Sql, slug: string, since: string, n: number
   }
 }
 
-async function repetition(url: string, build: Build): Promise<Repetition> {
+async function repetition(url: string, build: Build, besideFirst: boolean): Promise<Repetition> {
   // Connections of this repetition's own: none has planned a statement with another window.
   const sql = postgres(url, { max: 2, onnotice: () => {} });
   const workers = await startWorkers(url);
@@ -189,10 +191,15 @@ async function repetition(url: string, build: Build): Promise<Repetition> {
     await drained(sql, "bench_fair_b", since, RUNS);
     const bAlone = await pickups(sql, since);
 
-    since = await dbNow(sql);
-    await buildBacklog(url, sql, build);
-    await drained(sql, "bench_fair_a", since, BACKLOG);
-    const aAlone = await throughput(sql, since);
+    // A alone and A beside B alternate in order between repetitions: the second runs on tables
+    // 20,000 runs larger, which must not always count against the same one.
+    const aloneA = async (): Promise<number> => {
+      const at = await dbNow(sql);
+      await buildBacklog(url, sql, build);
+      await drained(sql, "bench_fair_a", at, BACKLOG);
+      return throughput(sql, at);
+    };
+    const aAlone = besideFirst ? 0 : await aloneA();
 
     since = await dbNow(sql);
     // A bulk backlog is committed before B starts (else B's first runs go out ahead of it); calls
@@ -205,15 +212,16 @@ async function repetition(url: string, build: Build): Promise<Repetition> {
     await drained(sql, "bench_fair_a", since, BACKLOG);
     const bBeside = await pickups(sql, since);
     const ahead = await aheadOfB(sql, since);
+    const aBeside = await throughput(sql, since);
     return {
       bAloneP50: percentile(bAlone, 50),
       bAloneP95: percentile(bAlone, 95),
-      aAlone,
+      aAlone: besideFirst ? await aloneA() : aAlone,
       bBesideP50: percentile(bBeside, 50),
       bBesideP95: percentile(bBeside, 95),
       aheadP50: percentile(ahead, 50),
       aheadP95: percentile(ahead, 95),
-      aBeside: await throughput(sql, since),
+      aBeside,
     };
   } finally {
     await Promise.all(workers.map((w) => w.stop()));
@@ -251,7 +259,7 @@ try {
     for (const window of WINDOWS) {
       await setWindow(sql, window);
       for (const build of BUILDS) {
-        const r = await repetition(db.url, build);
+        const r = await repetition(db.url, build, rep % 2 === 0);
         results.push({ window, build, r });
         const row = [
           String(rep),

@@ -11,12 +11,12 @@
  * - `cost`: what flow control costs a flow that uses none. The same no-limit flow, one worker, on
  *   the schema tree before flow control (`--before`, a git revision, extracted with `git archive`)
  *   and on this tree's migrations, alternated on fresh servers for `--reps` rounds: throughput of
- *   a backlog and pickup p50 of paced runs, with each round's ratio.
+ *   a backlog (`--backlog` tasks) and pickup p50 of paced runs, with each round's ratio.
  * - `limited`: one step limited to 3 per key over 50 keys against the same step without a limit,
  *   alternated on one server: tasks/s of a backlog.
  *
  *   deno run -A bench/flow_control.ts [--scenario exact|cost|limited|all] [--tasks 10000]
- *                                     [--keys 500] [--reps 3] [--before 8538dc6^1]
+ *                                     [--keys 500] [--reps 3] [--before 8538dc6^1] [--backlog 3000]
  *
  * Nothing here asserts on speed; the exactness checks end the run with an error when one fails.
  *
@@ -43,6 +43,7 @@ const { values: args } = parseArgs({
     keys: { type: "string", default: "500" },
     reps: { type: "string", default: "3" },
     before: { type: "string", default: "8538dc6^1" },
+    backlog: { type: "string", default: "3000" },
   },
 });
 
@@ -242,7 +243,10 @@ function settings(url: string, sql: postgres.Sql, offsetMs: number, tasks: numbe
 }
 
 /** One round of the cost scenario on a fresh server: tasks/s and pickup p50 of a plain flow. */
-async function costOnce(schemas?: string): Promise<{ tasksPerSec: number; p50: number }> {
+async function costOnce(
+  backlog: number,
+  schemas?: string,
+): Promise<{ tasksPerSec: number; p50: number }> {
   const db = await server(schemas);
   try {
     const offsetMs = await clockOffsetMs(db.sql);
@@ -256,7 +260,7 @@ async function costOnce(schemas?: string): Promise<{ tasksPerSec: number; p50: n
       ["bench_fc_plain"],
     );
     const r = await singleStepScenario(
-      settings(db.url, db.sql, offsetMs, 3000),
+      settings(db.url, db.sql, offsetMs, backlog),
       "plain",
       spec,
       ["bench_fc_plain"],
@@ -267,7 +271,7 @@ async function costOnce(schemas?: string): Promise<{ tasksPerSec: number; p50: n
   }
 }
 
-async function cost(reps: number, before: string) {
+async function cost(reps: number, before: string, backlog: number) {
   const dir = await Deno.makeTempDir({ prefix: "pgflow-before-" });
   try {
     const archive = new Deno.Command("sh", {
@@ -283,9 +287,9 @@ async function cost(reps: number, before: string) {
     }[] = [];
     for (let i = 0; i < reps; i++) {
       // Alternate which goes first, so a drift of the machine's load does not favour one.
-      const a = i % 2 === 0 ? await costOnce(`${dir}/supabase/schemas`) : undefined;
-      const now = await costOnce();
-      const b = a ?? await costOnce(`${dir}/supabase/schemas`);
+      const a = i % 2 === 0 ? await costOnce(backlog, `${dir}/supabase/schemas`) : undefined;
+      const now = await costOnce(backlog);
+      const b = a ?? await costOnce(backlog, `${dir}/supabase/schemas`);
       rounds.push({ before: b, now });
       console.error(
         `cost round ${i + 1}: before ${b.tasksPerSec.toFixed(0)} tasks/s p50 ${
@@ -383,7 +387,7 @@ if (which.includes("exact")) {
   );
 }
 if (which.includes("cost")) {
-  const rounds = await cost(reps, args.before!);
+  const rounds = await cost(reps, args.before!, Number(args.backlog));
   console.log(`\n## cost when unused (before = ${args.before})\n`);
   console.log(
     "| round | before tasks/s | now tasks/s | ratio | before p50 ms | now p50 ms | Δ p50 ms |",
