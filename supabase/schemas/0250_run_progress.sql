@@ -35,6 +35,7 @@ declare
   room integer;
   cur bigint;
   one_msg jsonb;
+  slice_end integer;
   -- PGMQ 1.5+ has send(queue, msg, headers, timestamptz) and send_batch(queue, msgs, headers,
   -- timestamptz), which its integer-delay forms reach through SQL wrappers planned on every call
   -- (about 0.05 ms a call, in every start and chain hop: bench/results.md, round 32). The same
@@ -171,26 +172,26 @@ begin
     end if;
     -- Large maps go out in slices so one statement never carries an unbounded array.
     for slice_start in 1 .. room by batch_size loop
+      slice_end := least(slice_start + batch_size - 1, room);
       -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
       if direct_send then
         select array_agg(id order by id) into ids
-        from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)],
+        from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_end],
                              null::jsonb[], clock_timestamp() + make_interval(secs => grp.delay)) as id;
       else
         select array_agg(id order by id) into ids
-        from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:least(slice_start + batch_size - 1, room)],
-                             grp.delay) as id;
+        from pgmq.send_batch(grp.queue_name, grp.msgs[slice_start:slice_end], grp.delay) as id;
       end if;
       insert into pgflow.step_tasks (run_id, flow_slug, step_slug, task_index, queue_name, message_id, input,
                                      rate_scope, rate_key, priority)
       select p_run_id, p_flow_slug, u.step_slug, u.task_index, grp.queue_name, u.id, u.input, u.rate_scope, u.rate_key,
              u.priority
-      from unnest(grp.steps[slice_start:least(slice_start + batch_size - 1, room)],
-                  grp.idxs[slice_start:least(slice_start + batch_size - 1, room)], ids,
-                  grp.inputs[slice_start:least(slice_start + batch_size - 1, room)],
-                  grp.rate_scopes[slice_start:least(slice_start + batch_size - 1, room)],
-                  grp.rate_keys[slice_start:least(slice_start + batch_size - 1, room)],
-                  grp.priorities[slice_start:least(slice_start + batch_size - 1, room)])
+      from unnest(grp.steps[slice_start:slice_end],
+                  grp.idxs[slice_start:slice_end], ids,
+                  grp.inputs[slice_start:slice_end],
+                  grp.rate_scopes[slice_start:slice_end],
+                  grp.rate_keys[slice_start:slice_end],
+                  grp.priorities[slice_start:slice_end])
         as u(step_slug, task_index, id, input, rate_scope, rate_key, priority);
     end loop;
     if cur is not null and room > 0 then

@@ -165,3 +165,25 @@ db.test(
   },
   { fresh: true },
 );
+
+db.test("a map larger than one send_batch goes out in slices, each task paired with its own message", async ({ sql }) => {
+  await defineFlow(sql, "send_big_map", [{ slug: "m", type: "map" }]);
+  const calls = await sql.begin(async (tx) => {
+    await tx`set local track_functions = 'all'`;
+    await tx`select pgflow.start_flow('send_big_map', (select jsonb_agg(i) from generate_series(0, 2499) i))`;
+    const [row] = await tx`
+      select coalesce(pg_stat_get_xact_function_calls(
+               'pgmq.send_batch(text,jsonb[],jsonb[],timestamp with time zone)'::regprocedure), 0)::int
+               as direct`;
+    return row.direct;
+  });
+  assert.equal(calls, 3, "2,500 elements in slices of 1,000");
+  const [pairs] = await sql`
+    select count(*)::int as tasks,
+           count(distinct t.message_id)::int as messages,
+           count(*) filter (where (q.message ->> 'task_index')::int = t.task_index
+                              and t.input = to_jsonb(t.task_index))::int as paired
+    from pgflow.step_tasks t join pgmq.q_send_big_map q on q.msg_id = t.message_id
+    where t.flow_slug = 'send_big_map'`;
+  assert.deepEqual({ ...pairs }, { tasks: 2500, messages: 2500, paired: 2500 });
+});
