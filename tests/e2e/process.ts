@@ -26,3 +26,26 @@ export async function killChild(child: Child, signal: Deno.Signal = "SIGKILL"): 
   }
   await child.process.status;
 }
+
+/**
+ * Waits up to `ms` for a child to exit (after sending it `signal`, if given), and kills it after
+ * that. Returns whether it exited by itself: a process that hangs on its way out is then the
+ * test's finding, never the test's hang.
+ */
+export async function exitWithin(child: Child, ms: number, signal?: Deno.Signal): Promise<boolean> {
+  if (signal) {
+    try {
+      child.process.kill(signal);
+    } catch {
+      // Already exited.
+    }
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const exited = await Promise.race([
+    child.process.status.then(() => true),
+    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), ms)),
+  ]);
+  clearTimeout(timer);
+  if (!exited) await killChild(child);
+  return exited;
+}

@@ -179,3 +179,29 @@ export async function stopProcesses(procs: readonly Proc[]): Promise<void> {
 export function describeProcesses(procs: readonly Proc[]): string {
   return procs.map((p) => `  pid ${p.pid}: ${p.command.slice(0, 200)}`).join("\n");
 }
+
+/**
+ * One line per process with its scheduler state and where it sleeps in the kernel, for telling a
+ * hang's kind apart (a process blocked on a lock, on a pipe, or busy), e.g.
+ * `pid 42 S futex_wait_queue: deno test ...`.
+ *
+ * @example
+ * ```ts
+ * console.log(processStates(findProcesses({ pgids: [child.pid] })));
+ * ```
+ */
+export function processStates(procs: readonly Proc[]): string {
+  return procs.map((p) => {
+    const stat = read(`/proc/${p.pid}/stat`) ?? "";
+    const state = stat[stat.lastIndexOf(")") + 2] ?? "?";
+    const wchan = (read(`/proc/${p.pid}/wchan`) ?? "").trim() || "-";
+    const threads = (() => {
+      try {
+        return [...Deno.readDirSync(`/proc/${p.pid}/task`)].length;
+      } catch {
+        return 0;
+      }
+    })();
+    return `  pid ${p.pid} ${state} ${wchan} (${threads} threads): ${p.command.slice(0, 200)}`;
+  }).join("\n");
+}

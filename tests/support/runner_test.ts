@@ -1,7 +1,8 @@
 /**
- * The test runner turns a hang into a failure that names the test, and leaves nothing running:
- * not after a file overran its bound, not after a file that forgot to stop what it started, not
- * after the runner itself was stopped (SIGTERM) or killed (SIGKILL).
+ * The test runner turns a hang into a failure that names the test and what its processes were
+ * doing, and leaves nothing running: not after a file overran its bound, not after a file that
+ * forgot to stop what it started, not after the runner itself was stopped (SIGTERM) or killed
+ * (SIGKILL).
  */
 import assert from "node:assert/strict";
 import { runTestFile, unfinishedTest } from "./test_file.ts";
@@ -47,6 +48,16 @@ Deno.test("the runner names the test a hang is in", () => {
     undefined,
   );
   assert.equal(unfinishedTest("a ... ignored (0ms)\n"), undefined);
+  // Deno's notice on a test past a minute, on the open line (whatever quotes the names hold); a
+  // result that comes later is printed on a line of its own.
+  const slow = "it's slow ...\n  the step's ...'it's slow' has been running for over (1m0s)\n";
+  assert.equal(unfinishedTest(slow), "it's slow > the step's");
+  assert.equal(unfinishedTest(`${slow} ok (1m2s)\n`), "it's slow");
+  assert.equal(unfinishedTest(`${slow} ok (1m2s)\nit's slow ... ok (1m2s)\n`), undefined);
+  assert.equal(
+    unfinishedTest("a run's ...'a run's' has been running for over (1m0s)\n"),
+    "a run's",
+  );
 });
 
 Deno.test("a file's failures are named one per line, file › test, before the totals", async () => {
@@ -91,6 +102,9 @@ Deno.test("a file over its bound fails naming the test, and nothing it started i
       result.problems[0],
       /^TIMEOUT .*hang\.ts: "starts a server and hangs > the stuck step" was still running after 20 s/,
     );
+    // What its processes were doing (its own `deno test`: state, kernel wait) and its last output.
+    assert.match(result.problems[0], /\n {2}pid \d+ [RSD] \S+ \(\d+ threads\): \S*deno test /);
+    assert.match(result.problems[0], /output \(last lines\):\n[^]*the stuck step \.\.\./);
     const s = started(result.output);
     assert.ok(await gone(s), `nothing is left running: ${JSON.stringify(s)}`);
   } finally {

@@ -9,7 +9,13 @@
  * @module
  */
 import { startWatchdog } from "../../src/cli/db/watchdog.ts";
-import { describeProcesses, type ProcMatch, stopLeftovers } from "./processes.ts";
+import {
+  describeProcesses,
+  findProcesses,
+  processStates,
+  type ProcMatch,
+  stopLeftovers,
+} from "./processes.ts";
 import { namedFailures } from "./summary.ts";
 
 /** The bound of a file that names none, in seconds. */
@@ -38,6 +44,8 @@ export function parseDenoTestSummary(output: string): TestTotals | undefined {
 }
 
 const RESULT_LINE = /^( *)(.+?) \.\.\.(?: (ok|FAILED|ignored|cancelled)\b.*)?\s*$/;
+const SLOW_NOTICE = / \.\.\.'.*' has been running for over \([^)]*\)\s*$/;
+const LATE_RESULT = /^ (ok|FAILED|ignored|cancelled)\b/;
 
 /**
  * The test (and step) that started and never reported a result in `deno test` output, e.g.
@@ -50,7 +58,14 @@ const RESULT_LINE = /^( *)(.+?) \.\.\.(?: (ok|FAILED|ignored|cancelled)\b.*)?\s*
  */
 export function unfinishedTest(output: string): string | undefined {
   const open: { indent: number; name: string }[] = [];
-  for (const line of output.split("\n")) {
+  for (const raw of output.split("\n")) {
+    // Past a minute, Deno appends a notice to the open line and prints that line's result on one
+    // of its own, unindented.
+    const line = raw.replace(SLOW_NOTICE, " ...");
+    if (LATE_RESULT.test(line)) {
+      open.pop();
+      continue;
+    }
     const m = RESULT_LINE.exec(line);
     if (!m) continue;
     const indent = m[1].length;
@@ -181,9 +196,13 @@ export async function runTestFile(
       // Cancelled below.
     }
   });
+  // What the file's processes were doing when it was killed: a hang's kind (a lock, a pipe, a
+  // busy loop) shows in their states; the file's output alone cannot say.
+  let states = "";
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
+    states = processStates(findProcesses({ pgids: [child.pid] }));
     killGroup(child.pid);
   }, timeoutS * 1000);
   const status = await child.status;
@@ -195,6 +214,7 @@ export async function runTestFile(
   const problems: string[] = [];
   const totals = parseDenoTestSummary(output) ?? countResults(output);
   const failures = namedFailures(file, output, totals.failed);
+  const tail = output.trimEnd().split("\n").slice(-20).join("\n  ");
   if (timedOut) {
     const test = unfinishedTest(output);
     failures.push(`${file} › ${test ?? "a test"} (still running after ${timeoutS} s: killed)`);
@@ -203,7 +223,7 @@ export async function runTestFile(
         test ? `"${test}"` : "a test"
       } was still running after ${timeoutS} s; the file and every process it started were ` +
         "killed (a hang; or, if the file is only slow, give it a `// pgflow-test-timeout: <n>s` " +
-        "line)",
+        `line). Its processes then:\n${states}\n  output (last lines):\n  ${tail}`,
     );
     totals.failed++;
   } else if (status.signal) {

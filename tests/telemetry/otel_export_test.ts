@@ -9,13 +9,13 @@
  */
 import assert from "node:assert/strict";
 import { testDatabase, waitFor } from "../support/db.ts";
-import { killChild, spawnDeno } from "../e2e/process.ts";
+import { killChild } from "../e2e/process.ts";
+import { runTracedClient, startTracedWorker, stopTracedWorker } from "./children.ts";
 import { type ReceivedSpan, startReceiver } from "./otlp_receiver.ts";
 import { MARKERS } from "./fixtures/traced_flow.ts";
 import { runTrace, stepSpanId, stepTraceparent } from "../../src/telemetry/span_ids.ts";
 
 const db = testDatabase(import.meta.url);
-const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname;
 
 db.test("a traced run's attempts export to Deno's OTLP exporter in one trace", async ({ sql, url }) => {
   const receiver = startReceiver();
@@ -26,7 +26,7 @@ db.test("a traced run's attempts export to Deno's OTLP exporter in one trace", a
     OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
   };
   // Deno observes gauges at its periodic export, not at the flush on exit: export often.
-  const worker = spawnDeno(fixture("traced_worker.ts"), {
+  const worker = startTracedWorker({
     ...otel,
     OTEL_SERVICE_NAME: "worker",
     OTEL_METRIC_EXPORT_INTERVAL: "500",
@@ -37,10 +37,10 @@ db.test("a traced run's attempts export to Deno's OTLP exporter in one trace", a
         sql`select 1 from pgflow.workers where queue_name = 'otel_flow'`.then((r) => r.length > 0),
       { what: `the worker to register; output:\n${worker.output()}`, timeoutMs: 120_000 },
     );
-    const client = spawnDeno(fixture("traced_client.ts"), { ...otel, OTEL_SERVICE_NAME: "client" });
-    await client.process.status;
-    const [runId, traceId, clientSpanId] = client.output().trim().split(/\s+/).slice(-3);
-    assert.match(traceId, /^[0-9a-f]{32}$/, client.output());
+    const { runId, traceId, spanId: clientSpanId } = await runTracedClient({
+      ...otel,
+      OTEL_SERVICE_NAME: "client",
+    });
 
     const [run] = await sql`select traceparent from pgflow.runs where run_id = ${runId}::uuid`;
     assert.equal(run.traceparent, `00-${traceId}-${clientSpanId}-01`);
@@ -61,7 +61,7 @@ db.test("a traced run's attempts export to Deno's OTLP exporter in one trace", a
       { what: `the child run to complete; worker output:\n${worker.output()}`, timeoutMs: 120_000 },
     );
     // A stop flushes the worker's exporter.
-    await killChild(worker, "SIGTERM");
+    await stopTracedWorker(worker);
     const ofRun = (id: string) => (s: ReceivedSpan) => s.attributes["pgflow.run_id"] === id;
     const attempts = await waitFor(() => {
       const found = receiver.spans.filter((s) => s.name.startsWith("pgflow.task "))

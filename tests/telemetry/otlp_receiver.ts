@@ -104,6 +104,12 @@ export function startReceiver(): OtlpReceiver {
     metrics,
     bodies,
     requests,
-    close: () => server.shutdown(),
+    // A graceful shutdown waits for requests in flight: bounded, so a sender that hung mid-request
+    // cannot hang the test after it.
+    close: async () => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([server.shutdown(), new Promise((r) => timer = setTimeout(r, 10_000))]);
+      clearTimeout(timer);
+    },
   };
 }

@@ -8,13 +8,13 @@
 import assert from "node:assert/strict";
 import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, readAndStart, registerWorker } from "../support/engine.ts";
-import { type Child, killChild, spawnDeno } from "../e2e/process.ts";
+import { type Child, killChild } from "../e2e/process.ts";
+import { runTracedClient, startTracedWorker, stopTracedWorker } from "./children.ts";
 import { type ReceivedSpan, startReceiver } from "./otlp_receiver.ts";
 import { MARKERS } from "./fixtures/traced_flow.ts";
 import { runTrace, stepSpanId } from "../../src/telemetry/span_ids.ts";
 
 const db = testDatabase(import.meta.url);
-const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname;
 const CANCEL_MARK = "CANCEL-MARK-3b8e";
 
 db.test("runs ended with no worker's report get their spans once, over protobuf", async ({ sql, url }) => {
@@ -26,7 +26,7 @@ db.test("runs ended with no worker's report get their spans once, over protobuf"
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
   };
   const startWorker = async (): Promise<Child> => {
-    const worker = spawnDeno(fixture("traced_worker.ts"), { ...otel, OTEL_SERVICE_NAME: "worker" });
+    const worker = startTracedWorker({ ...otel, OTEL_SERVICE_NAME: "worker" });
     await waitFor(
       () =>
         sql`select 1 from pgflow.workers where queue_name = 'otel_flow' and stopped_at is null`
@@ -36,17 +36,8 @@ db.test("runs ended with no worker's report get their spans once, over protobuf"
     return worker;
   };
   /** Starts a run inside a client's span; its run id, trace id and the client's span id. */
-  const startRun = async (env: Record<string, string>) => {
-    const client = spawnDeno(fixture("traced_client.ts"), {
-      ...otel,
-      ...env,
-      OTEL_SERVICE_NAME: "client",
-    });
-    await client.process.status;
-    const [runId, traceId, spanId] = client.output().trim().split(/\s+/).slice(-3);
-    assert.match(traceId, /^[0-9a-f]{32}$/, client.output());
-    return { runId, traceId, spanId };
-  };
+  const startRun = (env: Record<string, string>) =>
+    runTracedClient({ ...otel, ...env, OTEL_SERVICE_NAME: "client" });
   const ofRun = (id: string) => (s: ReceivedSpan) => s.attributes["pgflow.run_id"] === id;
   const endedOf = (id: string) =>
     receiver.spans.filter((s) => /^pgflow\.(run|step) /.test(s.name) && ofRun(id)(s));
@@ -80,7 +71,7 @@ db.test("runs ended with no worker's report get their spans once, over protobuf"
         timeoutMs: 60_000,
       },
     );
-    await killChild(worker, "SIGTERM");
+    await stopTracedWorker(worker);
 
     // 3. Cancelled while no worker runs: swept when one next starts.
     const orphan = await startRun({ HOLD: "true" });
@@ -91,7 +82,7 @@ db.test("runs ended with no worker's report get their spans once, over protobuf"
       timeoutMs: 60_000,
     });
     // A stop ends the process, which flushes what Deno's exporter still holds.
-    await killChild(worker, "SIGTERM");
+    await stopTracedWorker(worker);
 
     assert.deepEqual(
       [...new Set(receiver.requests.filter((r) => r.path === "/v1/traces").map((r) => r.encoding))],
