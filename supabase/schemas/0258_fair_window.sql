@@ -4,14 +4,15 @@
 -- its tasks and creates the rest 'waiting' (no message; limit_scope and rate_scope NULL, which is
 -- what tells them from tasks waiting for a limit). While the queue is in window mode (a row in
 -- pgflow.fair_windows) every new task of an unlimited step without a start delay waits the same
--- way, whatever its flow, and each claim releases as many waiting tasks as it claimed, in turn
--- across groups (a flow version's step): priority first, then each group's oldest before any
--- group's second, then age. The queue's visible backlog stays about one window long, and a
--- newcomer's task waits behind at most that, not behind the whole backlog.
+-- way, whatever its flow, and claims release waiting tasks in turn across groups (a flow
+-- version's step): priority first, then each group's oldest before any group's second, then age.
+-- A claim releases before it reads what its read will take past the visible backlog
+-- (pgflow._release_before_read), so the tasks whose turn it is are read by that claim and a
+-- newcomer's task waits behind the visible backlog at most, not behind the whole backlog.
 --
 -- The window is not counted from task rows: a count over a partial index that every task enters
 -- and leaves walks dead entries until vacuum, and costs every created task. It is kept by
--- construction instead (a claim of k releases k), and grows only when a read comes back short
+-- construction instead (a claim releases about what it takes), and grows only when a read comes back short
 -- while tasks wait (it then releases what it lacked), so it follows what the readers ask for.
 -- Outside window mode a created task pays one primary-key probe of an empty table and a
 -- transaction-local counter; a claim pays the same probe. A flow alone on its queue never enters
@@ -35,11 +36,18 @@ as $$
 $$;
 
 -- The queues in window mode. A row exists only while the queue has tasks waiting for their turn;
--- the claim that finds none left deletes it.
+-- the claim that finds none left deletes it. visible: the queue's visible backlog (messages sent
+-- and not yet read) as the last claim that released before its read left it
+-- (pgflow._release_before_read); a queue entering window mode starts from its window (or from
+-- its depth, pgflow._note_depth). An estimate: claims that release after their reads leave it as
+-- it is (each releases what it took, so the backlog stays about where it was), and the next claim
+-- that releases before its read counts it again.
 create table if not exists pgflow.fair_windows (
   queue_name text not null,
   since timestamptz not null default now(),
-  constraint fair_windows_pkey primary key (queue_name)
+  visible integer not null default pgflow._fair_window(),
+  constraint fair_windows_pkey primary key (queue_name),
+  constraint fair_windows_visible_check check (visible >= 0)
 );
 
 -- The tasks waiting for their queue's turn, by group, in release order: priority (higher first,
@@ -161,7 +169,8 @@ set search_path = ''
 as $$
 begin
   if p_cursor is not null and p_msg_id - p_cursor > pgflow._fair_window() then
-    insert into pgflow.fair_windows (queue_name) values (p_queue) on conflict do nothing;
+    insert into pgflow.fair_windows (queue_name, visible) values (p_queue, p_msg_id - p_cursor)
+    on conflict do nothing;
   end if;
 end;
 $$;
@@ -353,11 +362,74 @@ begin
     jsonb_set(floors, array[p_queue], coalesce(floors -> p_queue, '{}'::jsonb) || rel.last)::text, true);
   -- Ids are assigned in array order within one send_batch, so sorting them pairs them up.
   select array_agg(id order by id) into ids from pgmq.send_batch(p_queue, rel.msgs, 0) as id;
+  -- For a release before a claim's read, the first and last ids it sent (pgflow._take_turns).
+  if pg_catalog.current_setting('pgflow.turn_before', true) = p_queue then
+    perform pg_catalog.set_config('pgflow.turn_ids',
+      coalesce(nullif(split_part(pg_catalog.current_setting('pgflow.turn_ids', true), ' ', 1), ''),
+               ids[1]::text) || ' ' || ids[cardinality(ids)], true);
+  end if;
   -- One row at a time by its row version (locked above, so it has not moved).
   for i in 1 .. cardinality(ids) loop
     update pgflow.step_tasks t set status = 'queued', message_id = ids[i] where t.ctid = rel.tids[i];
   end loop;
   return cardinality(ids);
+end;
+$$;
+
+-- The class of the release-before-read locks: the bytes 'pgfT', in the two-key form of advisory
+-- locks (see pgflow._listen_lock_class, 'pgfw', for the other classes).
+create or replace function pgflow._turn_lock_class()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 1885824596
+$$;
+
+-- Before a claim's read of p_depth messages on queue p_queue in window mode: releases waiting
+-- tasks first, so that the tasks whose turn it is are read by this very claim, rather than
+-- released after its read behind what is already visible. It releases what the read will take
+-- beyond the visible backlog (p_depth less pgflow.fair_windows.visible), so the read empties the
+-- backlog and a newcomer's first task, first in turn order, is among what it reads. A backlog a
+-- read long or more gets nothing released before the read, which then shrinks it.
+-- pgflow._take_turns, after the read, counts the backlog again: from the highest message id read
+-- against the ids this release sent (recorded by pgflow._release_turn_groups) when the read
+-- reached them, else from the estimate less what was read; a short read left none.
+--
+-- One claim per queue at a time (a transaction advisory lock, tried, never waited for); the
+-- others release after their reads as before. The release locks the tasks it picks with skip
+-- locked and, under READ COMMITTED, also a task another claim released and committed since its
+-- snapshot, left out but locked until this transaction ends (docs/flow-control.md, "Locks"). A
+-- claim that then waits on such a lock is one that releases after its read, and such a claim
+-- waits for nothing once it has released: with two claims releasing before their reads, each
+-- could hold a task the other read.
+--
+-- Returns what the caller counts as released for its claim (p_depth: what it takes needs no
+-- release after the read), or NULL when the queue is not in window mode or another claim holds
+-- the lock.
+create or replace function pgflow._release_before_read(p_queue text, p_depth integer)
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  backlog integer;
+  n integer;
+begin
+  select w.visible into backlog from pgflow.fair_windows w where w.queue_name = p_queue;
+  if not found
+     or not pg_catalog.pg_try_advisory_xact_lock(pgflow._turn_lock_class(),
+                                                 pg_catalog.hashtext(p_queue)) then
+    return null;
+  end if;
+  perform pg_catalog.set_config('pgflow.turn_before', p_queue, true);
+  perform pg_catalog.set_config('pgflow.turn_ids', '', true);
+  n := pgflow._release_turns(p_queue, greatest(0, p_depth - backlog));
+  perform pg_catalog.set_config('pgflow.turn_before', p_queue || chr(31) || backlog || chr(31) || n,
+                                true);
+  return p_depth;
 end;
 $$;
 
@@ -380,6 +452,8 @@ set search_path = ''
 as $$
 declare
   n integer := 0;
+  before text;
+  ids text;
 begin
   if p_top is not null then
     update pgflow.queue_cursors c set claimed_msg_id = p_top
@@ -394,9 +468,35 @@ begin
   if p_claimed > 0 and exists (select 1 from pgflow.fair_windows w where w.queue_name = p_queue) then
     n := n + p_claimed;
   end if;
-  if n = 0 then
-    return 0;
+  if n > 0 then
+    n := pgflow._release_turns(p_queue, n);
   end if;
-  return pgflow._release_turns(p_queue, n);
+  before := pg_catalog.current_setting('pgflow.turn_before', true);
+  if split_part(before, chr(31), 1) = p_queue then
+    -- After a release before the read (pgflow._release_before_read): the visible backlog now.
+    ids := pg_catalog.current_setting('pgflow.turn_ids', true);
+    perform pg_catalog.set_config('pgflow.turn_before', '', true);
+    update pgflow.fair_windows w
+    set visible = case
+          -- A short read took everything visible; what was released after it is the backlog.
+          when coalesce(p_read, 0) < coalesce(p_depth, 0) then n
+          -- The read reached this claim's own release, so it took everything visible before it
+          -- (in id order; a message another reader holds is not visible): what it left of its
+          -- own release, at most the ids past the highest read. Ids between them that are
+          -- another's (sent or held by another claim) are not counted: an estimate that errs
+          -- low only puts a newcomer behind a few more messages, one that errs high would hold
+          -- its release back.
+          when ids <> '' and p_top >= split_part(ids, ' ', 1)::bigint
+            then least(split_part(before, chr(31), 3)::integer,
+                       split_part(ids, ' ', 2)::bigint - p_top)
+          -- It did not: the backlog it was told of, less what it read, and all it released.
+          else greatest(0, split_part(before, chr(31), 2)::integer
+                           + split_part(before, chr(31), 3)::integer - p_read)
+        end
+    where w.queue_name = p_queue
+      and w.ctid = (select w2.ctid from pgflow.fair_windows w2 where w2.queue_name = p_queue
+                    for update skip locked);
+  end if;
+  return n;
 end;
 $$;

@@ -63,7 +63,7 @@ declare
   -- Whether the worker's row is on this queue.
   fits boolean;
   read_started timestamptz;
-  -- Tasks released for this read before it (a read deeper than the queue's window).
+  -- Tasks released for this read before it, as pgflow._start_tasks counts them.
   released integer := 0;
 begin
   if q is null then
@@ -84,12 +84,17 @@ begin
   if depth > read_and_claim.qty then
     read_vt := 0;
   end if;
-  -- A read deeper than a queue's window in window mode (0258_fair_window.sql) makes room for its
-  -- depth before reading: the window holds about pgflow._fair_window() messages, and without this
-  -- a worker with more free slots would get only those.
-  if depth > pgflow._fair_window()
-     and exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
-    released := pgflow._release_turns(q, depth - pgflow._fair_window());
+  -- In window mode (0258_fair_window.sql) a claim releases a read's worth of waiting tasks
+  -- before it reads, so it reads the tasks whose turn it is (pgflow._release_before_read). One
+  -- claim per queue at a time does; the others release after their reads, except that a read
+  -- deeper than the window makes room for its depth first: the window holds about
+  -- pgflow._fair_window() messages, and a worker with more free slots would get only those.
+  if exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
+    released := pgflow._release_before_read(q, depth);
+    if released is null then
+      released := case when depth > pgflow._fair_window()
+                       then pgflow._release_turns(q, depth - pgflow._fair_window()) else 0 end;
+    end if;
   end if;
   read_started := clock_timestamp();
   if read_and_claim.max_poll_seconds = 0 then

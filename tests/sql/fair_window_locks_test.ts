@@ -97,8 +97,9 @@ db.test("two claims leaving window mode at once do not deadlock; the task is cla
 });
 
 // Under load: a shared queue in window mode with a window smaller than a read (so every read
-// releases before it reads, as bench/fairness.ts --windows 8 runs it), new runs started one per
-// call on one connection while two claimers drain on two others. Every task is claimed exactly
+// releases before it reads: the one claim holding the queue's turn lock a read's worth, the others
+// what their depth lacks past the window, as bench/fairness.ts --windows 8 runs it), new runs
+// started one per call on one connection while three claimers drain on three others. Every task is claimed exactly
 // once and completed, no claim or start fails (a deadlock is SQLSTATE 40P01), and the queue leaves
 // window mode.
 db.test("starts and claims racing on a queue in window mode: no deadlock, nothing lost or claimed twice", async ({ sql, connect }) => {
@@ -140,7 +141,12 @@ db.test("starts and claims racing on a queue in window mode: no deadlock, nothin
         }
       }
     };
-    const results = await Promise.allSettled([starts, claimer(connect()), claimer(connect())]);
+    const results = await Promise.allSettled([
+      starts,
+      claimer(connect()),
+      claimer(connect()),
+      claimer(connect()),
+    ]);
     for (const r of results) {
       assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
     }

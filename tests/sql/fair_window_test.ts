@@ -95,20 +95,28 @@ async function newcomerGoesInTurn(sql: Sql, build: BuildBacklog, queue: string):
   const worker = crypto.randomUUID();
   const pairs: [string, string][] = [[fa, "s"], [fb, "s"]];
   let aBefore = 0;
+  let aBeforeFirst: number | undefined;
   let claimedTotal = 0;
   while (newcomers.size > 0) {
     const claimed = await claimAndComplete(sql, queue, worker, pairs, 10);
     assert.ok(claimed.length > 0, "every read finds work while tasks wait");
     claimedTotal += claimed.length;
+    const bs = claimed.filter((c) => c.flow_slug === fb).length;
+    // Once B's turn has come, every claim carries B's next task: a claim releases before it reads
+    // what its read takes, each group's n-th before any group's (n+1)-th.
+    if (aBeforeFirst !== undefined) assert.ok(bs > 0, "each claim after B's first carries B's next");
+    if (bs > 0) aBeforeFirst ??= aBefore;
     for (const c of claimed) {
       if (c.flow_slug === fb) newcomers.delete(c.run_id!);
       else if (newcomers.size > 0) aBefore++;
     }
     assert.ok(claimedTotal < backlog, "B's tasks came out before A's backlog drained");
   }
-  // First in, first out would claim all of A's backlog first; in turns B's tasks go out with the
-  // first release, behind the window A sent and at most one read.
-  assert.ok(aBefore <= sent + 10, `${aBefore} of A's tasks were claimed before B's last`);
+  // First in, first out would claim all of A's backlog first. In turns B's first task is read by
+  // the first claim that reads past the window A sent, which it releases before that read; B's
+  // other tasks follow, one turn each, in the claims after it.
+  assert.ok(aBeforeFirst! < sent + 10, `${aBeforeFirst} of A's tasks were claimed before B's first`);
+  assert.ok(aBefore < sent + 20, `${aBefore} of A's tasks were claimed before B's last`);
 
   // The rest drains; every task starts exactly once and the queue leaves window mode.
   for (let i = 0; i < backlog; i++) {
@@ -225,14 +233,15 @@ db.test("turns go by priority, then each group's first before any group's second
     await sql`select run_id from pgflow.start_flow('pc', '{}'::jsonb, priority => 10)`;
   const worker = crypto.randomUUID();
   const pairs: [string, string][] = [["pa", "s"], ["pb", "s"], ["pc", "s"]];
-  // A claim of 4 releases 4: the priority-10 task, then pa's and pb's first, then a second turn.
-  const first = await claimAndComplete(sql, "prio_q", worker, pairs, 4);
-  assert.deepEqual(first.map((c) => c.flow_slug), ["pa", "pa", "pa", "pa"]);
-  const released = await sql<{ flow_slug: string; run_id: string }[]>`
-    select flow_slug, run_id from pgflow.step_tasks
-    where queue_name = 'prio_q' and status = 'queued' order by message_id desc limit 4`;
-  assert.equal(released.at(-1)?.run_id, urgent, "the priority-10 task's message goes first");
-  assert.deepEqual(released.map((r) => r.flow_slug).sort(), ["pa", "pa", "pb", "pc"]);
+  // The window pa sent is read first: a claim releases nothing before a read the visible backlog
+  // fills.
+  const window = await claimAndComplete(sql, "prio_q", worker, pairs, w);
+  assert.deepEqual(new Set(window.map((c) => c.flow_slug)), new Set(["pa"]));
+  // A claim of 4 then releases 4 before it reads them: the priority-10 task, then pa's and pb's
+  // first, then a second turn (pa's, the older).
+  const turns = await claimAndComplete(sql, "prio_q", worker, pairs, 4);
+  assert.equal(turns[0].run_id, urgent, "the priority-10 task's message goes first");
+  assert.deepEqual(turns.map((c) => c.flow_slug).sort(), ["pa", "pa", "pb", "pc"]);
 });
 
 db.test("a map larger than the window sends what fits; tick releases tasks left waiting outside window mode", async ({ sql }) => {
@@ -251,18 +260,36 @@ db.test("a map larger than the window sends what fits; tick releases tasks left 
   assert.deepEqual(await statuses(sql, "mp"), { queued: w + 10 });
 });
 
-db.test("a read that finds the queue empty releases tasks waiting for their turn", async ({ sql }) => {
+db.test("a claim in window mode releases before it reads; one that cannot (another claim is releasing) releases after an empty read", async ({ sql, connect }) => {
   const w = await fairWindow(sql);
   await defineFlow(sql, "em", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
   await defineFlow(sql, "em_other", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
-  await sql`select count(pgflow.start_flow('em', '{}'::jsonb)) from generate_series(1, ${w + 3})`;
+  await sql`select count(pgflow.start_flow('em', '{}'::jsonb)) from generate_series(1, ${w + 6})`;
   // The window's messages leave without a claim (as a cancel archives them).
   await sql`select pgmq.archive('empty_q', message_id) from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
   await sql`update pgflow.step_tasks set status = 'cancelled' where flow_slug = 'em' and status = 'queued'`;
+  // Nothing visible is left: say so, as a claim that read the window would have.
+  await sql`update pgflow.fair_windows set visible = 0 where queue_name = 'empty_q'`;
   const worker = crypto.randomUUID();
   const pairs: [string, string][] = [["em", "s"]];
-  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 10)).length, 0);
-  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 10)).length, 3);
+  // Another claim is releasing before its read (it holds the queue's turn lock): this one reads
+  // the empty queue, then releases what it lacked.
+  const other = connect();
+  const [{ held }] = await other`
+    select pg_try_advisory_lock(pgflow._turn_lock_class(), hashtext('empty_q')) as held`;
+  assert.equal(held, true);
+  try {
+    assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 3)).length, 0);
+  } finally {
+    await other`select pg_advisory_unlock(pgflow._turn_lock_class(), hashtext('empty_q'))`;
+  }
+  const [{ queued }] = await sql`
+    select count(*)::int as queued from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
+  assert.equal(queued, 3, "the empty read released a read's worth after it");
+  // With the lock free, a claim releases before its read: it takes the three released after the
+  // empty read and the three it releases itself, in one read.
+  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 6)).length, 6);
+  assert.deepEqual(await statuses(sql, "em"), { cancelled: w, completed: 6 });
 });
 
 /** Rows this transaction's scans of pgflow.step_tasks have read so far (its indexes and the table). */
