@@ -104,7 +104,9 @@ async function newcomerGoesInTurn(sql: Sql, build: BuildBacklog, queue: string):
     const bs = claimed.filter((c) => c.flow_slug === fb).length;
     // Once B's turn has come, every claim carries B's next task: a claim releases before it reads
     // what its read takes, each group's n-th before any group's (n+1)-th.
-    if (aBeforeFirst !== undefined) assert.ok(bs > 0, "each claim after B's first carries B's next");
+    if (aBeforeFirst !== undefined) {
+      assert.ok(bs > 0, "each claim after B's first carries B's next");
+    }
     if (bs > 0) aBeforeFirst ??= aBefore;
     for (const c of claimed) {
       if (c.flow_slug === fb) newcomers.delete(c.run_id!);
@@ -115,7 +117,10 @@ async function newcomerGoesInTurn(sql: Sql, build: BuildBacklog, queue: string):
   // First in, first out would claim all of A's backlog first. In turns B's first task is read by
   // the first claim that reads past the window A sent, which it releases before that read; B's
   // other tasks follow, one turn each, in the claims after it.
-  assert.ok(aBeforeFirst! < sent + 10, `${aBeforeFirst} of A's tasks were claimed before B's first`);
+  assert.ok(
+    aBeforeFirst! < sent + 10,
+    `${aBeforeFirst} of A's tasks were claimed before B's first`,
+  );
   assert.ok(aBefore < sent + 20, `${aBefore} of A's tasks were claimed before B's last`);
 
   // The rest drains; every task starts exactly once and the queue leaves window mode.
