@@ -2926,13 +2926,14 @@ begin
           when coalesce(p_read, 0) < coalesce(p_depth, 0) then n
           -- The read reached this claim's own release, so it took everything visible before it
           -- (in id order; a message another reader holds is not visible): what it left of its
-          -- own release, at most the ids past the highest read. Ids between them that are
+          -- own release, at most the ids past the highest read (none when the read went past
+          -- it: another transaction sent and committed since). Ids between them that are
           -- another's (sent or held by another claim) are not counted: an estimate that errs
           -- low only puts a newcomer behind a few more messages, one that errs high would hold
           -- its release back.
           when ids <> '' and p_top >= split_part(ids, ' ', 1)::bigint
-            then least(split_part(before, chr(31), 3)::integer,
-                       split_part(ids, ' ', 2)::bigint - p_top)
+            then greatest(0, least(split_part(before, chr(31), 3)::integer,
+                                   split_part(ids, ' ', 2)::bigint - p_top))
           -- It did not: the backlog it was told of, less what it read, and all it released.
           else greatest(0, split_part(before, chr(31), 2)::integer
                            + split_part(before, chr(31), 3)::integer - p_read)

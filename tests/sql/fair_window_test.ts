@@ -385,3 +385,25 @@ db.test("deleting one of a queue's two flows: the queue keeps no cursor, leaves 
   await inOneTransaction(sql, "del_b", 2 * w);
   assert.deepEqual(await statuses(sql, "del_b"), { completed: 3, queued: 2 * w });
 });
+
+db.test("the visible backlog a claim releasing before its read leaves: its own release unread, never below zero", async ({ sql }) => {
+  await defineFlow(sql, "vb_a", [{ slug: "s", queue: "vb_q" }], { mode: "routed" });
+  await defineFlow(sql, "vb_b", [{ slug: "s", queue: "vb_q" }], { mode: "routed" });
+  await sql`insert into pgflow.fair_windows (queue_name, visible) values ('vb_q', 7)`;
+  // After a release of 5 messages (ids 100-104) from a backlog estimated at 12, a read of 10 whose
+  // highest id is `top` (depth 10), as pgflow._take_turns sees it in the claim's transaction.
+  const after = (top: number, read = 10) =>
+    sql.begin(async (tx) => {
+      await tx`select set_config('pgflow.turn_before', 'vb_q' || chr(31) || '12' || chr(31) || '5', true),
+                      set_config('pgflow.turn_ids', '100 104', true)`;
+      await tx`select pgflow._take_turns('vb_q', -10, ${read}::int, 10, ${top}::bigint)`;
+      const [{ visible }] =
+        await tx`select visible from pgflow.fair_windows where queue_name = 'vb_q'`;
+      return visible;
+    });
+  assert.equal(await after(102), 2, "read into its own release: the two ids past it are left");
+  assert.equal(await after(104), 0, "read all of its own release");
+  assert.equal(await after(130), 0, "read past its own release (another's later message)");
+  assert.equal(await after(90), 12 + 5 - 10, "did not reach it: estimate + released - read");
+  assert.equal(await after(90, 4), 0, "a short read left nothing visible (and nothing waits)");
+});
