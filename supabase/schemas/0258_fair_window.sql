@@ -397,17 +397,19 @@ $$;
 -- against the ids this release sent (recorded by pgflow._release_turn_groups) when the read
 -- reached them, else from the estimate less what was read; a short read left none.
 --
--- One claim per queue at a time (a transaction advisory lock, tried, never waited for); the
--- others release after their reads as before. The release locks the tasks it picks with skip
--- locked and, under READ COMMITTED, also a task another claim released and committed since its
--- snapshot, left out but locked until this transaction ends (docs/flow-control.md, "Locks"). A
--- claim that then waits on such a lock is one that releases after its read, and such a claim
--- waits for nothing once it has released: with two claims releasing before their reads, each
--- could hold a task the other read.
+-- One claim per queue at a time: the queue's turn lock (a transaction advisory lock) is held from
+-- here to the claim's commit, and claims in window mode wait for it; pgflow.complete_and_claim takes
+-- it before its completions, so a claim waiting for it holds no row lock. Why: the release locks
+-- the tasks it picks with skip locked and, under READ COMMITTED, also a task another release
+-- made queued and committed since its snapshot, left out but locked until the transaction ends
+-- (docs/flow-control.md, "Locks"). Two claims each releasing before their reads could each hold
+-- such a lock on a task the other read and wait for each other. Serialised, a release's snapshot
+-- is taken after the previous holder committed, and every release in window mode is one of them
+-- (pgflow.tick() aside), so no such lock is taken. The cost: claims on one queue in window mode
+-- run one at a time from their release to their commit (a millisecond or two each).
 --
 -- Returns what the caller counts as released for its claim (p_depth: what it takes needs no
--- release after the read), or NULL when the queue is not in window mode or another claim holds
--- the lock.
+-- release after the read), or NULL when the queue is not in window mode.
 create or replace function pgflow._release_before_read(p_queue text, p_depth integer)
 returns integer
 language plpgsql
@@ -418,10 +420,10 @@ declare
   backlog integer;
   n integer;
 begin
+  perform pg_catalog.pg_advisory_xact_lock(pgflow._turn_lock_class(), pg_catalog.hashtext(p_queue));
+  -- Read under the lock: the claim that held it may have moved the estimate, or left window mode.
   select w.visible into backlog from pgflow.fair_windows w where w.queue_name = p_queue;
-  if not found
-     or not pg_catalog.pg_try_advisory_xact_lock(pgflow._turn_lock_class(),
-                                                 pg_catalog.hashtext(p_queue)) then
+  if not found then
     return null;
   end if;
   perform pg_catalog.set_config('pgflow.turn_before', p_queue, true);

@@ -63,8 +63,9 @@ declare
   -- Whether the worker's row is on this queue.
   fits boolean;
   read_started timestamptz;
-  -- Tasks released for this read before it, as pgflow._start_tasks counts them.
-  released integer := 0;
+  -- Tasks released for this read before it, as pgflow._start_tasks counts them (NULL: not in
+  -- window mode).
+  released integer;
 begin
   if q is null then
     raise exception 'read_and_claim: queue_name must not be NULL' using errcode = '22004';
@@ -84,20 +85,15 @@ begin
   if depth > read_and_claim.qty then
     read_vt := 0;
   end if;
-  -- In window mode (0258_fair_window.sql) a claim releases a read's worth of waiting tasks
-  -- before it reads, so it reads the tasks whose turn it is (pgflow._release_before_read). One
-  -- claim per queue at a time does; the others release after their reads, except that a read
-  -- deeper than the window makes room for its depth first: the window holds about
-  -- pgflow._fair_window() messages, and a worker with more free slots would get only those.
+  -- In window mode (0258_fair_window.sql) a claim releases what its read will take before it
+  -- reads, so it reads the tasks whose turn it is (pgflow._release_before_read, which waits for
+  -- the queue's turn lock: one claim at a time). Such a read does not wait for messages: it holds
+  -- that lock, and what it did not release is released by the short read's own release below.
   if exists (select 1 from pgflow.fair_windows w where w.queue_name = q) then
     released := pgflow._release_before_read(q, depth);
-    if released is null then
-      released := case when depth > pgflow._fair_window()
-                       then pgflow._release_turns(q, depth - pgflow._fair_window()) else 0 end;
-    end if;
   end if;
   read_started := clock_timestamp();
-  if read_and_claim.max_poll_seconds = 0 then
+  if read_and_claim.max_poll_seconds = 0 or released is not null then
     -- A worker woken by notifications reads once without waiting: it waits for the next
     -- notification itself (read_with_poll with no time left returns before reading at all).
     select array_agg(m order by m.msg_id), array_agg(m.msg_id order by m.msg_id)
@@ -137,7 +133,7 @@ begin
   join pgflow._start_tasks(q, ids, read_and_claim.worker_id, read_and_claim.supported, read_vt,
                            case when read_vt <> read_and_claim.visibility_timeout
                                 then read_and_claim.visibility_timeout end, keys,
-                           depth, read_and_claim.qty, released) c
+                           depth, read_and_claim.qty, coalesce(released, 0)) c
     on c.msg_id = m.msg_id
   order by m.msg_id;
 
@@ -200,6 +196,12 @@ volatile
 set search_path = ''
 as $$
 begin
+  -- A queue in window mode: its turn lock first (see pgflow._release_before_read, which the read
+  -- takes it again for), so that this claim waits for it before its completions lock any row.
+  if exists (select 1 from pgflow.fair_windows w where w.queue_name = complete_and_claim.queue_name) then
+    perform pg_catalog.pg_advisory_xact_lock(pgflow._turn_lock_class(),
+                                             pg_catalog.hashtext(complete_and_claim.queue_name));
+  end if;
   perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
     complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
   return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,

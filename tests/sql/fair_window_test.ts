@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import type { Sql } from "postgres";
-import { testDatabase } from "../support/db.ts";
+import { testDatabase, waitFor } from "../support/db.ts";
 import { defineFlow, queueMessages } from "../support/engine.ts";
 
 const db = testDatabase(import.meta.url);
@@ -265,34 +265,43 @@ db.test("a map larger than the window sends what fits; tick releases tasks left 
   assert.deepEqual(await statuses(sql, "mp"), { queued: w + 10 });
 });
 
-db.test("a claim in window mode releases before it reads; one that cannot (another claim is releasing) releases after an empty read", async ({ sql, connect }) => {
+db.test("a claim in window mode waits for the queue's turn lock, releases before it reads, and an empty read releases what it lacked", async ({ sql, connect }) => {
   const w = await fairWindow(sql);
   await defineFlow(sql, "em", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
   await defineFlow(sql, "em_other", [{ slug: "s", queue: "empty_q" }], { mode: "routed" });
   await sql`select count(pgflow.start_flow('em', '{}'::jsonb)) from generate_series(1, ${w + 6})`;
-  // The window's messages leave without a claim (as a cancel archives them).
+  // The window's messages leave without a claim (as a cancel archives them), while the estimate
+  // still counts them as visible.
   await sql`select pgmq.archive('empty_q', message_id) from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
   await sql`update pgflow.step_tasks set status = 'cancelled' where flow_slug = 'em' and status = 'queued'`;
-  // Nothing visible is left: say so, as a claim that read the window would have.
-  await sql`update pgflow.fair_windows set visible = 0 where queue_name = 'empty_q'`;
   const worker = crypto.randomUUID();
   const pairs: [string, string][] = [["em", "s"]];
-  // Another claim is releasing before its read (it holds the queue's turn lock): this one reads
-  // the empty queue, then releases what it lacked.
+
+  // Another claim holds the queue's turn lock: this one waits for it.
   const other = connect();
   const [{ held }] = await other`
     select pg_try_advisory_lock(pgflow._turn_lock_class(), hashtext('empty_q')) as held`;
   assert.equal(held, true);
-  try {
-    assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 3)).length, 0);
-  } finally {
-    await other`select pg_advisory_unlock(pgflow._turn_lock_class(), hashtext('empty_q'))`;
-  }
+  const claimer = connect();
+  const [{ pid }] = await claimer<{ pid: number }[]>`select pg_backend_pid() as pid`;
+  const first = claimAndComplete(claimer, "empty_q", worker, pairs, 3);
+  await waitFor(async () => {
+    const [{ waits }] = await sql`
+      select count(*)::int as waits from pg_locks
+      where pid = ${pid} and locktype = 'advisory' and not granted`;
+    return waits === 1;
+  }, { what: "the claim to wait for the turn lock" });
+  await other`select pg_advisory_unlock(pgflow._turn_lock_class(), hashtext('empty_q'))`;
+  // The estimate said a read's worth was visible, so it released nothing before its read, found
+  // the queue empty, and released what it lacked after it.
+  assert.equal((await first).length, 0);
   const [{ queued }] = await sql`
     select count(*)::int as queued from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
   assert.equal(queued, 3, "the empty read released a read's worth after it");
-  // With the lock free, a claim releases before its read: it takes the three released after the
-  // empty read and the three it releases itself, in one read.
+  const [{ visible }] =
+    await sql`select visible from pgflow.fair_windows where queue_name = 'empty_q'`;
+  assert.equal(visible, 3, "and counted them as the visible backlog");
+  // The next claim releases three more before its read and takes all six in one read.
   assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 6)).length, 6);
   assert.deepEqual(await statuses(sql, "em"), { cancelled: w, completed: 6 });
 });
