@@ -2865,6 +2865,8 @@ declare
   n integer;
 begin
   perform pg_catalog.pg_advisory_xact_lock(pgflow._turn_lock_class(), pg_catalog.hashtext(p_queue));
+  -- The claim's start, for the tasks it starts (pgflow._start_tasks): it may have waited here.
+  perform pg_catalog.set_config('pgflow.claim_start', pg_catalog.clock_timestamp()::text, true);
   -- Read under the lock: the claim that held it may have moved the estimate, or left window mode.
   select w.visible into backlog from pgflow.fair_windows w where w.queue_name = p_queue;
   if not found then
@@ -5983,7 +5985,12 @@ begin
   -- Claim: each eligible queued task in the support set starts, once.
   with claimed as (
     update pgflow.step_tasks t
-    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+    -- The transaction's start, or, for a claim that waited for its queue's turn lock, when it
+    -- got it (pgflow._release_before_read): a task released after the transaction began must
+    -- not look started before it was queued.
+    set status = 'started', attempts_count = t.attempts_count + 1,
+        started_at = coalesce(nullif(pg_catalog.current_setting('pgflow.claim_start', true), '')::timestamptz,
+                              now()),
         last_worker_id = stamp
     -- The plan must be driven by the ids, whatever the statistics say. A join on (queue, message
     -- id), `message_id = any (msg_ids)`, or runs and step_states joined by status each let a plan

@@ -421,6 +421,8 @@ declare
   n integer;
 begin
   perform pg_catalog.pg_advisory_xact_lock(pgflow._turn_lock_class(), pg_catalog.hashtext(p_queue));
+  -- The claim's start, for the tasks it starts (pgflow._start_tasks): it may have waited here.
+  perform pg_catalog.set_config('pgflow.claim_start', pg_catalog.clock_timestamp()::text, true);
   -- Read under the lock: the claim that held it may have moved the estimate, or left window mode.
   select w.visible into backlog from pgflow.fair_windows w where w.queue_name = p_queue;
   if not found then

@@ -357,7 +357,12 @@ begin
   -- Claim: each eligible queued task in the support set starts, once.
   with claimed as (
     update pgflow.step_tasks t
-    set status = 'started', attempts_count = t.attempts_count + 1, started_at = now(),
+    -- The transaction's start, or, for a claim that waited for its queue's turn lock, when it
+    -- got it (pgflow._release_before_read): a task released after the transaction began must
+    -- not look started before it was queued.
+    set status = 'started', attempts_count = t.attempts_count + 1,
+        started_at = coalesce(nullif(pg_catalog.current_setting('pgflow.claim_start', true), '')::timestamptz,
+                              now()),
         last_worker_id = stamp
     -- The plan must be driven by the ids, whatever the statistics say. A join on (queue, message
     -- id), `message_id = any (msg_ids)`, or runs and step_states joined by status each let a plan

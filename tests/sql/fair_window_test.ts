@@ -277,33 +277,43 @@ db.test("a claim in window mode waits for the queue's turn lock, releases before
   const worker = crypto.randomUUID();
   const pairs: [string, string][] = [["em", "s"]];
 
-  // Another claim holds the queue's turn lock: this one waits for it.
-  const other = connect();
-  const [{ held }] = await other`
-    select pg_try_advisory_lock(pgflow._turn_lock_class(), hashtext('empty_q')) as held`;
-  assert.equal(held, true);
-  const claimer = connect();
-  const [{ pid }] = await claimer<{ pid: number }[]>`select pg_backend_pid() as pid`;
-  const first = claimAndComplete(claimer, "empty_q", worker, pairs, 3);
-  await waitFor(async () => {
-    const [{ waits }] = await sql`
-      select count(*)::int as waits from pg_locks
-      where pid = ${pid} and locktype = 'advisory' and not granted`;
-    return waits === 1;
-  }, { what: "the claim to wait for the turn lock" });
-  await other`select pg_advisory_unlock(pgflow._turn_lock_class(), hashtext('empty_q'))`;
-  // The estimate said a read's worth was visible, so it released nothing before its read, found
-  // the queue empty, and released what it lacked after it.
-  assert.equal((await first).length, 0);
+  // The estimate said a read's worth was visible, so the claim released nothing before its read,
+  // found the queue empty, and released what it lacked after it.
+  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 3)).length, 0);
   const [{ queued }] = await sql`
     select count(*)::int as queued from pgflow.step_tasks where flow_slug = 'em' and status = 'queued'`;
   assert.equal(queued, 3, "the empty read released a read's worth after it");
   const [{ visible }] =
     await sql`select visible from pgflow.fair_windows where queue_name = 'empty_q'`;
   assert.equal(visible, 3, "and counted them as the visible backlog");
-  // The next claim releases three more before its read and takes all six in one read.
-  assert.equal((await claimAndComplete(sql, "empty_q", worker, pairs, 6)).length, 6);
-  assert.deepEqual(await statuses(sql, "em"), { cancelled: w, completed: 6 });
+
+  // Another claim holds the queue's turn lock: this one waits for it, then releases three more
+  // before its read and takes all six in one read, started when it got the lock.
+  const other = connect();
+  const [{ held }] = await other`
+    select pg_try_advisory_lock(pgflow._turn_lock_class(), hashtext('empty_q')) as held`;
+  assert.equal(held, true);
+  const claimer = connect();
+  const [{ pid }] = await claimer<{ pid: number }[]>`select pg_backend_pid() as pid`;
+  const claim = claimer<{ run_id: string }[]>`
+    select run_id from pgflow.read_and_claim('empty_q', ${worker}::uuid, 30, 6, 0, 50,
+                                             ${JSON.stringify(pairs)}::text::jsonb)
+    where disposition = 'claimed'`.execute();
+  await waitFor(async () => {
+    const [{ waits }] = await sql`
+      select count(*)::int as waits from pg_locks
+      where pid = ${pid} and locktype = 'advisory' and not granted`;
+    return waits === 1;
+  }, { what: "the claim to wait for the turn lock" });
+  const [{ freed }] = await other<{ freed: Date }[]>`
+    select clock_timestamp() as freed, pg_advisory_unlock(pgflow._turn_lock_class(), hashtext('empty_q'))`;
+  assert.equal((await claim).length, 6);
+  const claimed = await sql<{ started_at: Date }[]>`
+    select started_at from pgflow.step_tasks where flow_slug = 'em' and status = 'started'`;
+  assert.equal(claimed.length, 6);
+  for (const c of claimed) {
+    assert.ok(c.started_at >= freed, `started ${c.started_at.toISOString()}, not before the wait`);
+  }
 });
 
 /** Rows this transaction's scans of pgflow.step_tasks have read so far (its indexes and the table). */
