@@ -157,7 +157,7 @@ export function supabaseBackend(
       if (error) throw new RpcError("waiting_tasks", error);
       return ((data ?? []) as WaitingRow[]).map((r) => ({
         queueName: r.queue_name,
-        ...toWaiting({ ...r, tasks: r.waiting, since: utcText(r.oldest_queued_at) }),
+        ...toWaiting({ ...r, tasks: r.waiting, since: utcMicros(r.oldest_queued_at) }),
       }));
     },
     wakeSource: () => Promise.resolve(source),
@@ -173,11 +173,28 @@ type WaitingRow = Omit<RawWaiting, "tasks" | "since"> & {
 };
 
 /**
- * A timestamp as PostgREST writes it (`…123456+00:00` in a UTC session) in `get_run`'s form
- * (`…123456Z`), so both backends give the same text; another offset is converted through a Date
- * (to milliseconds).
+ * A `timestamptz` as PostgREST sends it (Postgres's JSON text: `2026-12-06T19:33:39.86752+00:00`,
+ * trailing zeros of the fraction dropped, none at all on a whole second) as the UTC text with
+ * exactly six fractional digits that the SQL backend's `to_char` gives, so both backends agree to
+ * the microsecond.
+ *
+ * @example
+ * ```ts
+ * utcMicros("2026-12-06T19:33:39.86752+00:00"); // "2026-12-06T19:33:39.867520Z"
+ * utcMicros("2026-12-06T20:33:39+01:00"); // "2026-12-06T19:33:39.000000Z"
+ * ```
  */
-function utcText(value: string): string {
-  if (value.endsWith("+00:00")) return `${value.slice(0, -6)}Z`;
-  return new Date(value).toISOString();
+export function utcMicros(value: string): string {
+  const m = /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?(Z|[+-]\d\d(?::?\d\d)?)$/
+    .exec(value);
+  if (m === null) {
+    throw new Error(`not a timestamp as PostgREST sends one: ${JSON.stringify(value)}`);
+  }
+  const zone = m[4] === "Z"
+    ? "Z"
+    : m[4].length === 3
+    ? `${m[4]}:00`
+    : `${m[4].slice(0, 3)}:${m[4].slice(-2)}`;
+  const seconds = new Date(`${m[1]}T${m[2]}${zone}`).toISOString().slice(0, 19);
+  return `${seconds}.${(m[3] ?? "").padEnd(6, "0")}Z`;
 }

@@ -10,6 +10,7 @@ import { createClient, type PgflowClient } from "../../mod.ts";
 import { testDatabase } from "../support/db.ts";
 import { limitedFlow } from "../support/flow_control.ts";
 import { fakePostgrest } from "./postgrest.ts";
+import { utcMicros } from "../../src/client/supabase_backend.ts";
 
 const db = testDatabase(import.meta.url);
 
@@ -107,4 +108,19 @@ db.test("over supabase-js rpc: the same waiting tasks, the same reasons", async 
     await client.close();
     await api.close();
   }
+});
+
+Deno.test("a time PostgREST sends comes out with six fractional digits in UTC, as the SQL backend's", () => {
+  // Postgres's JSON text drops a fraction's trailing zeros (one in ten times a microsecond ends
+  // in 0), and the whole fraction on a whole second.
+  assert.equal(utcMicros("2026-12-06T19:33:39.86752+00:00"), "2026-12-06T19:33:39.867520Z");
+  assert.equal(utcMicros("2026-12-06T19:33:39+00:00"), "2026-12-06T19:33:39.000000Z");
+  assert.equal(utcMicros("2026-12-06T19:33:39.123456Z"), "2026-12-06T19:33:39.123456Z");
+  // Another offset, to UTC, keeping the microseconds.
+  assert.equal(utcMicros("2026-12-06T21:03:39.000001+01:30"), "2026-12-06T19:33:39.000001Z");
+  assert.equal(utcMicros("2026-12-06 14:33:39.5-05"), "2026-12-06T19:33:39.500000Z");
+  assert.throws(
+    () => utcMicros("yesterday"),
+    /not a timestamp as PostgREST sends one: "yesterday"/,
+  );
 });
