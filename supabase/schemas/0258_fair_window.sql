@@ -398,8 +398,8 @@ $$;
 -- reached them, else from the estimate less what was read; a short read left none.
 --
 -- One claim per queue at a time: the queue's turn lock (a transaction advisory lock) is held from
--- here to the claim's commit, and claims in window mode wait for it; pgflow.complete_and_claim takes
--- it before its completions, so a claim waiting for it holds no row lock. Why: the release locks
+-- here to the claim's commit, and claims in window mode wait for it (pgflow.complete_and_claim
+-- after its completions: why that closes no cycle is said there). Why: the release locks
 -- the tasks it picks with skip locked and, under READ COMMITTED, also a task another release
 -- made queued and committed since its snapshot, left out but locked until the transaction ends
 -- (docs/flow-control.md, "Locks"). Two claims each releasing before their reads could each hold

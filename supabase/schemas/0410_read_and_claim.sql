@@ -196,12 +196,15 @@ volatile
 set search_path = ''
 as $$
 begin
-  -- A queue in window mode: its turn lock first (see pgflow._release_before_read, which the read
-  -- takes it again for), so that this claim waits for it before its completions lock any row.
-  if exists (select 1 from pgflow.fair_windows w where w.queue_name = complete_and_claim.queue_name) then
-    perform pg_catalog.pg_advisory_xact_lock(pgflow._turn_lock_class(),
-                                             pg_catalog.hashtext(complete_and_claim.queue_name));
-  end if;
+  -- On a queue in window mode the read waits for the queue's turn lock
+  -- (pgflow._release_before_read); the completions come first, outside it, so claims there take
+  -- turns only for their release, read and claim. Waiting for the lock while holding what the
+  -- completions locked closes no cycle, because the holder, past its own completions, never
+  -- waits for such a row: its claim updates only tasks queued in its snapshot whose messages it
+  -- read and holds; a completion that fails a run archives the run's messages before it cancels
+  -- their tasks (pgflow._fail_run), so it waits for the holder's read instead of holding a task the
+  -- holder claims; the rest (runs, step states, its own started tasks, new tasks not yet
+  -- committed) no claim locks; limited tasks are released at commit, not here.
   perform count(*) from pgflow.complete_tasks(complete_and_claim.run_ids, complete_and_claim.step_slugs,
     complete_and_claim.task_indexes, complete_and_claim.outputs, complete_and_claim.attempts);
   return query select * from pgflow.read_and_claim(complete_and_claim.queue_name, complete_and_claim.worker_id,

@@ -164,3 +164,179 @@ db.test("starts and claims racing on a queue in window mode: no deadlock, nothin
     await sql.unsafe(definition);
   }
 });
+
+/** The lock types backend `p` waits for (not yet granted). */
+async function awaitedLocks(sql: Sql, p: number): Promise<string[]> {
+  const rows = await sql<{ locktype: string }[]>`
+    select locktype from pg_locks where pid = ${p} and not granted`;
+  return rows.map((r) => r.locktype);
+}
+
+// complete_and_claim does its completions before it waits for the queue's turn lock, so claims in
+// window mode take turns only for their release, read and claim. Safe only because the holder never
+// waits for a row such a claim holds: stepped by hand where it could, a holder that has read a
+// run's task (and holds its message) and a completion that fails that run (cancelling the task).
+// The completion archives the run's messages before it cancels their tasks, so it waits for the
+// holder's read; the holder then claims the task without waiting, commits, and the completion goes
+// on. Had the completion cancelled the task first, the holder's claim would wait for it while it
+// waited for the holder's message: a deadlock (SQLSTATE 40P01).
+db.test("a completion that fails a run while the turn lock's holder has read its task: no deadlock", async ({ sql, connect }) => {
+  const queue = "fair_fail_q";
+  await defineFlow(sql, "fail_a", [
+    { slug: "s", queue },
+    { slug: "t", queue },
+    { slug: "m", deps: ["s"], type: "map", queue },
+  ], { mode: "routed" });
+  await defineFlow(sql, "fail_b", [{ slug: "s", queue }], { mode: "routed" });
+  const pairs = JSON.stringify([["fail_a", "s"], ["fail_a", "t"], ["fail_a", "m"], [
+    "fail_b",
+    "s",
+  ]]);
+  const [{ run_id }] = await sql`select run_id from pgflow.start_flow('fail_a', '{}'::jsonb)`;
+  const tasks = await sql<{ step_slug: string; mid: string }[]>`
+    select step_slug, message_id::text as mid from pgflow.step_tasks
+    where run_id = ${run_id}::uuid order by step_slug`;
+  assert.deepEqual(tasks.map((t) => t.step_slug), ["s", "t"]);
+  const [mS, mT] = tasks.map((t) => t.mid);
+  const completer = crypto.randomUUID();
+  const [s] = await sql<{ attempt: number }[]>`
+    select attempt from pgflow.start_tasks(${queue}, ${[mS]}::bigint[], ${completer}::uuid,
+      ${pairs}::text::jsonb)`;
+  assert.equal(s.attempt, 1);
+  await sql`insert into pgflow.fair_windows (queue_name) values (${queue})`;
+
+  const holder = connect();
+  const claimer = connect();
+  const pc = await pid(claimer);
+  await holder`begin`;
+  await holder`set local deadlock_timeout = '10ms'`;
+  await holder`select pg_advisory_xact_lock(pgflow._turn_lock_class(), hashtext(${queue}))`;
+  const read = await holder<
+    { mid: string }[]
+  >`select msg_id::text as mid from pgmq.read(${queue}, 30, 10)`;
+  assert.deepEqual(read.map((r) => r.mid), [mT], "the holder read t's message (s is started)");
+
+  // s completes with an output m cannot map over: the run fails, t is cancelled.
+  await claimer`set deadlock_timeout = '10ms'`;
+  const completion = claimer<{ disposition: string }[]>`
+    select disposition from pgflow.complete_and_claim(${[run_id]}::uuid[], ${["s"]}::text[],
+      ${[0]}::integer[], ${['"not an array"']}::text[]::jsonb[], ${[1]}::integer[], ${queue},
+      ${completer}::uuid, 30, 10, ${pairs}::text::jsonb)`.execute();
+  completion.catch(() => {});
+  await waitFor(async () => (await awaitedLocks(sql, pc)).length > 0, {
+    what: "the completion to wait for a lock",
+  });
+  assert.deepEqual(
+    await awaitedLocks(sql, pc),
+    ["transactionid"],
+    "the completion waits for the holder's message, not for the turn lock",
+  );
+  const claimed = await holder<{ disposition: string }[]>`
+    select disposition from pgflow.start_tasks(${queue}, ${[
+    mT,
+  ]}::bigint[], ${crypto.randomUUID()}::uuid,
+      ${pairs}::text::jsonb)`;
+  assert.deepEqual(claimed.map((c) => c.disposition), ["claimed"]);
+  await holder`commit`;
+  const [r] = await Promise.allSettled([completion]);
+  assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
+  const [{ run, t }] = await sql`
+    select (select status from pgflow.runs where run_id = ${run_id}::uuid) as run,
+           (select status from pgflow.step_tasks where run_id = ${run_id}::uuid and step_slug = 't') as t`;
+  assert.equal(run, "failed");
+  assert.equal(t, "cancelled", "t, claimed by the holder, cancelled once the holder committed");
+});
+
+// Under load: three workers' loops of complete_and_claim (their completions, then their next read)
+// on a queue in window mode with a window of 8, where half the runs fail when their step s
+// completes, cancelling their step t wherever it is (waiting, queued, read by another claim), and a
+// second flow's runs start meanwhile. No call fails (a deadlock is SQLSTATE 40P01), nothing is
+// claimed twice, every run ends, and the queue leaves window mode.
+db.test("complete_and_claim loops with failing runs on a queue in window mode: no deadlock, every run ends", async ({ sql, connect }) => {
+  const queue = "fair_cc_q";
+  const window = 8;
+  await defineFlow(sql, "cc_a", [
+    { slug: "s", queue },
+    { slug: "t", queue },
+    { slug: "m", deps: ["s"], type: "map", queue },
+  ], { mode: "routed", maxAttempts: 1 });
+  await defineFlow(sql, "cc_b", [{ slug: "s", queue }], { mode: "routed" });
+  const [{ definition }] = await sql<{ definition: string }[]>`
+    select pg_get_functiondef('pgflow._fair_window()'::regprocedure) as definition`;
+  await sql.unsafe(definition.replace(/select 32/, `select ${window}`));
+  try {
+    const backlog = 30 * window;
+    const arrivals = 80;
+    await sql`select count(pgflow.start_flow('cc_a', jsonb_build_object('i', i)))
+              from generate_series(1, ${backlog}) i`;
+    const [{ windows: before }] = await sql`
+      select count(*)::int as windows from pgflow.fair_windows where queue_name = ${queue}`;
+    assert.equal(before, 1, "the backlog put the queue in window mode");
+    const failing = new Set(
+      (await sql<{ run_id: string }[]>`
+        select run_id from pgflow.runs where flow_slug = 'cc_a' and (input ->> 'i')::int % 2 = 1`)
+        .map((r) => r.run_id),
+    );
+    const pairs = JSON.stringify([["cc_a", "s"], ["cc_a", "t"], ["cc_a", "m"], ["cc_b", "s"]]);
+    let started = 0;
+    const starter = connect();
+    const starts = (async () => {
+      for (; started < arrivals; started++) {
+        await starter`select pgflow.start_flow('cc_b', '{}'::jsonb)`;
+      }
+    })();
+    type Claimed = {
+      disposition: string;
+      run_id: string;
+      step_slug: string;
+      task_index: number;
+      attempt: number;
+    };
+    const loop = async (conn: Sql) => {
+      const worker = crypto.randomUUID();
+      await conn`set deadlock_timeout = '10ms'`;
+      let done: Claimed[] = [];
+      for (let idle = 0; idle < 50;) {
+        // s of a failing run gives m no array to map over; every other output is an empty array.
+        const outputs = done.map((d) =>
+          d.step_slug === "s" && failing.has(d.run_id) ? '"x"' : "[]"
+        );
+        const rows = await conn<Claimed[]>`
+          select disposition, run_id, step_slug, task_index, attempt
+          from pgflow.complete_and_claim(${done.map((d) => d.run_id)}::uuid[],
+            ${done.map((d) => d.step_slug)}::text[], ${done.map((d) => d.task_index)}::integer[],
+            ${outputs}::text[]::jsonb[], ${done.map((d) => d.attempt)}::integer[], ${queue},
+            ${worker}::uuid, 30, 4, ${pairs}::text::jsonb)`;
+        done = rows.filter((r) => r.disposition === "claimed");
+        const [{ open }] = await conn<{ open: number }[]>`
+          select count(*)::int as open from pgflow.step_tasks
+          where queue_name = ${queue} and status in ('waiting', 'queued', 'started')`;
+        idle = done.length === 0 && open === 0 && started >= arrivals ? idle + 1 : 0;
+      }
+    };
+    const results = await Promise.allSettled([
+      starts,
+      loop(connect()),
+      loop(connect()),
+      loop(connect()),
+    ]);
+    for (const r of results) {
+      assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
+    }
+    const [{ failed, completed, other, twice, windows }] = await sql`
+      select count(*) filter (where r.status = 'failed')::int as failed,
+             count(*) filter (where r.status = 'completed')::int as completed,
+             count(*) filter (where r.status not in ('failed', 'completed'))::int as other,
+             (select count(*)::int from pgflow.step_tasks t
+              where t.queue_name = ${queue} and t.attempts_count > 1) as twice,
+             (select count(*)::int from pgflow.fair_windows w where w.queue_name = ${queue}) as windows
+      from pgflow.runs r where r.flow_slug in ('cc_a', 'cc_b')`;
+    assert.equal(other, 0, "every run ended");
+    assert.equal(failed, backlog / 2, "the runs whose s gave m no array failed");
+    assert.equal(completed, backlog / 2 + arrivals);
+    assert.equal(twice, 0, "none claimed twice");
+    assert.equal(windows, 0, "the queue left window mode");
+  } finally {
+    await sql.unsafe(definition);
+  }
+});
