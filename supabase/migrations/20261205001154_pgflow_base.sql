@@ -1802,7 +1802,8 @@ begin
   -- Waiting tasks first (see _skip_step), then messages, then task rows: a concurrent
   -- read_and_claim holds a message row while it claims the task row, so the opposite order could
   -- deadlock with it. A claim that wins the message starts its task, which is cancelled right
-  -- after; its completion is then ignored.
+  -- after; its completion is then ignored. pgflow.complete_and_claim, which waits for its queue's
+  -- turn lock after its completions, relies on this order too (0410_read_and_claim.sql).
   update pgflow.step_tasks t set status = 'cancelled' where t.run_id = p_run_id and t.status = 'waiting';
   perform pgflow._archive_task_messages(p_run_id, array['queued', 'started', 'failed']);
   update pgflow.step_tasks t

@@ -24,6 +24,28 @@ async function waitingForLock(sql: Sql, p: number): Promise<boolean> {
   return w;
 }
 
+/**
+ * Runs `body` with the fairness window redefined to `window` (`pgflow._fair_window()` is a
+ * constant function), restoring the schema's definition after.
+ */
+async function withWindow(sql: Sql, window: number, body: () => Promise<void>): Promise<void> {
+  const [{ definition }] = await sql<{ definition: string }[]>`
+    select pg_get_functiondef('pgflow._fair_window()'::regprocedure) as definition`;
+  await sql.unsafe(definition.replace(/select 32/, `select ${window}`));
+  try {
+    await body();
+  } finally {
+    await sql.unsafe(definition);
+  }
+}
+
+/** Waits for every one of `work` and fails naming the first that failed. */
+async function allFulfilled(work: Promise<unknown>[]): Promise<void> {
+  for (const r of await Promise.allSettled(work)) {
+    assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
+  }
+}
+
 /** SQLSTATE of a failed query, if any. */
 function sqlState(r: PromiseSettledResult<unknown>): string | undefined {
   return r.status === "rejected" ? (r.reason as { code?: string }).code : undefined;
@@ -107,10 +129,7 @@ db.test("starts and claims racing on a queue in window mode: no deadlock, nothin
   const window = 8;
   await defineFlow(sql, "race_a", [{ slug: "s", queue }], { mode: "routed" });
   await defineFlow(sql, "race_b", [{ slug: "s", queue }], { mode: "routed" });
-  const [{ definition }] = await sql<{ definition: string }[]>`
-    select pg_get_functiondef('pgflow._fair_window()'::regprocedure) as definition`;
-  await sql.unsafe(definition.replace(/select 32/, `select ${window}`));
-  try {
+  await withWindow(sql, window, async () => {
     const backlog = 40 * window;
     const arrivals = 120;
     await sql`select count(pgflow.start_flow('race_a', '{}'::jsonb)) from generate_series(1, ${backlog})`;
@@ -141,15 +160,12 @@ db.test("starts and claims racing on a queue in window mode: no deadlock, nothin
         }
       }
     };
-    const results = await Promise.allSettled([
+    await allFulfilled([
       starts,
       claimer(connect()),
       claimer(connect()),
       claimer(connect()),
     ]);
-    for (const r of results) {
-      assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
-    }
     const [{ completed, other, twice, windows }] = await sql`
       select count(*) filter (where status = 'completed')::int as completed,
              count(*) filter (where status <> 'completed')::int as other,
@@ -160,9 +176,7 @@ db.test("starts and claims racing on a queue in window mode: no deadlock, nothin
     assert.equal(other, 0);
     assert.equal(twice, 0, "none claimed twice");
     assert.equal(windows, 0, "the queue left window mode");
-  } finally {
-    await sql.unsafe(definition);
-  }
+  });
 });
 
 /** The lock types backend `p` waits for (not yet granted). */
@@ -261,10 +275,7 @@ db.test("complete_and_claim loops with failing runs on a queue in window mode: n
     { slug: "m", deps: ["s"], type: "map", queue },
   ], { mode: "routed", maxAttempts: 1 });
   await defineFlow(sql, "cc_b", [{ slug: "s", queue }], { mode: "routed" });
-  const [{ definition }] = await sql<{ definition: string }[]>`
-    select pg_get_functiondef('pgflow._fair_window()'::regprocedure) as definition`;
-  await sql.unsafe(definition.replace(/select 32/, `select ${window}`));
-  try {
+  await withWindow(sql, window, async () => {
     const backlog = 30 * window;
     const arrivals = 80;
     await sql`select count(pgflow.start_flow('cc_a', jsonb_build_object('i', i)))
@@ -314,15 +325,12 @@ db.test("complete_and_claim loops with failing runs on a queue in window mode: n
         idle = done.length === 0 && open === 0 && started >= arrivals ? idle + 1 : 0;
       }
     };
-    const results = await Promise.allSettled([
+    await allFulfilled([
       starts,
       loop(connect()),
       loop(connect()),
       loop(connect()),
     ]);
-    for (const r of results) {
-      assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
-    }
     const [{ failed, completed, other, twice, windows }] = await sql`
       select count(*) filter (where r.status = 'failed')::int as failed,
              count(*) filter (where r.status = 'completed')::int as completed,
@@ -336,7 +344,5 @@ db.test("complete_and_claim loops with failing runs on a queue in window mode: n
     assert.equal(completed, backlog / 2 + arrivals);
     assert.equal(twice, 0, "none claimed twice");
     assert.equal(windows, 0, "the queue left window mode");
-  } finally {
-    await sql.unsafe(definition);
-  }
+  });
 });
