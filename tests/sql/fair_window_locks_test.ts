@@ -118,12 +118,11 @@ db.test("two claims leaving window mode at once do not deadlock; the task is cla
   assert.equal(attempts, 1);
 });
 
-// Under load: a shared queue in window mode with a window smaller than a read (so every read
-// releases before it reads: the one claim holding the queue's turn lock a read's worth, the others
-// what their depth lacks past the window, as bench/fairness.ts --windows 8 runs it), new runs
-// started one per call on one connection while three claimers drain on three others. Every task is claimed exactly
-// once and completed, no claim or start fails (a deadlock is SQLSTATE 40P01), and the queue leaves
-// window mode.
+// Under load: a shared queue in window mode with a window smaller than a read (as
+// bench/fairness.ts --windows 8 runs it; each claim waits for the queue's turn lock and releases
+// before it reads), new runs started one per call on one connection while three claimers drain on
+// three others. Every task is claimed exactly once and completed, no claim or start fails (a
+// deadlock is SQLSTATE 40P01), and the queue leaves window mode.
 db.test("starts and claims racing on a queue in window mode: no deadlock, nothing lost or claimed twice", async ({ sql, connect }) => {
   const queue = "fair_race_q";
   const window = 8;
