@@ -2,6 +2,7 @@ import { Buffer } from "node:buffer";
 import { EventEmitter } from "node:events";
 import net from "node:net";
 import tls from "node:tls";
+import { setImmediate } from "node:timers";
 
 /**
  * How a pool negotiates TLS: `false` (none), libpq's `sslmode` names (`prefer` and `allow` try
@@ -101,6 +102,12 @@ export class GatedSocket extends EventEmitter {
   #backendKey?: string;
   /** When the oldest unanswered request was sent (performance.now()), or null. */
   #waitingSince: number | null = null;
+  /** ReadyForQuery messages received so far (the startup's, then the type fetch's, ...). */
+  #readies = 0;
+  /** Whether postgres.js is handling data this socket handed it (its writes are then re-entrant). */
+  #delivering = false;
+  /** Whether the outbox waits for the next event-loop turn (see `write`). */
+  #heldForTurn = false;
 
   constructor(target: GateTarget) {
     super();
@@ -129,13 +136,31 @@ export class GatedSocket extends EventEmitter {
     return this.#closed ? "closed" : this.#inner.readyState;
   }
 
-  /** Queues `chunk`; sends what may go now. Returns false under backpressure. */
+  /**
+   * Queues `chunk`; sends what may go now. Returns false under backpressure.
+   *
+   * A connection's first query waits for the next event-loop turn when postgres.js writes it
+   * while handling the startup's or the type fetch's ReadyForQuery. postgres.js 3.4.7 learns how
+   * to send and read arrays from that fetch, but applies its result a few promise jobs after the
+   * ReadyForQuery that starts the first query; under Deno a reply that is already there is
+   * handled among those jobs, so a first query written at once (postgres.js writes at once what
+   * is 1 KB or more) that the server answers while the process is descheduled binds its array
+   * parameters as `'' + array` ("malformed array literal") and reads array columns as text. After
+   * the turn every pending promise job has run. Later queries do not wait.
+   */
   write(chunk: Uint8Array | string, fn?: (error?: Error | null) => void): boolean {
     const bytes = typeof chunk === "string" ? Buffer.from(chunk) : Buffer.from(chunk);
     this.#outbox.push(bytes);
     this.#outboxBytes += bytes.length;
     this.#queuedBytes += bytes.length;
     if (fn) this.#callbacks.push({ end: this.#queuedBytes, fn });
+    if (this.#delivering && this.#readies >= 1 && this.#readies <= 2 && !this.#heldForTurn) {
+      this.#heldForTurn = true;
+      setImmediate(() => {
+        this.#heldForTurn = false;
+        this.#pump();
+      });
+    }
     return this.#pump();
   }
 
@@ -220,7 +245,7 @@ export class GatedSocket extends EventEmitter {
 
   /** Sends every whole message that may go now; holds the rest. */
   #pump(): boolean {
-    if (!this.#ready || this.#closed) return true;
+    if (!this.#ready || this.#closed || this.#heldForTurn) return true;
     const send: Buffer[] = [];
     let sendBytes = 0;
     while (this.#outboxBytes > 0) {
@@ -298,6 +323,7 @@ export class GatedSocket extends EventEmitter {
       this.#inType = this.#inHeader[0];
       this.#inRemaining = this.#inHeader.readUInt32BE(1) - 4;
       this.#keyBody = this.#inType === BACKEND_KEY_DATA ? [] : null;
+      if (this.#inType === READY_FOR_QUERY) this.#readies++;
       if (this.#inType === READY_FOR_QUERY && this.#unanswered > 0) {
         this.#unanswered--;
         this.#waitingSince = this.#unanswered > 0 ? performance.now() : null;
@@ -307,7 +333,12 @@ export class GatedSocket extends EventEmitter {
         answered = true;
       }
     }
-    this.emit("data", data);
+    this.#delivering = true;
+    try {
+      this.emit("data", data);
+    } finally {
+      this.#delivering = false;
+    }
     if (answered) this.#pump();
   }
 
